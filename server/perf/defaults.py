@@ -1,0 +1,30 @@
+"""MaxText's defaults (src/maxtext/configs/base.yml) for the keys ASAP reads.
+
+A key that no file in the `base_config` chain sets takes this value, as in MaxText,
+where every config inherits base.yml.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.perf.axes import AXES
+
+BASE_YML = "MaxText src/maxtext/configs/base.yml"
+
+DEFAULTS: dict[str, Any] = {
+    **{a.ici_key: a.ici_default for a in AXES},
+    **{a.dcn_key: a.dcn_default for a in AXES},
+    "model_name": "default",
+    "per_device_batch_size": 12.0,
+    "gradient_accumulation_steps": 1,
+    "max_target_length": 2048,
+    "num_slices": -1,
+    "compile_topology_num_slices": -1,
+    "allow_split_physical_axes": False,
+    "remat_policy": "full",
+    "dtype": "bfloat16",
+    "weight_dtype": "float32",
+    "opt_type": "adamw",
+    "global_parameter_scale": 1,
+}

@@ -1,0 +1,394 @@
+"""The slice catalog: TPU generations with their per-chip specs (each with its source),
+slice naming rules and topologies, and `parse_slice` for `compile_topology` names.
+
+This is the one table of hardware numbers in ASAP; every other module reads it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+GiB = 1024**3
+GB = 10**9
+
+# Sources, cited by key from the spec table below.
+SOURCES: dict[str, str] = {
+    "gcp-v4": "Google Cloud TPU docs, 'TPU v4' system architecture page (cloud.google.com/tpu/docs/v4)",
+    "gcp-v5e": "Google Cloud TPU docs, 'TPU v5e' page (cloud.google.com/tpu/docs/v5e)",
+    "gcp-v5p": "Google Cloud TPU docs, 'TPU v5p' page (cloud.google.com/tpu/docs/v5p)",
+    "gcp-v6e": "Google Cloud TPU docs, 'TPU v6e (Trillium)' page (cloud.google.com/tpu/docs/v6e)",
+    "gcp-tpu7x": "Google Cloud TPU docs, 'TPU7x (Ironwood)' page (cloud.google.com/tpu/docs/tpu7x)",
+    "scaling-book": "How to Scale Your Model, jax-ml/scaling-book, tpus.md (TPU specs table)",
+    "maxtext-accel": "MaxText src/MaxText/accelerator_to_spec_map.py (topology, chips per host, wraparound)",
+    "domain": "ASAP DOMAIN.md §3 (project domain brief, collected from the sources above)",
+}
+
+
+@dataclass(frozen=True)
+class ChipSpec:
+    """Per-chip numbers of one TPU generation. Bandwidths in bytes/s, FLOP/s dense bf16."""
+
+    generation: str
+    device_kind: str  # as JAX reports it (jax.devices()[0].device_kind)
+    peak_bf16_flops: float
+    hbm_bytes: int
+    hbm_bw: float
+    ici_link_bw: float  # one direction, one link
+    ici_links: int  # links per chip
+    torus_rank: Literal[2, 3]
+    name_counts: Literal["cores", "chips", "devices"]  # what the N in '<gen>-N' counts
+    name_units_per_chip: int  # how many of those a chip has
+    devices_per_chip: int  # JAX devices per chip
+    sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
+
+    @property
+    def ici_bw_per_chip_bidir(self) -> float:
+        return 2 * self.ici_link_bw * self.ici_links
+
+    @property
+    def hbm_ridge(self) -> float:
+        """FLOPs per HBM byte where a kernel turns compute-bound (C / BW)."""
+        return self.peak_bf16_flops / self.hbm_bw
+
+
+CHIPS: dict[str, ChipSpec] = {
+    "v4": ChipSpec(
+        generation="v4",
+        device_kind="TPU v4",
+        peak_bf16_flops=275e12,
+        hbm_bytes=32 * GiB,
+        hbm_bw=1200 * GB,
+        ici_link_bw=45e9,
+        ici_links=6,
+        torus_rank=3,
+        name_counts="cores",
+        name_units_per_chip=2,
+        devices_per_chip=1,
+        sources={
+            "peak_bf16_flops": "gcp-v4",
+            "hbm_bytes": "gcp-v4",
+            "hbm_bw": "scaling-book",
+            "ici_link_bw": "scaling-book",
+            "ici_links": "gcp-v4",
+            "topology": "maxtext-accel",
+        },
+    ),
+    "v5e": ChipSpec(
+        generation="v5e",
+        device_kind="TPU v5 lite",
+        peak_bf16_flops=197e12,
+        hbm_bytes=16 * GB,
+        hbm_bw=819 * GB,
+        ici_link_bw=45e9,
+        ici_links=4,
+        torus_rank=2,
+        name_counts="chips",
+        name_units_per_chip=1,
+        devices_per_chip=1,
+        sources={
+            "peak_bf16_flops": "gcp-v5e",
+            "hbm_bytes": "gcp-v5e",
+            "hbm_bw": "gcp-v5e",
+            "ici_link_bw": "scaling-book",
+            "ici_links": "scaling-book",
+            "topology": "maxtext-accel",
+        },
+    ),
+    "v5p": ChipSpec(
+        generation="v5p",
+        device_kind="TPU v5",
+        peak_bf16_flops=459e12,
+        hbm_bytes=95 * GiB,
+        hbm_bw=2765 * GB,
+        ici_link_bw=90e9,
+        ici_links=6,
+        torus_rank=3,
+        name_counts="cores",
+        name_units_per_chip=2,
+        devices_per_chip=1,
+        sources={
+            "peak_bf16_flops": "gcp-v5p",
+            "hbm_bytes": "gcp-v5p",
+            "hbm_bw": "gcp-v5p",
+            "ici_link_bw": "scaling-book",
+            "ici_links": "gcp-v5p",
+            "topology": "maxtext-accel",
+        },
+    ),
+    "v6e": ChipSpec(
+        generation="v6e",
+        device_kind="TPU v6 lite",
+        peak_bf16_flops=918e12,
+        hbm_bytes=32 * GB,
+        hbm_bw=1638 * GB,
+        ici_link_bw=100e9,
+        ici_links=4,
+        torus_rank=2,  # 800 GB/s bidirectional per chip over 4 links
+        name_counts="chips",
+        name_units_per_chip=1,
+        devices_per_chip=1,
+        sources={
+            "peak_bf16_flops": "gcp-v6e",
+            "hbm_bytes": "gcp-v6e",
+            "hbm_bw": "gcp-v6e",
+            "ici_link_bw": "gcp-v6e",
+            "ici_links": "scaling-book",
+            "topology": "maxtext-accel",
+        },
+    ),
+    "tpu7x": ChipSpec(
+        generation="tpu7x",
+        device_kind="TPU7x",
+        peak_bf16_flops=2307e12,
+        hbm_bytes=192 * GiB,
+        hbm_bw=7380 * GB,
+        ici_link_bw=100e9,
+        ici_links=6,
+        torus_rank=3,  # 1200 GB/s bidirectional per chip over 6 links
+        name_counts="devices",
+        name_units_per_chip=2,
+        devices_per_chip=2,
+        sources={
+            "peak_bf16_flops": "gcp-tpu7x",
+            "hbm_bytes": "gcp-tpu7x",
+            "hbm_bw": "gcp-tpu7x",
+            "ici_link_bw": "gcp-tpu7x",
+            "ici_links": "domain",
+            "topology": "maxtext-accel",
+        },
+    ),
+}
+
+# Generation aliases accepted in names (MaxText and gcloud spellings).
+ALIASES: dict[str, str] = {"v5litepod": "v5e", "v5lite": "v5e", "ironwood": "tpu7x", "v7x": "tpu7x"}
+
+# Chips -> topology of the 2D generations (v5e, v6e), from MaxText's accelerator map (v5e-N/v6e-N count chips).
+TOPOLOGY_2D: dict[int, tuple[int, ...]] = {
+    1: (1, 1),
+    4: (2, 2),
+    8: (2, 4),
+    16: (4, 4),
+    32: (4, 8),
+    64: (8, 8),
+    128: (8, 16),
+    256: (16, 16),
+}
+# Chips -> topology of the 3D generations, from MaxText's accelerator map (names count cores or devices,
+# two per chip, so v5p-512 is 256 chips, 4x8x8). v5p and tpu7x share their shapes; tpu7x adds a few.
+TOPOLOGY_V4: dict[int, tuple[int, ...]] = {
+    4: (2, 2, 1),
+    8: (2, 2, 2),
+    16: (2, 2, 4),
+    32: (2, 4, 4),
+    64: (4, 4, 4),
+    128: (4, 4, 8),
+    192: (4, 4, 12),
+    256: (4, 8, 8),
+    512: (8, 8, 8),
+    768: (8, 8, 12),
+    1024: (8, 8, 16),
+    2048: (8, 16, 16),
+}
+TOPOLOGY_V5P: dict[int, tuple[int, ...]] = {
+    4: (2, 2, 1),
+    8: (2, 2, 2),
+    16: (2, 2, 4),
+    32: (2, 4, 4),
+    64: (4, 4, 4),
+    128: (4, 4, 8),
+    192: (4, 4, 12),
+    256: (4, 8, 8),
+    320: (4, 4, 20),
+    384: (4, 8, 12),
+    448: (4, 4, 28),
+    512: (8, 8, 8),
+    576: (4, 12, 12),
+    640: (4, 8, 20),
+    704: (4, 4, 44),
+    768: (8, 8, 12),
+    832: (4, 4, 52),
+    896: (4, 8, 28),
+    960: (4, 12, 20),
+    1024: (8, 8, 16),
+    1088: (4, 4, 68),
+    1152: (8, 12, 12),
+    1216: (4, 4, 76),
+    1280: (8, 8, 20),
+    1344: (4, 12, 28),
+    1408: (4, 8, 44),
+    1472: (4, 4, 92),
+    1536: (8, 12, 16),
+    1600: (4, 20, 20),
+    1664: (4, 8, 52),
+    1728: (12, 12, 12),
+    1792: (8, 8, 28),
+    1856: (4, 4, 116),
+    1920: (8, 12, 20),
+    1984: (4, 4, 124),
+    2048: (8, 16, 16),
+    2112: (4, 12, 44),
+    2176: (4, 8, 68),
+    2240: (4, 20, 28),
+    2304: (12, 12, 16),
+    2368: (4, 4, 148),
+    2432: (4, 8, 76),
+    2496: (4, 12, 52),
+    2560: (8, 16, 20),
+    2624: (4, 4, 164),
+    2688: (8, 12, 28),
+    2752: (4, 4, 172),
+    2816: (8, 8, 44),
+    2880: (12, 12, 20),
+    2944: (4, 8, 92),
+    3008: (4, 4, 188),
+    3072: (12, 16, 16),
+    3136: (4, 28, 28),
+    3200: (8, 20, 20),
+    3264: (4, 12, 68),
+    3328: (8, 8, 52),
+    3392: (4, 4, 212),
+    3456: (12, 12, 24),
+    3520: (4, 20, 44),
+    3584: (8, 16, 28),
+    3648: (4, 12, 76),
+    3712: (4, 8, 116),
+    3776: (4, 4, 236),
+    3840: (12, 16, 20),
+    3904: (4, 4, 244),
+    3968: (4, 8, 124),
+    4032: (12, 12, 28),
+    4096: (16, 16, 16),
+    4160: (4, 20, 52),
+    4224: (8, 12, 44),
+    4352: (8, 8, 68),
+    4416: (4, 12, 92),
+    4480: (8, 20, 28),
+    4608: (12, 16, 24),
+    4736: (4, 8, 148),
+    4800: (12, 20, 20),
+    4864: (8, 8, 76),
+    4928: (4, 28, 44),
+    4992: (8, 12, 52),
+    5120: (16, 16, 20),
+    5184: (12, 12, 36),
+    5248: (4, 8, 164),
+    5376: (12, 16, 28),
+    5440: (4, 20, 68),
+    5504: (4, 8, 172),
+    5568: (4, 12, 116),
+    5632: (8, 16, 44),
+    5760: (12, 20, 24),
+    5824: (4, 28, 52),
+    5888: (8, 8, 92),
+    5952: (4, 12, 124),
+    6016: (4, 8, 188),
+    6080: (4, 20, 76),
+    6144: (16, 16, 24),
+    6912: (12, 24, 24),
+    8960: (16, 20, 28),
+}
+TOPOLOGY_TPU7X: dict[int, tuple[int, ...]] = {
+    1: (1, 1, 1),
+    **TOPOLOGY_V5P,
+    8192: (16, 16, 32),
+    9216: (16, 24, 24),
+}
+TOPOLOGIES: dict[str, dict[int, tuple[int, ...]]] = {
+    "v4": TOPOLOGY_V4,
+    "v5e": TOPOLOGY_2D,
+    "v5p": TOPOLOGY_V5P,
+    "v6e": TOPOLOGY_2D,
+    "tpu7x": TOPOLOGY_TPU7X,
+}
+
+
+class SliceError(ValueError):
+    """A slice name ASAP cannot resolve; the message says which names are valid."""
+
+
+@dataclass(frozen=True)
+class Slice:
+    name: str  # canonical, e.g. 'v5e-256'
+    chip: ChipSpec
+    topology: tuple[int, ...]  # chips per physical axis
+    wrap: tuple[bool, ...]  # wraparound link per physical axis
+    num_slices: int = 1
+
+    @property
+    def chips(self) -> int:
+        return math.prod(self.topology)
+
+    @property
+    def devices_per_slice(self) -> int:
+        return self.chips * self.chip.devices_per_chip
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_slice * self.num_slices
+
+    @property
+    def topology_str(self) -> str:
+        return "x".join(map(str, self.topology))
+
+    def describe(self) -> str:
+        s = f"{self.name} ({self.chips} chips, {self.topology_str}, {self.devices_per_slice} devices"
+        return s + (f", x{self.num_slices} slices)" if self.num_slices > 1 else ")")
+
+
+def _wrap(topology: tuple[int, ...], rank: int) -> tuple[bool, ...]:
+    """Wraparound links per axis, as MaxText's accelerator map declares them.
+
+    2D (v5e/v6e): an axis of 16 chips is a full ring (8x16 wraps on 16; 16x16 on both).
+    3D (v4/v5p/tpu7x): slices of 64 chips (one 4x4x4 cube) and more wrap on every axis; smaller are open.
+    """
+    if rank == 2:
+        return tuple(d == 16 for d in topology)
+    return tuple(math.prod(topology) >= 64 for _ in topology)
+
+
+_NAME = re.compile(r"^\s*(?P<gen>[a-z0-9]+?)(?:-(?P<n>\d+)|:(?P<topo>\d+(?:x\d+){1,2}))\s*$", re.I)
+
+
+def known_names(gen: str) -> list[str]:
+    chip = CHIPS[gen]
+    return [f"{gen}-{c * chip.name_units_per_chip}" for c in sorted(TOPOLOGIES[gen])]
+
+
+def parse_slice(name: str, num_slices: int = 1) -> Slice:
+    """Resolve a `compile_topology` name ('v5e-256', 'v5p-512', 'tpu7x-8', or 'v5e:16x16')."""
+    if not isinstance(num_slices, int) or isinstance(num_slices, bool) or num_slices < 1:
+        raise SliceError(f"number of slices must be a whole number >= 1, got {num_slices!r}")
+    m = _NAME.match(str(name))
+    if not m:
+        raise SliceError(f"'{name}' is not a TPU slice name; expected e.g. v5e-256, v5p-512, v6e-16, v4-128, tpu7x-8")
+    gen = m["gen"].lower()
+    gen = ALIASES.get(gen, gen)
+    if gen not in CHIPS:
+        raise SliceError(f"unknown TPU generation '{m['gen']}' in '{name}'; known: {', '.join(CHIPS)}")
+    chip = CHIPS[gen]
+    if m["topo"]:
+        topology = tuple(int(d) for d in m["topo"].split("x"))
+        if len(topology) != chip.torus_rank or min(topology) < 1:
+            raise SliceError(f"'{name}': {gen} topologies have {chip.torus_rank} axes")
+    else:
+        n = int(m["n"])
+        units = chip.name_units_per_chip
+        if n % units:
+            raise SliceError(
+                f"'{name}': {gen}-N counts {chip.name_counts} ({units} per chip), so N must be a multiple "
+                f"of {units}; valid names: {', '.join(known_names(gen))}"
+            )
+        chips = n // units
+        table = TOPOLOGIES[gen]
+        if chips not in table:
+            raise SliceError(
+                f"'{name}' is not a {gen} slice ({gen}-N counts {chip.name_counts}); "
+                f"valid names: {', '.join(known_names(gen))}"
+            )
+        topology = table[chips]
+    chips = math.prod(topology)
+    canonical = f"{gen}-{chips * chip.name_units_per_chip}"
+    return Slice(canonical, chip, topology, _wrap(topology, chip.torus_rank), num_slices)
