@@ -60,6 +60,14 @@ def is_maxtext_key(key: str) -> bool:
     return key in MAXTEXT_MARKERS or bool(_PARALLELISM.match(key))
 
 
+_KEY_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:")
+
+
+def _looks_like_maxtext(text: str) -> bool:
+    """For text that does not parse: does any line start with a MaxText key?"""
+    return any((m := _KEY_LINE.match(line)) and is_maxtext_key(m[1]) for line in text.splitlines())
+
+
 @dataclass(frozen=True)
 class Value:
     """A resolved config value and where it came from."""
@@ -214,7 +222,7 @@ def load(path: Path | None, text: str | None = None, reader: Reader = _read_file
     try:
         doc = parse(text, path)
     except YamlSyntaxError as e:
-        cfg = Config(path, None, is_maxtext=True)
+        cfg = Config(path, None, is_maxtext=_looks_like_maxtext(text))
         cfg.findings.append(Finding("ASAP001", Severity.ERROR, e.message, None, path, e.span))
         return cfg
     cfg = Config(path, doc)

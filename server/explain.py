@@ -1,0 +1,197 @@
+"""Hover explanations: short Markdown for a key of an analysed config, with the numbers
+behind the verdict and where they come from. No editor types here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from server.analysis import Analysis
+from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
+from server.perf.findings import Span
+from server.perf.placement import jax_physical_shape
+from server.perf.slices import GB, SOURCES, Slice
+
+PHYS_NAMES = ("x", "y", "z", "core")
+
+
+def key_at(an: Analysis, line: int, column: int) -> str | None:
+    """The top-level key whose key or value is at (line, column) in the document."""
+    doc = an.config.document
+    if doc is None:
+        return None
+    for key, e in doc.entries.items():
+        for span in (e.key_span, e.value_span):
+            if span.line == line and span.column <= column <= max(span.end_column, span.column):
+                return key
+    return None
+
+
+def _within(span: Span | None, line: int, column: int) -> bool:
+    return span is not None and span.line == line and span.column <= column <= span.end_column
+
+
+def hover(an: Analysis, line: int, column: int) -> tuple[str, Span] | None:
+    """Markdown and the span it explains, or None where ASAP has nothing to say."""
+    if not an.config.is_maxtext:
+        return None
+    if _within(an.config.declared_slice_span, line, column):
+        return _slice_md(an), an.config.declared_slice_span  # type: ignore[return-value]
+    key = key_at(an, line, column)
+    if key is None or an.config.document is None:
+        return None
+    span = an.config.document.entries[key].key_span
+    if key in KEY_TO_AXIS:
+        md = _axis_md(an, key)
+    elif key in IGNORED_KEYS:
+        md = f"**{key}** is ignored by current MaxText: {IGNORED_KEYS[key]}."
+    elif key in ("compile_topology", "compile_topology_num_slices", "num_slices"):
+        md = _slice_md(an)
+    elif key == "per_device_batch_size":
+        md = _batch_md(an)
+    elif key == "model_name":
+        md = _model_md(an)
+    else:
+        return None
+    notes = [f for f in an.findings if f.key == key]
+    if notes:
+        md += "\n\n" + "\n".join(f"- ⚠ `{f.code}` {f.message}" for f in notes)
+    return md, span
+
+
+def _phys_desc(sl: Slice, assignment: tuple[tuple[int, int], ...]) -> str:
+    phys = jax_physical_shape(sl)
+    parts = []
+    for p, size in assignment:
+        name = PHYS_NAMES[p] if p < len(PHYS_NAMES) else str(p)
+        if name == "core":
+            parts.append(f"the {size} cores of each chip")
+            continue
+        whole = size == phys[p]
+        wrap = p < len(sl.wrap) and sl.wrap[p] and whole
+        parts.append(
+            f"{name} ({size}{'' if whole else f' of {phys[p]}, split'}, {'ring' if wrap else 'no wraparound'})"
+        )
+    return " × ".join(parts)
+
+
+def _axis_md(an: Analysis, key: str) -> str:
+    net, axis = KEY_TO_AXIS[key]
+    chk, sl = an.check, an.check.slice
+    d = chk.by_key(key)
+    over = "ICI (within a slice)" if net == "ici" else "DCN (across slices)"
+    lines = [
+        f"**{key}** — `{axis.mesh_axis}` mesh axis over {over}",
+        "",
+        axis.meaning,
+        "",
+    ]
+    raw = d.raw if d else None
+    if d is not None and d.degree is not None:
+        how = ""
+        if raw == -1 and sl is not None:
+            target = sl.devices_per_slice if net == "ici" else sl.num_slices
+            others = math.prod((x.degree or 1) for x in (chk.ici if net == "ici" else chk.dcn) if x is not d)
+            how = f" (−1 fills {target} {'devices per slice' if net == 'ici' else 'slices'} / {others})"
+        lines.append(f"- Degree: **{d.degree}**{how}")
+        total = chk.degree(axis.name)
+        if total is not None and sl is not None:
+            lines.append(f"- Total `{axis.mesh_axis}`: ICI × DCN = **{total}**-way over {sl.devices} devices")
+    else:
+        lines.append(f"- Degree: `{raw!r}` (unresolved)")
+    if sl is not None and net == "ici" and chk.placement is not None and d is not None:
+        idx = AXES.index(axis)
+        p = chk.placement
+        if p.ok and p.handler:
+            lines.append(f"- Placement: JAX's {p.handler} on {sl.name} (any mesh shape fits)")
+        elif p.ok and idx < len(p.assignment) and p.assignment[idx]:
+            lines.append(f"- Physical axes: {_phys_desc(sl, p.assignment[idx])} of {sl.name} ({sl.topology_str})")
+        elif p.ok and (d.degree or 1) == 1:
+            lines.append("- Physical axes: none (degree 1)")
+    shards = [
+        w
+        for w, on in (
+            ("weights", axis.shards_weights),
+            ("the batch", axis.shards_batch),
+            ("attention heads", axis.shards_heads),
+        )
+        if on
+    ]
+    if shards:
+        lines.append(f"- Shards: {', '.join(shards)}")
+    order = ", ".join(a.mesh_axis for a in AXES)
+    lines += [
+        "",
+        f"_mesh_axes (least → most network-intense; JAX places the last on the fastest links first):_ {order}",
+    ]
+    return "\n".join(lines)
+
+
+def _slice_md(an: Analysis) -> str:
+    sl = an.check.slice
+    if sl is None:
+        return "**No TPU slice resolved.** Declare one with `compile_topology: v5e-256`."
+    c = sl.chip
+    wraps = ", ".join(f"{PHYS_NAMES[i]}={'ring' if w else 'open'}" for i, w in enumerate(sl.wrap))
+    src = {k: SOURCES[v] for k, v in c.sources.items()}
+    lines = [
+        f"**{sl.name}** — TPU {c.generation}, declared by {an.check.slice_source or 'default'}",
+        "",
+        f"- {sl.chips} chips, topology {sl.topology_str} ({wraps}), {sl.devices_per_slice} JAX devices per slice"
+        + (f", {sl.num_slices} slices = {sl.devices} devices" if sl.num_slices > 1 else ""),
+        f"- Naming: `{c.generation}-N` counts {c.name_counts} ({c.name_units_per_chip} per chip)",
+        f"- Per chip: {c.peak_bf16_flops / 1e12:g} TFLOP/s bf16; {c.hbm_bytes / GB:.1f} GB HBM at "
+        f"{c.hbm_bw / GB:g} GB/s; ICI {c.ici_links} links × {c.ici_link_bw / GB:g} GB/s one way",
+        f"- HBM ridge point: {c.hbm_ridge:.0f} FLOP/byte",
+        "",
+        f"_Sources: FLOP/s: {src.get('peak_bf16_flops')}; HBM: {src.get('hbm_bytes')}; "
+        f"ICI: {src.get('ici_link_bw')}; topology: {src.get('topology')}._",
+    ]
+    return "\n".join(lines)
+
+
+def _batch_md(an: Analysis) -> str:
+    cfg, chk, sl = an.config, an.check, an.check.slice
+    pdbs = cfg.get("per_device_batch_size")
+    seq = cfg.get("max_target_length")
+    gas = cfg.get("gradient_accumulation_steps", 1)
+    lines = [
+        f"**per_device_batch_size** = {pdbs}",
+        "",
+        "Sequences per device per step; global batch = per_device_batch_size × devices "
+        "(× gradient_accumulation_steps).",
+    ]
+    if sl is not None and isinstance(pdbs, (int, float)) and not isinstance(pdbs, bool) and pdbs > 0:
+        micro = int(sl.devices * pdbs)
+        lines.append(
+            f"- Global batch: {pdbs:g} × {sl.devices} devices = **{micro}** sequences"
+            + (f" × {gas} accumulation steps" if isinstance(gas, int) and gas > 1 else "")
+        )
+        if isinstance(seq, int):
+            tokens = micro * seq * (gas if isinstance(gas, int) else 1)
+            lines.append(f"- Tokens per step: {tokens:,} (max_target_length {seq})")
+        if chk.resolved:
+            batch_axes = [a.name for a in AXES if a.shards_batch]
+            shards = math.prod(chk.degree(a) or 1 for a in batch_axes)
+            lines.append(
+                f"- Batch shards (data × fsdp × fsdp_transpose × expert): {shards} → "
+                f"{micro / shards:g} sequences per shard"
+            )
+    return "\n".join(lines)
+
+
+def _model_md(an: Analysis) -> str:
+    m = an.config.model
+    if m is None:
+        return f"**model_name** `{an.config.get('model_name')}`: no dimensions known."
+    moe = f"; {m.num_experts} experts, top-{m.num_experts_per_tok}" if m.num_experts > 1 else ""
+    return "\n".join(
+        [
+            f"**{m.name}**",
+            "",
+            f"- emb {m.emb_dim}, {m.num_query_heads} query heads / {m.num_kv_heads} kv heads × {m.head_dim}, "
+            f"MLP {m.mlp_dim}, {m.num_decoder_layers} layers, vocab {m.vocab_size}{moe}",
+            "",
+            f"_Source: {m.source}_",
+        ]
+    )

@@ -1,0 +1,244 @@
+"""ASAP's language server (pygls 2.x): one short handler per LSP method. Handlers take
+the document, snapshot the settings, call the core (server.analysis, server.explain),
+convert with server.lsp_convert and publish. No YAML, rules or estimates here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from server import __version__, explain, lsp_convert
+from server.analysis import Analysis, analyze
+from server.perf import placement
+
+log = logging.getLogger("asap")
+
+DEBOUNCE_S = 0.25
+
+
+@dataclass(frozen=True)
+class Settings:
+    default_slice: str | None = None
+
+    @classmethod
+    def from_client(cls, raw: Any) -> Settings:
+        if not isinstance(raw, dict):
+            return cls()
+        ds = raw.get("defaultSlice")
+        return cls(default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None)
+
+
+class AsapServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("asap", __version__)
+        self.settings = Settings()
+        self.analyses: dict[str, tuple[int | None, Analysis]] = {}  # uri -> (version, analysis)
+        self.pending: dict[str, asyncio.Task[None]] = {}
+
+    # -- core calls -------------------------------------------------------------------------------
+    def read(self, path: Path) -> str:
+        """Parents come from the editor's buffer when open there, else from disk."""
+        doc = self.workspace.text_documents.get(path.as_uri())
+        return doc.source if doc is not None else path.read_text(encoding="utf-8")
+
+    def analyze_doc(self, doc: TextDocument) -> Analysis:
+        cached = self.analyses.get(doc.uri)
+        if cached is not None and cached[0] == doc.version:
+            return cached[1]
+        path = Path(p) if (p := to_fs_path(doc.uri)) else None
+        an = analyze(path, doc.source, self.read, self.settings.default_slice)
+        self.analyses[doc.uri] = (doc.version, an)
+        return an
+
+    def publish(self, doc: TextDocument, an: Analysis) -> None:
+        diags = [lsp_convert.diagnostic(f, doc) for f in an.findings if f.file is None or _same(f.file, doc)]
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
+        )
+
+    async def refresh(self, uri: str, delay: float = 0.0) -> None:
+        """Analyze off the event loop and publish, unless the document moved on meanwhile."""
+        if delay:
+            await asyncio.sleep(delay)  # debounce: a newer change cancels this task
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return
+        version = doc.version
+        loop = asyncio.get_running_loop()
+        try:
+            an = await loop.run_in_executor(None, self.analyze_doc, doc)
+        except Exception:  # a bug in a rule must not take the server down
+            log.exception("analysis of %s failed", uri)
+            return
+        current = self.workspace.text_documents.get(uri)
+        if current is None or current.version != version:
+            return
+        self.publish(current, an)
+        # Open configs that inherit from this one see its unsaved edits.
+        path = to_fs_path(uri)
+        for other, (_, oan) in list(self.analyses.items()):
+            if other != uri and path and any(str(p) == str(Path(path).resolve()) for p in oan.depends_on):
+                self.schedule(other, DEBOUNCE_S)
+
+    def schedule(self, uri: str, delay: float = 0.0) -> None:
+        old = self.pending.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        self.pending[uri] = asyncio.ensure_future(self.refresh(uri, delay))
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Log instead of pygls' default popup: a user cannot act on a traceback.
+        log.error("internal error (%s): %s", getattr(source, "__name__", source), error, exc_info=error)
+
+
+def _same(file: Path, doc: TextDocument) -> bool:
+    return doc.path is not None and file.resolve() == Path(doc.path).resolve()
+
+
+server = AsapServer()
+
+
+class _ClientLogHandler(logging.Handler):
+    """Forward Python logging to the client's output channel (window/logMessage)."""
+
+    LEVELS: ClassVar[dict[int, lsp.MessageType]] = {
+        logging.ERROR: lsp.MessageType.Error,
+        logging.WARNING: lsp.MessageType.Warning,
+        logging.INFO: lsp.MessageType.Info,
+    }
+
+    def __init__(self, ls: AsapServer, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(logging.DEBUG)
+        self.ls, self.loop = ls, loop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kind = next((t for lvl, t in self.LEVELS.items() if record.levelno >= lvl), lsp.MessageType.Log)
+        params = lsp.LogMessageParams(type=kind, message=self.format(record))
+        try:
+            if threading.current_thread() is threading.main_thread():
+                self.ls.window_log_message(params)
+            else:
+                self.loop.call_soon_threadsafe(self.ls.window_log_message, params)
+        except Exception:  # logging must never raise
+            pass
+
+
+async def _pull_settings(ls: AsapServer) -> None:
+    try:
+        res = await ls.workspace_configuration_async(
+            lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="asap")])
+        )
+    except Exception as e:  # clients without workspace/configuration keep the initialization options
+        log.info("workspace/configuration not available (%s); keeping initialization settings", e)
+        return
+    if res:
+        ls.settings = Settings.from_client(res[0])
+    log.info("settings: %s", ls.settings)
+
+
+@server.feature(lsp.INITIALIZE)
+def initialize(ls: AsapServer, params: lsp.InitializeParams) -> None:
+    opts = params.initialization_options
+    if isinstance(opts, dict):
+        ls.settings = Settings.from_client(opts.get("settings", opts))
+
+
+@server.feature(lsp.INITIALIZED)
+async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
+    handler = _ClientLogHandler(ls, asyncio.get_running_loop())
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.info("ASAP language server %s started", __version__)
+    # JAX's placement code takes about a second to import: pay it now, off the loop.
+    asyncio.get_running_loop().run_in_executor(None, placement.warm_up)
+    caps = ls.client_capabilities.workspace
+    if caps is not None and caps.configuration:
+        await _pull_settings(ls)
+
+
+@server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: AsapServer, params: lsp.DidChangeConfigurationParams) -> None:
+    settings = params.settings.get("asap") if isinstance(params.settings, dict) else None
+    if settings is not None:
+        ls.settings = Settings.from_client(settings)
+    else:
+        await _pull_settings(ls)
+    ls.analyses.clear()
+    for uri in list(ls.workspace.text_documents):
+        ls.schedule(uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri, DEBOUNCE_S)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    ls.schedule(params.text_document.uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    task = ls.pending.pop(uri, None)
+    if task is not None:
+        task.cancel()
+    ls.analyses.pop(uri, None)
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+@server.feature(lsp.TEXT_DOCUMENT_HOVER)
+def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    line, col = lsp_convert.server_position(doc, params.position)
+    found = explain.hover(ls.analyze_doc(doc), line, col)
+    if found is None:
+        return None
+    md, span = found
+    return lsp.Hover(
+        contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=md),
+        range=lsp_convert.client_range(doc, span),
+    )
+
+
+@server.feature(
+    lsp.TEXT_DOCUMENT_CODE_ACTION,
+    lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]),
+)
+def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    an = ls.analyze_doc(doc)  # for the document as it is now: fixes never apply to stale text
+    actions: list[lsp.CodeAction] = []
+    for diag in params.context.diagnostics:
+        if diag.source != lsp_convert.SOURCE:
+            continue
+        for f in an.findings:
+            if f.code != diag.code or lsp_convert.client_range(doc, f.span).start != diag.range.start:
+                continue
+            for fix in f.fixes:
+                action = lsp_convert.code_action(fix, doc, diag)
+                if action is not None:
+                    actions.append(action)
+    return actions
+
+
+def main() -> None:
+    logging.getLogger("pygls").setLevel(logging.WARNING)
+    server.start_io()
