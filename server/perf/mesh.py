@@ -486,8 +486,10 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
                     fixes=fixes,
                 )
             )
-        elif key.endswith("_parallelism") and key.startswith(("ici_", "dcn_")) and key not in known:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
+        elif key.startswith(("ici_", "dcn_")) and key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+            if not close and not key.endswith("_parallelism"):
+                continue  # some other ici_/dcn_ setting, not a misspelt degree
             hint = f"; did you mean {close[0]}?" if close else ""
             fixes = []
             if close and (e := cfg.entry(key)) is not None and close[0] not in doc.entries:
@@ -501,10 +503,10 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
 
 def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
     """All static mesh checks for a loaded config."""
+    if not cfg.is_maxtext or cfg.document is None:  # not MaxText, or YAML that does not parse
+        return MeshCheck(cfg, None, "", _degrees(cfg, "ici"), _degrees(cfg, "dcn"))
     sl, source, findings = _resolve_slice(cfg, default_slice)
     chk = MeshCheck(cfg, sl, source, _degrees(cfg, "ici"), _degrees(cfg, "dcn"), findings=findings)
-    if not cfg.is_maxtext:
-        return chk
     _check_keys(cfg, chk.findings)
     if sl is not None:
         _fill(chk.ici, sl.devices_per_slice, "ICI", cfg, chk.findings)

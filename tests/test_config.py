@@ -1,0 +1,112 @@
+"""The config model: round-trip positions, base_config chains, model resolution, bad input."""
+
+from __future__ import annotations
+
+from server.perf import config
+from server.perf.findings import Severity
+
+
+def test_positions_of_keys_and_values_are_exact(write):
+    p = write("c.yml", "# header\nmodel_name: llama2-7b\nici_fsdp_parallelism:   -1   # fill\nrun_name: 'a # b'\n")
+    cfg = config.load(p)
+    e = cfg.entry("ici_fsdp_parallelism")
+    assert e is not None
+    assert (e.key_span.line, e.key_span.column, e.key_span.end_column) == (2, 0, 20)
+    line = p.read_text().splitlines()[2]
+    assert line[e.value_span.column : e.value_span.end_column] == "-1"
+    q = cfg.entry("run_name")
+    assert q is not None and p.read_text().splitlines()[3][q.value_span.column : q.value_span.end_column] == "'a # b'"
+    assert cfg.get("run_name") == "a # b"
+
+
+def test_base_config_chain_child_overrides_parent_overrides_defaults(write):
+    write("root.yml", "per_device_batch_size: 2\nici_tensor_parallelism: 2\nmax_target_length: 1024\n")
+    write("mid.yml", "base_config: root.yml\nper_device_batch_size: 3\n")
+    child = write("sub/child.yml", "base_config: ../mid.yml\nmax_target_length: 8192\n")
+    cfg = config.load(child)
+    assert not cfg.findings
+    assert [p.name for p in cfg.chain] == ["mid.yml", "root.yml"]
+    assert cfg.get("per_device_batch_size") == 3  # mid beats root
+    assert cfg.get("max_target_length") == 8192  # document beats root
+    assert cfg.get("ici_tensor_parallelism") == 2  # root beats MaxText's default
+    assert cfg.get("ici_fsdp_parallelism") == -1  # MaxText's default
+    assert cfg.values["per_device_batch_size"].origin == "parent"
+    assert cfg.values["max_target_length"].origin == "document"
+
+
+def test_base_config_missing_parent_is_located_error(write):
+    p = write("c.yml", "model_name: llama2-7b\nbase_config: nowhere.yml\n")
+    cfg = config.load(p)
+    (f,) = cfg.findings
+    assert (f.code, f.severity, f.key, f.span.line) == ("ASAP002", Severity.ERROR, "base_config", 1)
+    assert "nowhere.yml" in f.message
+
+
+def test_base_config_cycle_is_located_error(write):
+    write("a.yml", "base_config: b.yml\nper_device_batch_size: 1\n")
+    write("b.yml", "base_config: a.yml\n")
+    cfg = config.load(write("c.yml", "model_name: llama2-7b\n\nbase_config: a.yml\n"))
+    (f,) = cfg.findings
+    assert f.code == "ASAP003" and f.span.line == 2 and "cycle" in f.message
+    assert cfg.get("per_device_batch_size") == 1  # what was loaded before the cycle still counts
+
+
+def test_self_reference_is_a_cycle(write):
+    cfg = config.load(write("c.yml", "base_config: c.yml\nsteps: 1\n"))
+    assert [f.code for f in cfg.findings] == ["ASAP003"]
+
+
+def test_invalid_parent_yaml_is_reported_at_base_config(write):
+    write("p.yml", "steps: [1, 2\n")
+    cfg = config.load(write("c.yml", "steps: 3\nbase_config: p.yml\n"))
+    (f,) = cfg.findings
+    assert f.code == "ASAP001" and f.span.line == 1 and "p.yml" in f.message
+
+
+def test_invalid_yaml_is_one_finding_at_the_parser_position(write):
+    cfg = config.load(write("c.yml", "model_name: llama2-7b\nici_fsdp_parallelism: [4\nsteps: 1\n"))
+    (f,) = cfg.findings
+    assert f.code == "ASAP001" and f.severity == Severity.ERROR
+    assert f.span.line >= 1  # at or after the unclosed flow sequence, never the top of the file
+    assert cfg.is_maxtext
+
+
+def test_duplicate_keys_are_located(write):
+    cfg = config.load(write("c.yml", "steps: 1\nici_fsdp_parallelism: 4\nici_fsdp_parallelism: 8\n"))
+    (f,) = cfg.findings
+    assert f.code == "ASAP001" and f.span.line == 2 and "duplicate" in f.message.lower()
+
+
+def test_non_maxtext_yaml_gets_nothing(write):
+    k8s = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n"
+    assert not config.load(write("pod.yml", k8s)).is_maxtext
+    assert not config.load(write("broken.yml", "apiVersion: v1\nkind: [\n")).is_maxtext
+    assert not config.load(write("list.yml", "- a\n- b\n")).is_maxtext
+
+
+def test_model_name_resolves_dims_and_explicit_base_keys_override(write):
+    cfg = config.load(write("c.yml", "model_name: llama3-8b\nbase_num_decoder_layers: 2\n"))
+    m = cfg.model
+    assert m is not None
+    assert (m.emb_dim, m.num_query_heads, m.num_kv_heads, m.mlp_dim, m.vocab_size) == (4096, 32, 8, 14336, 128256)
+    assert m.num_decoder_layers == 2
+    assert cfg.get("base_emb_dim") == 4096 and cfg.values["base_emb_dim"].origin == "model"
+
+
+def test_unknown_model_is_located_error_with_hint(write):
+    cfg = config.load(write("c.yml", "steps: 1\nmodel_name: llama2-8b\n"))
+    (f,) = cfg.findings
+    assert f.code == "ASAP004" and f.span.line == 1 and f.span.column == len("model_name: ")
+    assert "llama2-7b" in f.message  # suggests the family's known sizes
+
+
+def test_asap_comment_declares_slice(write):
+    cfg = config.load(write("c.yml", "model_name: llama2-7b\n# asap: slice=v5p-512 slices=2\n"))
+    assert (cfg.declared_slice, cfg.declared_num_slices) == ("v5p-512", 2)
+    assert cfg.declared_slice_span is not None and cfg.declared_slice_span.line == 1
+
+
+def test_unknown_keys_are_kept_and_ignored(write):
+    cfg = config.load(write("c.yml", "model_name: llama2-7b\nmy_custom_flag: {a: 1}\n"))
+    assert cfg.get("my_custom_flag") == {"a": 1}
+    assert not cfg.findings

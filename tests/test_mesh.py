@@ -1,0 +1,228 @@
+"""Mesh validation rules: each located at its key, with the numbers in the message."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.analysis import analyze
+from server.perf.findings import Severity
+
+
+def codes(an):
+    return [f.code for f in an.findings]
+
+
+def only(an, code):
+    hits = [f for f in an.findings if f.code == code]
+    assert len(hits) == 1, an.findings
+    return hits[0]
+
+
+@pytest.fixture
+def check(write):
+    def _check(body: str, topo: str | None = "v5e-256", default_slice: str | None = None, **kw):
+        head = "model_name: llama2-7b\n"
+        if "per_device_batch_size" not in body:
+            head += "per_device_batch_size: 4\n"
+        if topo:
+            head += f"compile_topology: {topo}\n"
+        return analyze(write("c.yml", head + body), default_slice=default_slice)
+
+    return _check
+
+
+def test_clean_default_mesh_resolves_fsdp_to_the_slice(check):
+    an = check("")
+    assert codes(an) == []
+    assert an.check.degree("fsdp") == 256 and an.check.degree("data") == 1
+
+
+def test_product_mismatch_is_located_at_fsdp_with_fixes(check):
+    an = check("ici_fsdp_parallelism: 32\nici_tensor_parallelism: 16\n")
+    f = only(an, "ASAP101")
+    assert f.severity == Severity.ERROR and f.key == "ici_fsdp_parallelism" and f.span.line == 3
+    assert "256" in f.message and "512" in f.message
+    assert [x.title for x in f.fixes][0].startswith("Set ici_fsdp_parallelism to 16")
+    assert f.fixes[0].preferred
+
+
+def test_product_mismatch_without_fsdp_in_file_inserts_it(check):
+    an = check("ici_data_parallelism: 2\nici_fsdp_parallelism: 1\nici_tensor_parallelism: 4\n")
+    f = only(an, "ASAP101")
+    assert f.fixes[0].title.startswith("Set ici_fsdp_parallelism to 32")
+
+
+def test_more_than_one_unspecified_axis(check):
+    an = check("ici_fsdp_parallelism: -1\nici_data_parallelism: -1\n")
+    f = only(an, "ASAP102")
+    assert f.key in ("ici_data_parallelism", "ici_fsdp_parallelism") and "ici_data_parallelism" in f.message
+    assert f.related  # points at the other -1
+
+
+def test_unresolvable_unspecified_axis(check):
+    an = check("ici_fsdp_parallelism: -1\nici_tensor_parallelism: 3\n")
+    f = only(an, "ASAP103")
+    assert f.key == "ici_fsdp_parallelism" and "256" in f.message and "3" in f.message
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("0", "zero"), ("-4", "negative"), ("2.5", "whole number"), ("four", "whole number"), ("true", "whole number"),
+     ("", "whole number")],
+)
+def test_bad_degrees_are_errors_not_crashes(check, value, why):
+    an = check(f"ici_tensor_parallelism: {value}\n")
+    f = only(an, "ASAP100")
+    assert f.key == "ici_tensor_parallelism" and why in f.message and f.span.line == 3
+
+
+def test_dcn_above_one_on_a_single_slice(check):
+    an = check("dcn_fsdp_parallelism: 2\n")
+    f = only(an, "ASAP105")
+    assert f.key == "dcn_fsdp_parallelism" and "single slice" in f.message
+
+
+def test_dcn_product_must_equal_slices(check):
+    an = check("compile_topology_num_slices: 4\ndcn_data_parallelism: 1\ndcn_fsdp_parallelism: 2\n")
+    f = only(an, "ASAP104")
+    assert "4" in f.message and "2" in f.message
+    assert f.fixes and f.fixes[0].title.startswith("Set dcn_data_parallelism to 2")
+
+
+def test_multislice_default_dcn_data_fills_slices(check):
+    an = check("compile_topology_num_slices: 2\n")
+    assert codes(an) == [] and an.check.degree("data") == 2 and an.check.degree("fsdp") == 256
+
+
+def test_layer3_unplaceable_axis_names_axis_and_physical_mesh(check):
+    # DOMAIN.md §2: v5e 16x16 with fsdp=64, tensor=4 fails
+    an = check("ici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\n")
+    f = only(an, "ASAP106")
+    assert f.key == "ici_tensor_parallelism"
+    assert "16x16" in f.message and "NotImplementedError" in f.message and "1, 16, 256" in f.message
+
+
+def test_layer3_allow_split_physical_axes_accepts_it(check):
+    an = check("ici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\nallow_split_physical_axes: true\n")
+    assert "ASAP106" not in codes(an)
+    assert an.check.placement is not None and an.check.placement.split
+
+
+def test_layer3_v6e_4x4_data_tensor_maps_cleanly(check):
+    an = check("ici_data_parallelism: 4\nici_fsdp_parallelism: 1\nici_tensor_parallelism: 4\n", topo="v6e-16")
+    assert codes(an) == []
+    p = an.check.placement
+    assert p is not None and p.ok and not p.split
+
+
+def test_heads_divisible_by_tensor_parallelism_pass(check):
+    # llama2-7b: 32 query and 32 kv heads; tensor 16 on v6e-16 divides both
+    an = check("ici_fsdp_parallelism: 1\nici_tensor_parallelism: 16\n", topo="v6e-16")
+    assert "ASAP107" not in codes(an) and "ASAP108" not in codes(an)
+
+
+def test_kv_heads_not_divisible(write):
+    # llama3-8b: 32 q heads, 8 kv heads; tensor=16 on v6e-16 splits q heads but not kv heads
+    an = analyze(write("c.yml", "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 1\n"
+                       "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 16\n"))
+    f = only(an, "ASAP108")
+    assert f.key == "ici_tensor_parallelism" and "8" in f.message and "16" in f.message
+    assert "ASAP107" not in codes(an)
+
+
+def test_query_heads_not_divisible(write):
+    # gemma2-9b: 16 query heads; tensor 32 on v5e-32
+    an = analyze(write("c.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\n"
+                       "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 32\n"))
+    assert "ASAP107" in codes(an)
+
+
+def test_global_batch_not_divisible_by_batch_shards(check):
+    # 1.5 x 256 devices = 384 sequences over 256 fsdp shards
+    an = check("per_device_batch_size: 1.5\n")
+    f = only(an, "ASAP109")
+    assert f.key == "per_device_batch_size" and "384" in f.message and "256" in f.message
+    # the same batch over 128 shards (fsdp 128 x tensor 2, split axes allowed) divides
+    an = check("per_device_batch_size: 1.5\nici_fsdp_parallelism: 128\nici_tensor_parallelism: 2\n"
+               "allow_split_physical_axes: true\n")
+    assert "ASAP109" not in codes(an)
+
+
+def test_fractional_batch_without_tensor_or_context_parallelism(write):
+    an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 0.5\n"))
+    f = only(an, "ASAP110")
+    assert f.key == "per_device_batch_size" and "2" in f.message and f.span.line == 2
+
+
+def test_fractional_batch_covered_by_tensor_parallelism(write):
+    an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 0.5\n"
+                       "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n"))
+    assert "ASAP110" not in codes(an) and "ASAP109" not in codes(an)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "big"])
+def test_bad_batch_size(check, value):
+    an = check(f"per_device_batch_size: {value}\n")
+    assert codes(an) == ["ASAP112"]
+
+
+def test_invalid_yaml_reports_only_the_syntax_error(write):
+    an = analyze(write("c.yml", "model_name: llama2-7b\nper_device_batch_size: 4\nper_device_batch_size: 0\n"))
+    assert codes(an) == ["ASAP001"] and an.findings[0].span.line == 2
+
+
+def test_ignored_key_warns_and_says_value_not_applied(check):
+    an = check("ici_sequence_parallelism: 4\nici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\n"
+               "allow_split_physical_axes: true\n")
+    f = only(an, "ASAP111")
+    assert f.severity == Severity.WARNING and "NOT applied" in f.message and f.span.line == 3
+
+
+def test_unknown_parallelism_key_suggests_the_right_one(check):
+    an = check("ici_fsdp_paralelism: 256\n")
+    f = only(an, "ASAP113")
+    assert "ici_fsdp_parallelism" in f.message and f.fixes
+
+
+def test_no_slice_declared_is_one_information(check):
+    an = check("", topo=None)
+    f = only(an, "ASAP010")
+    assert f.severity == Severity.INFORMATION and "compile_topology" in f.message
+    assert an.check.slice is None
+
+
+def test_slice_from_comment_then_setting(check, write):
+    an = analyze(write("c.yml", "# asap: slice=v6e-16\nmodel_name: llama2-7b\n"))
+    assert an.check.slice_source == "comment" and an.check.slice is not None and an.check.slice.name == "v6e-16"
+    an = check("", topo=None, default_slice="v5e-16")
+    assert an.check.slice_source == "setting" and codes(an) == []
+
+
+def test_unknown_slice_is_located_at_compile_topology_value(check):
+    an = check("", topo="v5e-48")
+    f = only(an, "ASAP005")
+    assert f.span.line == 2 and f.span.column == len("compile_topology: ") and "v5e-256" in f.message
+
+
+def test_inherited_bad_value_is_reported_at_base_config_line(write):
+    write("parent.yml", "ici_tensor_parallelism: 3\n")
+    an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"))
+    f = only(an, "ASAP103")
+    # the -1 (fsdp) comes from MaxText's default, so the finding anchors at the top of the file;
+    f2 = analyze(write("d.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"
+                      "ici_fsdp_parallelism: 64\n"))
+    g = only(f2, "ASAP101")
+    assert f.span.line == 0 and g.span.line == 3
+    h = [x for x in analyze(write("e.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\n"
+                                 "base_config: p2.yml\nper_device_batch_size: 1\n"
+                                 "ici_fsdp_parallelism: 1\n")).findings]
+    assert any(x.code == "ASAP002" for x in h)
+
+
+def test_finding_in_parent_points_to_base_config_with_related_location(write):
+    write("parent.yml", "ici_tensor_parallelism: 32\nici_fsdp_parallelism: 1\n")
+    an = analyze(write("c.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\n"
+                       "base_config: parent.yml\n"))
+    f = only(an, "ASAP107")
+    assert f.span.line == 3 and "parent.yml:1" in f.message
+    assert f.related and f.related[0].file is not None and f.related[0].file.name == "parent.yml"
