@@ -42,7 +42,7 @@ def test_product_mismatch_is_located_at_fsdp_with_fixes(check):
     f = only(an, "ASAP101")
     assert f.severity == Severity.ERROR and f.key == "ici_fsdp_parallelism" and f.span.line == 3
     assert "256" in f.message and "512" in f.message
-    assert [x.title for x in f.fixes][0].startswith("Set ici_fsdp_parallelism to 16")
+    assert f.fixes[0].title.startswith("Set ici_fsdp_parallelism to 16")
     assert f.fixes[0].preferred
 
 
@@ -67,8 +67,14 @@ def test_unresolvable_unspecified_axis(check):
 
 @pytest.mark.parametrize(
     ("value", "why"),
-    [("0", "zero"), ("-4", "negative"), ("2.5", "whole number"), ("four", "whole number"), ("true", "whole number"),
-     ("", "whole number")],
+    [
+        ("0", "zero"),
+        ("-4", "negative"),
+        ("2.5", "whole number"),
+        ("four", "whole number"),
+        ("true", "whole number"),
+        ("", "whole number"),
+    ],
 )
 def test_bad_degrees_are_errors_not_crashes(check, value, why):
     an = check(f"ici_tensor_parallelism: {value}\n")
@@ -123,8 +129,13 @@ def test_heads_divisible_by_tensor_parallelism_pass(check):
 
 def test_kv_heads_not_divisible(write):
     # llama3-8b: 32 q heads, 8 kv heads; tensor=16 on v6e-16 splits q heads but not kv heads
-    an = analyze(write("c.yml", "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 1\n"
-                       "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 16\n"))
+    an = analyze(
+        write(
+            "c.yml",
+            "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 1\n"
+            "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 16\n",
+        )
+    )
     f = only(an, "ASAP108")
     assert f.key == "ici_tensor_parallelism" and "8" in f.message and "16" in f.message
     assert "ASAP107" not in codes(an)
@@ -132,8 +143,13 @@ def test_kv_heads_not_divisible(write):
 
 def test_query_heads_not_divisible(write):
     # gemma2-9b: 16 query heads; tensor 32 on v5e-32
-    an = analyze(write("c.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\n"
-                       "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 32\n"))
+    an = analyze(
+        write(
+            "c.yml",
+            "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\n"
+            "ici_fsdp_parallelism: 1\nici_tensor_parallelism: 32\n",
+        )
+    )
     assert "ASAP107" in codes(an)
 
 
@@ -143,8 +159,10 @@ def test_global_batch_not_divisible_by_batch_shards(check):
     f = only(an, "ASAP109")
     assert f.key == "per_device_batch_size" and "384" in f.message and "256" in f.message
     # the same batch over 128 shards (fsdp 128 x tensor 2, split axes allowed) divides
-    an = check("per_device_batch_size: 1.5\nici_fsdp_parallelism: 128\nici_tensor_parallelism: 2\n"
-               "allow_split_physical_axes: true\n")
+    an = check(
+        "per_device_batch_size: 1.5\nici_fsdp_parallelism: 128\nici_tensor_parallelism: 2\n"
+        "allow_split_physical_axes: true\n"
+    )
     assert "ASAP109" not in codes(an)
 
 
@@ -155,8 +173,13 @@ def test_fractional_batch_without_tensor_or_context_parallelism(write):
 
 
 def test_fractional_batch_covered_by_tensor_parallelism(write):
-    an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 0.5\n"
-                       "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n"))
+    an = analyze(
+        write(
+            "c.yml",
+            "model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 0.5\n"
+            "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n",
+        )
+    )
     assert "ASAP110" not in codes(an) and "ASAP109" not in codes(an)
 
 
@@ -172,8 +195,10 @@ def test_invalid_yaml_reports_only_the_syntax_error(write):
 
 
 def test_ignored_key_warns_and_says_value_not_applied(check):
-    an = check("ici_sequence_parallelism: 4\nici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\n"
-               "allow_split_physical_axes: true\n")
+    an = check(
+        "ici_sequence_parallelism: 4\nici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\n"
+        "allow_split_physical_axes: true\n"
+    )
     f = only(an, "ASAP111")
     assert f.severity == Severity.WARNING and "NOT applied" in f.message and f.span.line == 3
 
@@ -209,20 +234,36 @@ def test_inherited_bad_value_is_reported_at_base_config_line(write):
     an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"))
     f = only(an, "ASAP103")
     # the -1 (fsdp) comes from MaxText's default, so the finding anchors at the top of the file;
-    f2 = analyze(write("d.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"
-                      "ici_fsdp_parallelism: 64\n"))
+    f2 = analyze(
+        write(
+            "d.yml",
+            "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\nici_fsdp_parallelism: 64\n",
+        )
+    )
     g = only(f2, "ASAP101")
     assert f.span.line == 0 and g.span.line == 3
-    h = [x for x in analyze(write("e.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\n"
-                                 "base_config: p2.yml\nper_device_batch_size: 1\n"
-                                 "ici_fsdp_parallelism: 1\n")).findings]
+    h = [
+        x
+        for x in analyze(
+            write(
+                "e.yml",
+                "model_name: gemma2-9b\ncompile_topology: v5e-32\n"
+                "base_config: p2.yml\nper_device_batch_size: 1\n"
+                "ici_fsdp_parallelism: 1\n",
+            )
+        ).findings
+    ]
     assert any(x.code == "ASAP002" for x in h)
 
 
 def test_finding_in_parent_points_to_base_config_with_related_location(write):
     write("parent.yml", "ici_tensor_parallelism: 32\nici_fsdp_parallelism: 1\n")
-    an = analyze(write("c.yml", "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\n"
-                       "base_config: parent.yml\n"))
+    an = analyze(
+        write(
+            "c.yml",
+            "model_name: gemma2-9b\ncompile_topology: v5e-32\nper_device_batch_size: 1\nbase_config: parent.yml\n",
+        )
+    )
     f = only(an, "ASAP107")
     assert f.span.line == 3 and "parent.yml:1" in f.message
     assert f.related and f.related[0].file is not None and f.related[0].file.name == "parent.yml"
