@@ -80,7 +80,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # `asap check ... | head`
+        sys.stderr.close()
+        code = 0
+    sys.exit(code)
 
 
 if __name__ == "__main__":

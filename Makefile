@@ -1,0 +1,66 @@
+# ASAP: `make demo` runs the main job on the bundled examples; `make test` runs every test.
+# Both set up what they need (project venv, node_modules, Debian packages for the editor test)
+# and are idempotent.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+EXT := extension
+EXT_STAMP := $(EXT)/node_modules/.installed-stamp
+EXT_BUNDLE := $(EXT)/dist/extension.js
+
+.PHONY: demo test lint typecheck pytest vitest e2e vsix venv ext bench clean
+
+venv: $(STAMP)
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,tpu]'
+	touch $@
+
+ext: $(EXT_BUNDLE)
+$(EXT_STAMP): $(EXT)/package.json $(EXT)/package-lock.json
+	npm --prefix $(EXT) ci --no-audit --no-fund --loglevel=error
+	touch $@
+$(EXT_BUNDLE): $(EXT_STAMP) $(wildcard $(EXT)/src/*.ts) $(EXT)/tsconfig.json
+	npm --prefix $(EXT) run --silent build
+
+demo: $(STAMP)
+	@echo "== A correct config: Llama2-7B, FSDP over a v5e-256 slice"
+	$(VENV)/bin/asap check examples/llama2-7b-v5e-256.yml
+	@echo
+	@echo "== A config whose mesh does not fit its slice (asap exits 1 on errors)"
+	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml || test $$? -eq 1
+	@echo
+	@echo "== The same as JSON (for CI), findings only; the whole document is in .tmp/bad-mesh.json"
+	@mkdir -p .tmp
+	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml --json > .tmp/bad-mesh.json || test $$? -eq 1
+	$(PY) -c 'import json; print(json.dumps(json.load(open(".tmp/bad-mesh.json"))["findings"], indent=1))'
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check server tests bench
+	$(VENV)/bin/ruff format --check server tests bench
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q
+
+vitest: $(EXT_STAMP)
+	npm --prefix $(EXT) test --silent
+
+e2e: $(STAMP) $(EXT_BUNDLE)
+	bash tests/e2e/run.sh
+
+test: lint typecheck pytest vitest e2e
+
+vsix: $(EXT_BUNDLE)
+	npm --prefix $(EXT) run --silent package
+
+bench: $(STAMP)
+	$(PY) bench/lsp_latency.py
+
+clean:
+	rm -rf $(VENV) $(EXT)/node_modules $(EXT)/dist tests/e2e/node_modules .tmp

@@ -1,0 +1,57 @@
+"""`asap check`: human and JSON output, exit status."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def asap(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+
+
+def test_check_bad_example_json_and_exit_status():
+    r = asap("check", str(EXAMPLES / "bad-mesh-v5e-256.yml"), "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["slice"]["name"] == "v5e-256" and doc["slice"]["devices_per_slice"] == 256
+    assert doc["mesh"]["ici"]["fsdp"] == 32 and doc["mesh"]["ici"]["tensor"] == 16
+    f = next(x for x in doc["findings"] if x["code"] == "ASAP101")
+    assert (f["severity"], f["key"], f["line"], f["column"]) == ("error", "ici_fsdp_parallelism", 7, 1)
+    assert set(f) >= {"code", "severity", "message", "key", "line", "column"}
+
+
+def test_check_good_example_exits_zero_with_human_summary():
+    r = asap("check", str(EXAMPLES / "llama2-7b-v5e-256.yml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ICI fsdp=256" in r.stdout and "0 error(s)" in r.stdout
+
+
+def test_check_human_output_is_compiler_style(tmp_path):
+    p = tmp_path / "c.yml"
+    p.write_text("model_name: llama2-7b\ncompile_topology: v5e-256\nici_tensor_parallelism: 3\n")
+    r = asap("check", str(p))
+    assert r.returncode == 1
+    assert f"{p}:1:1: error ASAP103:" in r.stdout  # the -1 is MaxText's default fsdp: anchored at the top
+
+
+def test_check_slice_option_and_missing_file(tmp_path):
+    p = tmp_path / "c.yml"
+    p.write_text("model_name: llama2-7b\nici_fsdp_parallelism: 8\n")
+    assert json.loads(asap("check", str(p), "--json", "--slice", "v5e-8").stdout)["slice"]["source"] == "setting"
+    r = asap("check", str(tmp_path / "missing.yml"))
+    assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+def test_check_non_maxtext_yaml_is_quietly_ok(tmp_path):
+    p = tmp_path / "pod.yml"
+    p.write_text("apiVersion: v1\nkind: Pod\n")
+    r = asap("check", str(p), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["findings"] == []
