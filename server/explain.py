@@ -170,7 +170,7 @@ def _batch_md(an: Analysis) -> str:
         if isinstance(seq, int):
             tokens = micro * seq * (gas if isinstance(gas, int) else 1)
             lines.append(f"- Tokens per step: {tokens:,} (max_target_length {seq})")
-        if chk.resolved:
+        if chk.consistent:
             batch_axes = [a.name for a in AXES if a.shards_batch]
             shards = math.prod(chk.degree(a) or 1 for a in batch_axes)
             lines.append(

@@ -68,6 +68,15 @@ class MeshCheck:
     def resolved(self) -> bool:
         return all(d.degree is not None for d in [*self.ici, *self.dcn])
 
+    @property
+    def consistent(self) -> bool:
+        """Every degree resolved and the ICI and DCN products match the slice (layers 1 and 2)."""
+        if self.slice is None or not self.resolved:
+            return False
+        ici = math.prod(d.degree or 1 for d in self.ici)
+        dcn = math.prod(d.degree or 1 for d in self.dcn)
+        return ici == self.slice.devices_per_slice and dcn == self.slice.num_slices
+
     def mesh_dict(self) -> dict[str, Any]:
         return {
             "ici": {d.axis.name: d.degree for d in self.ici},
@@ -417,7 +426,7 @@ def _check_batch(chk: MeshCheck) -> None:
             )
         )
         return
-    if sl is None or not chk.resolved:
+    if sl is None or not chk.consistent:
         return
     batch_axes = [a.name for a in AXES if a.shards_batch]
     shards = math.prod(chk.degree(a) or 1 for a in batch_axes)

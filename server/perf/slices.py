@@ -22,7 +22,7 @@ SOURCES: dict[str, str] = {
     "gcp-v6e": "Google Cloud TPU docs, 'TPU v6e (Trillium)' page (cloud.google.com/tpu/docs/v6e)",
     "gcp-tpu7x": "Google Cloud TPU docs, 'TPU7x (Ironwood)' page (cloud.google.com/tpu/docs/tpu7x)",
     "scaling-book": "How to Scale Your Model, jax-ml/scaling-book, tpus.md (TPU specs table)",
-    "maxtext-accel": "MaxText src/MaxText/accelerator_to_spec_map.py (topology, chips per host, wraparound)",
+    "maxtext-accel": "MaxText src/maxtext/utils/accelerator_to_spec_map.py (topology, wraparound, devices per chip)",
     "domain": "ASAP DOMAIN.md §3 (project domain brief, collected from the sources above)",
 }
 
