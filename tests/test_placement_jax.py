@@ -59,8 +59,21 @@ def _jax_ok(shape, devices, split: bool) -> bool:
 
 
 @pytest.mark.parametrize(
-    "name", ["v5e-256", "v5e-128", "v5e-16", "v5e-8", "v6e-16", "v6e-64", "v5p-128", "v5p-512", "v4-128",
-             "tpu7x-8", "tpu7x-32", "tpu7x-128"],
+    "name",
+    [
+        "v5e-256",
+        "v5e-128",
+        "v5e-16",
+        "v5e-8",
+        "v6e-16",
+        "v6e-64",
+        "v5p-128",
+        "v5p-512",
+        "v4-128",
+        "tpu7x-8",
+        "tpu7x-32",
+        "tpu7x-128",
+    ],
 )
 def test_placement_verdict_matches_jax_create_device_mesh(name):
     sl, devices = _devices(name)

@@ -1,0 +1,144 @@
+/** The ASAP language client: discover the interpreter, check it, start `<python> -m server`, restart on demand. */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import * as vscode from 'vscode';
+import { LanguageClient, type LanguageClientOptions, type ServerOptions, TransportKind } from 'vscode-languageclient/node';
+
+import { findInterpreter } from './interpreter';
+import type { Logger } from './log';
+import { pythonExtensionInterpreter } from './pythonExtension';
+import { cappedErrorHandler, RestartBudget } from './restartBudget';
+import { checkServerImport, notInstalledMessage } from './serverCheck';
+
+const OPEN_SETTINGS = 'Open Settings';
+const SHOW_OUTPUT = 'Show Output';
+
+export class AsapClient implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private pending: Promise<void> = Promise.resolve();
+  private readonly budget = new RestartBudget();
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly channel: vscode.LogOutputChannel,
+    private readonly log: Logger,
+  ) {}
+
+  /** Start, stop and restart run one at a time, in the order asked. */
+  start(): Promise<void> {
+    return this.enqueue(() => this.doStart());
+  }
+
+  stop(): Promise<void> {
+    return this.enqueue(() => this.doStop());
+  }
+
+  restart(): Promise<void> {
+    return this.enqueue(async () => {
+      await this.doStop();
+      this.budget.reset();
+      await this.doStart();
+    });
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+
+  private enqueue(op: () => Promise<void>): Promise<void> {
+    this.pending = this.pending.then(op, op);
+    return this.pending;
+  }
+
+  private async doStart(): Promise<void> {
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const interpreter = await findInterpreter({
+      setting: vscode.workspace.getConfiguration('asap').get<string>('python', ''),
+      workspaceFolders: folders,
+      extensionPath: this.context.extensionPath,
+      platform: process.platform,
+      exists: (p) => fs.existsSync(p),
+      pythonExtensionInterpreter: () => pythonExtensionInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri),
+      log: this.log,
+    });
+    if (!interpreter) {
+      this.offerSettings('ASAP could not find a Python interpreter to run its server. Set asap.python.');
+      return;
+    }
+
+    const check = await checkServerImport(interpreter.path, folders[0]);
+    if (!check.ok) {
+      this.log.error(`Cannot start the server with ${interpreter.path}: ${check.reason}`);
+      this.offerSettings(
+        check.reason.endsWith('does not exist')
+          ? `ASAP: the Python interpreter ${interpreter.path} (from ${interpreter.source}) does not exist. Set asap.python.`
+          : notInstalledMessage(interpreter.path, this.checkoutHint()),
+      );
+      return;
+    }
+    this.log.info(`${interpreter.path} can import server and pygls`);
+
+    const serverOptions: ServerOptions = {
+      command: interpreter.path,
+      args: ['-m', 'server'],
+      transport: TransportKind.stdio,
+      options: { cwd: folders[0] },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [
+        { scheme: 'file', language: 'yaml' },
+        { scheme: 'untitled', language: 'yaml' },
+      ],
+      synchronize: { configurationSection: 'asap' },
+      initializationOptions: { settings: currentSettings() },
+      outputChannel: this.channel,
+      errorHandler: cappedErrorHandler(this.budget, this.log, (m) => this.offerOutput(m)),
+    };
+    this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
+    const client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
+    this.client = client;
+    try {
+      await client.start();
+      this.log.info('The ASAP server is running');
+    } catch (err) {
+      this.log.error(`The ASAP server failed to start: ${String(err)}`);
+      this.offerOutput('The ASAP server failed to start. See the ASAP output for details.');
+    }
+  }
+
+  private async doStop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (!client) return;
+    try {
+      if (client.needsStop()) await client.stop(5000);
+    } catch (err) {
+      this.log.warn(`Stopping the ASAP server: ${String(err)}`);
+    }
+  }
+
+  /** Where `pip install -e` should point: the checkout the extension runs from, when it is one. */
+  private checkoutHint(): string {
+    const repo = path.dirname(this.context.extensionPath);
+    return fs.existsSync(path.join(repo, 'pyproject.toml')) ? repo : '<ASAP checkout>';
+  }
+
+  private offerSettings(message: string): void {
+    void vscode.window.showErrorMessage(message, OPEN_SETTINGS, SHOW_OUTPUT).then((choice) => {
+      if (choice === OPEN_SETTINGS) void vscode.commands.executeCommand('workbench.action.openSettings', 'asap.python');
+      if (choice === SHOW_OUTPUT) this.channel.show();
+    });
+  }
+
+  private offerOutput(message: string): void {
+    void vscode.window.showErrorMessage(message, SHOW_OUTPUT).then((choice) => {
+      if (choice === SHOW_OUTPUT) this.channel.show();
+    });
+  }
+}
+
+/** The `asap` section as plain JSON, for initializationOptions. */
+function currentSettings(): unknown {
+  return JSON.parse(JSON.stringify(vscode.workspace.getConfiguration('asap')));
+}

@@ -1,0 +1,32 @@
+/** Entry point: wire the output channel, commands and settings to the ASAP language client. */
+import * as vscode from 'vscode';
+
+import { AsapClient } from './client';
+import { redactingLogger } from './log';
+
+let asap: AsapClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const channel = vscode.window.createOutputChannel('ASAP', { log: true });
+  const log = redactingLogger(channel);
+  asap = new AsapClient(context, channel, log);
+
+  context.subscriptions.push(
+    channel,
+    asap,
+    vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
+    vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      // Other asap.* settings reach the running server through workspace/didChangeConfiguration.
+      if (e.affectsConfiguration('asap.python')) {
+        log.info('asap.python changed; restarting the server');
+        void asap?.restart();
+      }
+    }),
+  );
+  await asap.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await asap?.stop();
+}

@@ -1,0 +1,95 @@
+/**
+ * Which Python runs the ASAP server, and why.
+ *
+ * Order: the `asap.python` setting, the workspace `.venv`, the `.venv` of the ASAP checkout the
+ * extension runs from, the Python extension's active interpreter. Every step is logged, because
+ * interpreter discovery is the first thing to look at when the server does not start.
+ */
+import * as os from 'node:os';
+import * as path from 'node:path';
+
+import type { Logger } from './log';
+
+export type InterpreterSource = 'setting' | 'workspace venv' | 'ASAP checkout venv' | 'Python extension';
+
+export interface Interpreter {
+  path: string;
+  source: InterpreterSource;
+}
+
+export interface DiscoveryInputs {
+  /** Raw `asap.python` value, before variable substitution. */
+  setting: string;
+  /** File-system paths of the open workspace folders, in order. */
+  workspaceFolders: readonly string[];
+  extensionPath: string;
+  platform: NodeJS.Platform;
+  exists(file: string): boolean;
+  /** The Python extension's active interpreter, or undefined when it is absent or has none. */
+  pythonExtensionInterpreter(): Promise<string | undefined>;
+  log: Logger;
+}
+
+/** `${workspaceFolder}` is the first folder (as VS Code does for single-root settings); `${userHome}` the home dir. */
+export function substituteVariables(value: string, workspaceFolders: readonly string[], home = os.homedir()): string {
+  return value.replace(/\$\{(workspaceFolder|userHome)\}/g, (whole, name: string) => {
+    if (name === 'userHome') return home;
+    return workspaceFolders[0] ?? whole;
+  });
+}
+
+export function venvPython(dir: string, platform: NodeJS.Platform): string {
+  return platform === 'win32'
+    ? path.win32.join(dir, '.venv', 'Scripts', 'python.exe')
+    : path.posix.join(dir, '.venv', 'bin', 'python');
+}
+
+export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter | undefined> {
+  const { log } = inp;
+
+  const raw = inp.setting.trim();
+  if (raw) {
+    let resolved = substituteVariables(raw, inp.workspaceFolders);
+    if (resolved.includes('${workspaceFolder}')) {
+      log.warn(`asap.python = "${raw}" uses \${workspaceFolder} but no folder is open; skipping it`);
+    } else {
+      // A relative path such as ".venv/bin/python" means "in the workspace"; a bare "python3" means PATH.
+      const isRelativePath = /[\\/]/.test(resolved) && !path.isAbsolute(resolved) && !path.win32.isAbsolute(resolved);
+      if (isRelativePath && inp.workspaceFolders[0]) resolved = path.join(inp.workspaceFolders[0], resolved);
+      log.info(`Interpreter: using ${resolved} from the asap.python setting ("${raw}")`);
+      return { path: resolved, source: 'setting' };
+    }
+  } else {
+    log.info('Interpreter: asap.python is not set');
+  }
+
+  for (const folder of inp.workspaceFolders) {
+    const candidate = venvPython(folder, inp.platform);
+    if (inp.exists(candidate)) {
+      log.info(`Interpreter: using ${candidate}, the venv of workspace folder ${folder}`);
+      return { path: candidate, source: 'workspace venv' };
+    }
+    log.info(`Interpreter: no venv at ${candidate}`);
+  }
+
+  const checkout = venvPython(path.dirname(inp.extensionPath), inp.platform);
+  if (inp.exists(checkout)) {
+    log.info(`Interpreter: using ${checkout}, the venv of the ASAP checkout the extension runs from`);
+    return { path: checkout, source: 'ASAP checkout venv' };
+  }
+  log.info(`Interpreter: no venv at ${checkout} (ASAP checkout)`);
+
+  try {
+    const fromExtension = await inp.pythonExtensionInterpreter();
+    if (fromExtension) {
+      log.info(`Interpreter: using ${fromExtension}, the Python extension's active interpreter`);
+      return { path: fromExtension, source: 'Python extension' };
+    }
+    log.info('Interpreter: the Python extension is not installed or has no active interpreter');
+  } catch (err) {
+    log.warn(`Interpreter: asking the Python extension failed: ${String(err)}`);
+  }
+
+  log.error('Interpreter: none found. Set asap.python to a Python with ASAP installed (pip install -e <ASAP checkout>).');
+  return undefined;
+}

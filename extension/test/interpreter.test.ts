@@ -1,0 +1,114 @@
+import { describe, expect, it, vi } from 'vitest';
+
+import { type DiscoveryInputs, findInterpreter, substituteVariables, venvPython } from '../src/interpreter';
+import { memoryLogger } from './helpers';
+
+function inputs(over: Partial<DiscoveryInputs> & { files?: string[] } = {}) {
+  const files = new Set(over.files ?? []);
+  const log = memoryLogger();
+  const pythonExtensionInterpreter = vi.fn(async () => undefined as string | undefined);
+  const inp: DiscoveryInputs = {
+    setting: '',
+    workspaceFolders: ['/ws/a', '/ws/b'],
+    extensionPath: '/src/asap/extension',
+    platform: 'linux',
+    exists: (p) => files.has(p),
+    pythonExtensionInterpreter,
+    log,
+    ...over,
+  };
+  return { inp, log, pythonExtensionInterpreter: inp.pythonExtensionInterpreter as typeof pythonExtensionInterpreter };
+}
+
+describe('findInterpreter', () => {
+  it('uses the asap.python setting even when venvs exist, and says so', async () => {
+    const { inp, log, pythonExtensionInterpreter } = inputs({
+      setting: '/opt/py/bin/python3',
+      files: ['/ws/a/.venv/bin/python', '/src/asap/.venv/bin/python'],
+    });
+    expect(await findInterpreter(inp)).toEqual({ path: '/opt/py/bin/python3', source: 'setting' });
+    expect(log.lines).toEqual(['info Interpreter: using /opt/py/bin/python3 from the asap.python setting ("/opt/py/bin/python3")']);
+    expect(pythonExtensionInterpreter).not.toHaveBeenCalled();
+  });
+
+  it('substitutes ${workspaceFolder} in the setting with the first folder', async () => {
+    const { inp } = inputs({ setting: '${workspaceFolder}/env/bin/python' });
+    expect((await findInterpreter(inp))?.path).toBe('/ws/a/env/bin/python');
+  });
+
+  it('resolves a relative setting against the workspace but leaves a bare command for PATH', async () => {
+    expect((await findInterpreter(inputs({ setting: '.venv/bin/python' }).inp))?.path).toBe('/ws/a/.venv/bin/python');
+    expect((await findInterpreter(inputs({ setting: 'python3' }).inp))?.path).toBe('python3');
+  });
+
+  it('skips a ${workspaceFolder} setting when no folder is open and keeps looking', async () => {
+    const { inp, log } = inputs({
+      setting: '${workspaceFolder}/.venv/bin/python',
+      workspaceFolders: [],
+      files: ['/src/asap/.venv/bin/python'],
+    });
+    expect(await findInterpreter(inp)).toEqual({ path: '/src/asap/.venv/bin/python', source: 'ASAP checkout venv' });
+    expect(log.lines[0]).toMatch(/^warn .*no folder is open; skipping it/);
+  });
+
+  it('finds the venv of a later workspace folder and logs each folder it tried', async () => {
+    const { inp, log } = inputs({ files: ['/ws/b/.venv/bin/python', '/src/asap/.venv/bin/python'] });
+    expect(await findInterpreter(inp)).toEqual({ path: '/ws/b/.venv/bin/python', source: 'workspace venv' });
+    expect(log.lines).toEqual([
+      'info Interpreter: asap.python is not set',
+      'info Interpreter: no venv at /ws/a/.venv/bin/python',
+      'info Interpreter: using /ws/b/.venv/bin/python, the venv of workspace folder /ws/b',
+    ]);
+  });
+
+  it('falls back to the venv of the ASAP checkout next to the extension', async () => {
+    const { inp, pythonExtensionInterpreter } = inputs({ files: ['/src/asap/.venv/bin/python'] });
+    expect(await findInterpreter(inp)).toEqual({ path: '/src/asap/.venv/bin/python', source: 'ASAP checkout venv' });
+    expect(pythonExtensionInterpreter).not.toHaveBeenCalled();
+  });
+
+  it('looks for Scripts\\python.exe on Windows', async () => {
+    const { inp } = inputs({ platform: 'win32', workspaceFolders: ['C:\\ws'], files: ['C:\\ws\\.venv\\Scripts\\python.exe'] });
+    expect((await findInterpreter(inp))?.path).toBe('C:\\ws\\.venv\\Scripts\\python.exe');
+  });
+
+  it("then asks the Python extension for its active interpreter", async () => {
+    const { inp, log } = inputs({ pythonExtensionInterpreter: async () => '/home/u/.pyenv/versions/3.12/bin/python' });
+    expect(await findInterpreter(inp)).toEqual({ path: '/home/u/.pyenv/versions/3.12/bin/python', source: 'Python extension' });
+    expect(log.lines.at(-1)).toBe(
+      "info Interpreter: using /home/u/.pyenv/versions/3.12/bin/python, the Python extension's active interpreter",
+    );
+  });
+
+  it('returns nothing and logs an error with the fix when every step fails', async () => {
+    const { inp, log } = inputs({
+      pythonExtensionInterpreter: async () => {
+        throw new Error('activation failed');
+      },
+    });
+    expect(await findInterpreter(inp)).toBeUndefined();
+    expect(log.lines).toContain('warn Interpreter: asking the Python extension failed: Error: activation failed');
+    expect(log.lines.at(-1)).toMatch(/^error Interpreter: none found\. Set asap\.python/);
+    // Every step is visible in the log: setting, two folders, checkout, extension.
+    expect(log.lines).toHaveLength(6);
+  });
+});
+
+describe('substituteVariables', () => {
+  it('replaces every occurrence and ${userHome}', () => {
+    expect(substituteVariables('${workspaceFolder}/a:${workspaceFolder}/b', ['/w'])).toBe('/w/a:/w/b');
+    expect(substituteVariables('${userHome}/venv/bin/python', [], '/home/me')).toBe('/home/me/venv/bin/python');
+  });
+
+  it('leaves unknown variables and a folder-less ${workspaceFolder} untouched', () => {
+    expect(substituteVariables('${env:HOME}/${workspaceFolder}', [])).toBe('${env:HOME}/${workspaceFolder}');
+  });
+});
+
+describe('venvPython', () => {
+  it('uses the platform layout', () => {
+    expect(venvPython('/r', 'linux')).toBe('/r/.venv/bin/python');
+    expect(venvPython('/r', 'darwin')).toBe('/r/.venv/bin/python');
+    expect(venvPython('C:\\r', 'win32')).toBe('C:\\r\\.venv\\Scripts\\python.exe');
+  });
+});

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Real-VS-Code smoke test for the ASAP extension: code-server 4.100.3 in headless Chromium, driven by
+# playwright-core (vscode-e2e.mjs). Idempotent setup, then one scenario on a copy of examples/.
+# Env: ASAP_E2E_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT (seconds for the scenario, default 240).
+set -euo pipefail
+E2E=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$E2E/../.." && pwd)
+PY=${ASAP_E2E_PYTHON:-$ROOT/.venv/bin/python}
+OUT=$ROOT/.tmp/e2e
+T0=$SECONDS
+step() { echo "== [$((SECONDS - T0))s] $*"; }
+die() { echo "e2e FAILED: $*" >&2; exit 1; }
+# npm state is current when its hidden lockfile is newer than the committed lockfile.
+stale() { [ ! -f "$1/node_modules/.package-lock.json" ] || [ "$1/package-lock.json" -nt "$1/node_modules/.package-lock.json" ]; }
+
+step "Debian packages"
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v rg >/dev/null || missing+=(ripgrep)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+dpkg -s libkrb5-dev >/dev/null 2>&1 || missing+=(libkrb5-dev)
+if ((${#missing[@]})); then
+  [ "$(id -u)" = 0 ] || die "missing Debian packages (${missing[*]}); install them as root"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+step "code-server + playwright-core"
+if stale "$E2E" || [ ! -x "$E2E/node_modules/.bin/code-server" ]; then
+  # code-server's @vscode/ripgrep downloads rg from GitHub in postinstall: seed its cache with Debian's rg.
+  RGC=${TMPDIR:-/tmp}/vscode-ripgrep-cache-1.15.11
+  mkdir -p "$RGC"
+  tar czf "$RGC/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz" -C "$(dirname "$(command -v rg)")" rg
+  # Native modules compile against the system Node headers.
+  (cd "$E2E" && npm_config_yes=true npm_config_unsafe_perm=true npm_config_nodedir=/usr timeout 900 npm ci --no-audit --no-fund -s)
+fi
+CS=$E2E/node_modules/.bin/code-server
+[ -x "$CS" ] || die "code-server is not installed in $E2E/node_modules"
+
+step "extension build"
+if stale "$ROOT/extension"; then timeout 600 npm --prefix "$ROOT/extension" ci --no-audit --no-fund -s; fi
+BUNDLE=$ROOT/extension/dist/extension.js
+if [ ! -f "$BUNDLE" ] || [ -n "$(find "$ROOT/extension/src" "$ROOT/extension/package.json" -newer "$BUNDLE")" ]; then
+  timeout 300 npm --prefix "$ROOT/extension" run -s build
+fi
+[ -f "$BUNDLE" ] || die "$BUNDLE was not built"
+
+step "server interpreter: $PY"
+[ -x "$PY" ] || die "$PY does not exist (make venv, or set ASAP_E2E_PYTHON)"
+(cd / && timeout 60 "$PY" -c 'import server, pygls') || die "$PY cannot import server (pip install -e $ROOT)"
+
+step "fresh profile, workspace and extensions dir in $OUT/run (screenshots in $OUT)"
+rm -rf "$OUT"
+D=$OUT/run
+mkdir -p "$D/user/User" "$D/home" "$D/ext/asap-dev.asap-0.1.0"
+cp -r "$ROOT/examples" "$D/ws"
+cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$D/ext/asap-dev.asap-0.1.0/"
+PY="$PY" node -e '
+  const settings = {
+    "asap.python": process.env.PY,
+    "workbench.startupEditor": "none", "security.workspace.trust.enabled": false, "telemetry.telemetryLevel": "off",
+    "extensions.autoUpdate": false, "extensions.autoCheckUpdates": false, "update.mode": "none",
+    "workbench.tips.enabled": false, "editor.renderWhitespace": "none", "chat.disableAIFeatures": true,
+    "git.openRepositoryInParentFolders": "never",
+  };
+  require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$D/user/User/settings.json"
+PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$D/config.yaml"
+
+step "code-server on 127.0.0.1:$PORT (log: $D/code-server.log)"
+# No job control here, so setsid execs in place: $! is the leader of a new process group.
+HOME=$D/home XDG_CONFIG_HOME=$D/home/.config XDG_DATA_HOME=$D/home/.local/share XDG_CACHE_HOME=$D/home/.cache \
+  setsid "$CS" --config "$D/config.yaml" --user-data-dir "$D/user" --extensions-dir "$D/ext" \
+  --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
+  "$D/ws" >"$D/code-server.log" 2>&1 &
+PGID=$!
+cleanup() {
+  kill -- -"$PGID" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$PGID" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL -- -"$PGID" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+deadline=$((SECONDS + 60))
+until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
+  kill -0 "$PGID" 2>/dev/null || { tail -20 "$D/code-server.log" >&2; die "code-server exited"; }
+  ((SECONDS < deadline)) || die "code-server not healthy after 60 s (see $D/code-server.log)"
+  sleep 0.2
+done
+
+step "scenario"
+HOME=$D/home timeout "${E2E_TIMEOUT:-240}" node "$E2E/vscode-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$D/ws" "$OUT" \
+  || die "scenario failed (screenshots in $OUT; logs in $D/code-server.log and $D/user/logs)"
+step "passed"

@@ -1,0 +1,102 @@
+// ASAP smoke scenario in real VS Code (code-server) driven by playwright-core.
+// Usage: node vscode-e2e.mjs <workbench url> <screenshot dir>
+// Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
+import { chromium } from 'playwright-core';
+
+const [url, shots] = process.argv.slice(2);
+const FILE = 'bad-mesh-v5e-256.yml';
+const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
+const FIX = 'Set ici_fsdp_parallelism to 16';
+const FIXED_LINE = 'ici_fsdp_parallelism: 16   # tuned by hand last week';
+
+const t0 = Date.now();
+const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+});
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+page.setDefaultTimeout(15_000);
+
+// Scope to editor groups: newer workbenches also have a chat-input editor.
+const editor = '.editor-group-container .monaco-editor';
+const line = (text) => page.locator(`${editor} .view-line`, { hasText: text }).first();
+const problemRow = () => page.locator('.markers-panel .monaco-list-row', { hasText: PROBLEM }).first();
+// Monaco renders spaces as U+00A0.
+const lineText = async (locator) => (await locator.textContent()).replace(/\u00a0/g, ' ');
+
+async function palette(key, text, row) {
+  await page.keyboard.press(key);
+  await page.keyboard.type(text);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: row }).first().waitFor();
+  await page.keyboard.press('Enter');
+}
+
+async function applyQuickFix() {
+  // Ctrl+. can race the light bulb: retry a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.mouse.move(0, 0);
+      await line('ici_fsdp_parallelism').locator('span', { hasText: '# tuned' }).last().click();
+      await page.keyboard.press('Control+.');
+      const rows = page.locator('.action-widget .monaco-list-row.action');
+      await rows.filter({ hasText: FIX }).first().waitFor({ timeout: 5000 });
+      log('QUICK FIXES: ' + (await rows.allInnerTexts()).join(' | '));
+      // Walk the keyboard focus to our fix (clicking rows is unreliable); bounded by the row count.
+      const n = await rows.count();
+      for (let i = 0; i <= n; i++) {
+        if (await page.locator('.action-widget .monaco-list-row.action.focused', { hasText: FIX }).count()) break;
+        if (i === n) throw new Error(`could not focus "${FIX}"`);
+        await page.keyboard.press('ArrowDown');
+      }
+      await page.keyboard.press('Enter');
+      await line('ici_fsdp_parallelism: 16').waitFor({ timeout: 5000 });
+      return;
+    } catch (e) {
+      if (attempt >= 4) throw e;
+      log(`retry quick fix (${e.message.split('\n')[0]})`);
+      await page.keyboard.press('Escape');
+    }
+  }
+}
+
+try {
+  await page.goto(url);
+  await page.waitForSelector('.explorer-folders-view', { timeout: 60_000 });
+  log('workbench loaded');
+
+  await palette('Control+P', FILE, FILE);
+  await line('ici_tensor_parallelism').waitFor();
+  log(`opened ${FILE}`);
+
+  await palette('F1', 'Focus on Problems View', 'Problems');
+  // The first diagnostic waits for the extension to activate and the server to start.
+  await problemRow().waitFor({ timeout: 90_000 });
+  log('PROBLEM: ' + (await problemRow().innerText()));
+
+  await line('ici_tensor_parallelism').locator('span', { hasText: /^ici_tensor_parallelism$/ }).last().hover();
+  const hover = page.locator('.monaco-hover', { hasText: 'ici_tensor_parallelism' }).first();
+  await hover.waitFor({ timeout: 20_000 });
+  log('HOVER: ' + (await hover.innerText()));
+  await page.screenshot({ path: `${shots}/hover.png` });
+
+  await applyQuickFix();
+  const fixed = await lineText(line('ici_fsdp_parallelism'));
+  if (fixed !== FIXED_LINE) throw new Error(`line 7 is ${JSON.stringify(fixed)}, expected ${JSON.stringify(FIXED_LINE)}`);
+  log(`QUICK FIX applied: ${fixed}`);
+
+  await page.locator('.markers-panel').waitFor({ state: 'visible' });
+  await problemRow().waitFor({ state: 'detached', timeout: 30_000 });
+  log('ASAP101 gone from the Problems panel: ' + (await page.locator('.markers-panel').innerText()));
+  await page.screenshot({ path: `${shots}/fixed.png` });
+  log('PASS');
+} catch (e) {
+  console.error('FAIL', e);
+  await page.screenshot({ path: `${shots}/failure.png` }).catch(() => {});
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
