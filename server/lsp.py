@@ -51,12 +51,17 @@ class AsapServer(LanguageServer):
         doc = self.workspace.text_documents.get(path.as_uri())
         return doc.source if doc is not None else path.read_text(encoding="utf-8")
 
+    def _analyze(self, uri: str, source: str) -> Analysis:
+        """Pure: analyze one snapshot of a document's text (safe to run in a worker thread)."""
+        path = Path(p) if (p := to_fs_path(uri)) else None
+        return analyze(path, source, self.read, self.settings.default_slice)
+
     def analyze_doc(self, doc: TextDocument) -> Analysis:
+        """The analysis of the document as it is now (on the event loop: hover, code action)."""
         cached = self.analyses.get(doc.uri)
         if cached is not None and cached[0] == doc.version:
             return cached[1]
-        path = Path(p) if (p := to_fs_path(doc.uri)) else None
-        an = analyze(path, doc.source, self.read, self.settings.default_slice)
+        an = self._analyze(doc.uri, doc.source)
         self.analyses[doc.uri] = (doc.version, an)
         return an
 
@@ -67,30 +72,43 @@ class AsapServer(LanguageServer):
         )
 
     async def refresh(self, uri: str, delay: float = 0.0) -> None:
-        """Analyze off the event loop and publish, unless the document moved on meanwhile."""
+        """Analyze a snapshot off the event loop; publish and cache it unless the document moved on."""
         if delay:
             await asyncio.sleep(delay)  # debounce: a newer change cancels this task
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             return
-        version = doc.version
-        loop = asyncio.get_running_loop()
-        try:
-            an = await loop.run_in_executor(None, self.analyze_doc, doc)
-        except Exception:  # a bug in a rule must not take the server down
-            log.exception("analysis of %s failed", uri)
-            return
+        version, source = doc.version, doc.source  # pygls edits the document in place: snapshot it here
+        cached = self.analyses.get(uri)
+        if cached is not None and cached[0] == version:
+            an = cached[1]
+        else:
+            try:
+                an = await asyncio.get_running_loop().run_in_executor(None, self._analyze, uri, source)
+            except Exception:  # a bug in a rule must not take the server down
+                log.exception("analysis of %s failed", uri)
+                return
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != version:
             return
+        self.analyses[uri] = (version, an)
         self.publish(current, an)
-        # Open configs that inherit from this one see its unsaved edits.
-        path = to_fs_path(uri)
-        for other, (_, oan) in list(self.analyses.items()):
-            if other != uri and path and any(str(p) == str(Path(path).resolve()) for p in oan.depends_on):
-                self.schedule(other, DEBOUNCE_S)
+        self.refresh_dependents(uri)
 
-    def schedule(self, uri: str, delay: float = 0.0) -> None:
+    def refresh_dependents(self, uri: str) -> None:
+        """Open configs that inherit from `uri` see its unsaved edits (or its disk text once closed)."""
+        path = to_fs_path(uri)
+        if not path:
+            return
+        target = Path(path).resolve()
+        for other, (_, oan) in list(self.analyses.items()):
+            if other != uri and target in oan.depends_on:
+                self.schedule(other, DEBOUNCE_S, invalidate=True)
+
+    def schedule(self, uri: str, delay: float = 0.0, invalidate: bool = False) -> None:
+        """(Re)start the analysis of `uri`; `invalidate` when its parents may have changed."""
+        if invalidate:
+            self.analyses.pop(uri, None)
         old = self.pending.pop(uri, None)
         if old is not None:
             old.cancel()
@@ -141,7 +159,7 @@ async def _pull_settings(ls: AsapServer) -> None:
     except Exception as e:  # clients without workspace/configuration keep the initialization options
         log.info("workspace/configuration not available (%s); keeping initialization settings", e)
         return
-    if res:
+    if res and isinstance(res[0], dict):  # a client without an `asap` section answers [null]
         ls.settings = Settings.from_client(res[0])
     log.info("settings: %s", ls.settings)
 
@@ -161,10 +179,19 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
     log.setLevel(logging.INFO)
     log.info("ASAP language server %s started", __version__)
     # JAX's placement code takes about a second to import: pay it now, off the loop.
-    asyncio.get_running_loop().run_in_executor(None, placement.warm_up)
+    warm = asyncio.get_running_loop().run_in_executor(None, placement.warm_up)
+    warm.add_done_callback(_log_warm_up)
     caps = ls.client_capabilities.workspace
     if caps is not None and caps.configuration:
+        before = ls.settings
         await _pull_settings(ls)
+        if ls.settings != before:  # documents opened meanwhile were analysed with the old settings
+            _reanalyze_all(ls)
+
+
+def _log_warm_up(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled() and fut.exception() is not None:
+        log.error("JAX import failed; layer-3 mesh checks are unavailable: %s", fut.exception())
 
 
 @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -174,6 +201,10 @@ async def did_change_configuration(ls: AsapServer, params: lsp.DidChangeConfigur
         ls.settings = Settings.from_client(settings)
     else:
         await _pull_settings(ls)
+    _reanalyze_all(ls)
+
+
+def _reanalyze_all(ls: AsapServer) -> None:
     ls.analyses.clear()
     for uri in list(ls.workspace.text_documents):
         ls.schedule(uri)
@@ -191,7 +222,7 @@ def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri)
+    ls.schedule(params.text_document.uri, invalidate=True)  # parents on disk may have changed too
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
@@ -202,6 +233,7 @@ def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
         task.cancel()
     ls.analyses.pop(uri, None)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+    ls.refresh_dependents(uri)  # children now read this parent from disk
 
 
 @server.feature(lsp.TEXT_DOCUMENT_HOVER)

@@ -335,7 +335,20 @@ def _check_placement(chk: MeshCheck, allow_split: bool) -> None:
     sl, cfg = chk.slice, chk.config
     assert sl is not None
     shape = tuple(d.degree or 1 for d in chk.ici)
-    p = place(sl, shape, allow_split)
+    try:
+        p = place(sl, shape, allow_split)
+    except ImportError as e:  # JAX missing or broken: say so, keep the other layers
+        chk.findings.append(
+            Finding(
+                "ASAP099",
+                Severity.INFORMATION,
+                f"Layer-3 placement not checked: JAX could not be imported ({e}). Install jax in ASAP's environment.",
+                None,
+                cfg.path,
+                Span.point(0),
+            )
+        )
+        return
     chk.placement = p
     if p.ok or p.failed_axis is None:
         return

@@ -12,6 +12,7 @@ they return a mesh.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -30,12 +31,18 @@ class Placement:
     remaining: tuple[int, ...] = field(default=())  # physical axes left when it failed
 
 
+_IMPORT_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def _mesh_utils():  # type: ignore[no-untyped-def]
     # Imported lazily: importing jax costs about a second, paid once, off the keystroke path.
-    from jax._src import mesh_utils
+    # The lock: the LSP warms this up in one thread while the first analysis may need it in
+    # another, and two threads importing jax at once see half-initialised modules.
+    with _IMPORT_LOCK:
+        from jax._src import mesh_utils
 
-    return mesh_utils
+        return mesh_utils
 
 
 def warm_up() -> None:
@@ -68,15 +75,15 @@ def jax_physical_shape(sl: Slice) -> tuple[int, ...]:
 
 def place(sl: Slice, mesh_shape: tuple[int, ...], allow_split_physical_axes: bool = False) -> Placement:
     """Place the ICI mesh (ordered least to most network-intense) on one slice, as JAX would."""
-    import numpy as np
-
     if math.prod(mesh_shape) != sl.devices_per_slice or min(mesh_shape, default=1) < 1:
         return Placement(False, error="mesh shape does not match the slice")
     handler = _handler_accepts(sl, mesh_shape)
     if handler:
         return Placement(True, handler=handler)
     phys = jax_physical_shape(sl)
-    mu = _mesh_utils()
+    mu = _mesh_utils()  # first: imports jax (and numpy) under the lock
+    import numpy as np
+
     grid = np.arange(math.prod(phys)).reshape(phys)
     try:
         _, table = mu._create_device_mesh_for_nd_torus(grid, list(mesh_shape))
