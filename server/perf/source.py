@@ -5,7 +5,10 @@ each key and scalar value, so findings point at the key and fixes edit only the 
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -83,36 +86,110 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_local = threading.local()
+
+
 def _yaml() -> YAML:
-    y = YAML(typ="rt")
-    y.allow_duplicate_keys = False
+    """One round-trip loader per thread (ruamel's YAML objects are not thread-safe)."""
+    y = getattr(_local, "yaml", None)
+    if y is None:
+        y = _local.yaml = YAML(typ="rt")
+        y.allow_duplicate_keys = False
     return y
 
 
-def parse(text: str, path: Path | None = None) -> YamlSource:
+# A raw top-level entry: key, plain value, (key line, key col), (value line, value col), lines relative
+# to the text that was parsed.
+_Raw = tuple[str, Any, tuple[int, int], tuple[int, int]]
+
+
+def _load_entries(text: str) -> list[_Raw] | None:
+    """Round-trip load; None when the document is not a mapping. Raises ruamel's errors."""
+    data = _yaml().load(text)
+    if not isinstance(data, CommentedMap):
+        return None
+    return [(k, _plain(data[k]), data.lc.key(k), data.lc.value(k)) for k in data if isinstance(k, str)]
+
+
+# Incremental parsing. MaxText configs are flat top-level mappings, and a keystroke changes one
+# entry: the text is cut where a top-level key starts, and each piece is parsed (and cached) on its
+# own, so an edit re-parses only its piece. Anything unusual (anchors, aliases, merge keys,
+# directives, several documents, tabs) or any piece that fails to parse alone goes to a parse of the
+# whole document, which alone decides errors and their positions.
+_TOP_KEY = re.compile(r"""^(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][\w.\-]*)[ ]*:(?:[ ]|$)""")
+_UNUSUAL = re.compile(r"(?:^|[\s\[{,])[&*][\w-]|<<\s*:|^(?:---|\.\.\.|%)|\t", re.M)
+_PIECES: OrderedDict[str, list[_Raw]] = OrderedDict()
+_PIECES_MAX = 8192
+_PIECES_LOCK = threading.Lock()
+
+
+def _pieces(lines: list[str]) -> list[tuple[int, str]]:
+    starts = [i for i, line in enumerate(lines) if _TOP_KEY.match(line)]
+    if not starts:
+        return []
+    starts[0] = 0  # leading comments and blank lines ride with the first entry
+    bounds = [*starts, len(lines)]
+    return [(a, "\n".join(lines[a:b]) + "\n") for a, b in pairwise(bounds)]
+
+
+def _parse_piece(piece: str) -> list[_Raw] | None:
+    with _PIECES_LOCK:
+        hit = _PIECES.get(piece)
+        if hit is not None:
+            _PIECES.move_to_end(piece)
+            return hit
+    raw = _load_entries(piece)
+    if raw is None or len(raw) != 1:
+        return None
+    with _PIECES_LOCK:
+        _PIECES[piece] = raw
+        if len(_PIECES) > _PIECES_MAX:
+            _PIECES.popitem(last=False)
+    return raw
+
+
+def _incremental(text: str, lines: list[str]) -> list[_Raw] | None:
+    """Entries of the whole text from its cached pieces, or None to parse it whole."""
+    if _UNUSUAL.search(text):
+        return None
+    out: list[_Raw] = []
+    seen: set[str] = set()
+    for start, piece in _pieces(lines):
+        try:
+            raw = _parse_piece(piece)
+        except YAMLError:
+            return None
+        if raw is None:
+            return None
+        for key, value, (kl, kc), (vl, vc) in raw:
+            if key in seen:
+                return None  # a duplicate key: let the whole-document parse report it
+            seen.add(key)
+            out.append((key, value, (kl + start, kc), (vl + start, vc)))
+    return out or None
+
+
+def parse(text: str, path: Path | None = None, incremental: bool = True) -> YamlSource:
     """Parse one file. Raises YamlSyntaxError located at the parser's mark."""
     lines = text.splitlines()
-    try:
-        data = _yaml().load(text)
-    except MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line, col = (mark.line, mark.column) if mark else (0, 0)
-        problem = e.problem or e.context or "invalid YAML"
-        detail = f"{e.context}: {problem}" if e.context and e.problem else problem
-        end = len(lines[line]) if 0 <= line < len(lines) else col
-        raise YamlSyntaxError(f"Invalid YAML: {detail}", Span(line, col, line, max(col, end))) from None
-    except YAMLError as e:  # errors without a mark (rare): put them on the first line
-        raise YamlSyntaxError(f"Invalid YAML: {e}", Span.point(0)) from None
+    raw = _incremental(text, lines) if incremental else None
+    if raw is None:
+        try:
+            raw = _load_entries(text)
+        except MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            line, col = (mark.line, mark.column) if mark else (0, 0)
+            problem = e.problem or e.context or "invalid YAML"
+            detail = f"{e.context}: {problem}" if e.context and e.problem else problem
+            end = len(lines[line]) if 0 <= line < len(lines) else col
+            raise YamlSyntaxError(f"Invalid YAML: {detail}", Span(line, col, line, max(col, end))) from None
+        except YAMLError as e:  # errors without a mark (rare): put them on the first line
+            raise YamlSyntaxError(f"Invalid YAML: {e}", Span.point(0)) from None
 
     entries: dict[str, Entry] = {}
-    if not isinstance(data, CommentedMap):
+    if raw is None:
         return YamlSource(path, text, entries, False, lines)
-    for key in data:
-        if not isinstance(key, str):
-            continue
-        kl, kc = data.lc.key(key)
-        vl, vc = data.lc.value(key)
-        value = _plain(data[key])
+    for key, value, (kl, kc), (vl, vc) in raw:
         key_end = kc + len(key)
         if 0 <= kl < len(lines) and lines[kl][kc : kc + 1] in ("'", '"'):
             key_end = _scalar_end(lines[kl], kc)

@@ -1,0 +1,78 @@
+"""The incremental YAML reading must be indistinguishable from parsing the whole text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from server.perf import source
+from server.perf.source import YamlSyntaxError
+
+
+def _full(text: str):
+    """The reference: the whole document parsed at once."""
+    return source.parse(text, incremental=False)
+
+
+def _same(text: str) -> None:
+    try:
+        ref = _full(text)
+    except YamlSyntaxError as e:
+        with pytest.raises(YamlSyntaxError) as got:
+            source.parse(text)
+        assert (got.value.message, got.value.span) == (e.message, e.span)
+        return
+    inc = source.parse(text)
+    assert inc.is_mapping == ref.is_mapping
+    assert list(inc.entries) == list(ref.entries)
+    for k, e in ref.entries.items():
+        assert inc.entries[k] == e, k
+
+
+ENTRIES = [
+    "ici_fsdp_parallelism: -1",
+    "ici_tensor_parallelism: 4   # tp",
+    "run_name: 'a # b'",
+    'base_output_directory: "gs://b/x"',
+    "steps: [1, 2,\n  3]",
+    "logical_axis_rules: [\n  ['batch', ['data', 'fsdp']],\n]",
+    "mesh_axes:\n  - data\n  - fsdp",
+    "notes: |\n  line one\n  line two: not a key",
+    "nested:\n  a: 1\n  b: {c: 2}",
+    "empty:",
+    "'quoted key': 3",
+    "# just a comment",
+    "",
+    "per_device_batch_size: 0.5",
+    "flag: true",
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(ENTRIES), min_size=1, max_size=12))
+def test_incremental_equals_whole_parse_on_valid_configs(parts):
+    _same("\n".join(parts) + "\n")
+
+
+BASE = (
+    "# header\nmodel_name: llama2-7b\ncompile_topology: v5e-256\nsteps: [1,\n 2]\n"
+    "ici_fsdp_parallelism: 32   # c\nnotes: |\n  text\nici_tensor_parallelism: 16\n"
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, len(BASE)), st.integers(0, 3), st.sampled_from(list("x:[]{}'\"#-&*\n \t|>,")))
+def test_incremental_equals_whole_parse_under_random_edits(pos, cut, ch):
+    _same(BASE[:pos] + ch + BASE[pos + cut :])
+
+
+def test_an_edit_reparses_only_its_piece(monkeypatch):
+    text = "".join(f"key_{i}: {i}\n" for i in range(200))
+    source.parse(text)
+    calls = []
+    real = source._load_entries
+    monkeypatch.setattr(source, "_load_entries", lambda t: calls.append(t) or real(t))
+    src = source.parse(text.replace("key_100: 100", "key_100: 1000"))
+    assert calls == ["key_100: 1000\n"]
+    assert src.entries["key_100"].value == 1000 and src.entries["key_199"].key_span.line == 199
