@@ -229,31 +229,15 @@ def test_unknown_slice_is_located_at_compile_topology_value(check):
     assert f.span.line == 2 and f.span.column == len("compile_topology: ") and "v5e-256" in f.message
 
 
-def test_inherited_bad_value_is_reported_at_base_config_line(write):
+def test_findings_anchor_where_the_user_can_act(write):
     write("parent.yml", "ici_tensor_parallelism: 3\n")
-    an = analyze(write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"))
-    f = only(an, "ASAP103")
-    # the -1 (fsdp) comes from MaxText's default, so the finding anchors at the top of the file;
-    f2 = analyze(
-        write(
-            "d.yml",
-            "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\nici_fsdp_parallelism: 64\n",
-        )
-    )
-    g = only(f2, "ASAP101")
-    assert f.span.line == 0 and g.span.line == 3
-    h = [
-        x
-        for x in analyze(
-            write(
-                "e.yml",
-                "model_name: gemma2-9b\ncompile_topology: v5e-32\n"
-                "base_config: p2.yml\nper_device_batch_size: 1\n"
-                "ici_fsdp_parallelism: 1\n",
-            )
-        ).findings
-    ]
-    assert any(x.code == "ASAP002" for x in h)
+    head = "model_name: llama2-7b\ncompile_topology: v5e-256\nbase_config: parent.yml\n"
+    # the unresolvable -1 is MaxText's default fsdp, written nowhere: the top of the document
+    f = only(analyze(write("c.yml", head)), "ASAP103")
+    assert (f.key, f.span.line) == ("ici_fsdp_parallelism", 0)
+    # once the document writes fsdp, the mismatch sits on that line
+    g = only(analyze(write("d.yml", head + "ici_fsdp_parallelism: 64\n")), "ASAP101")
+    assert (g.key, g.span.line) == ("ici_fsdp_parallelism", 3)
 
 
 def test_finding_in_parent_points_to_base_config_with_related_location(write):

@@ -24,6 +24,9 @@ SOURCES: dict[str, str] = {
     "scaling-book": "How to Scale Your Model, jax-ml/scaling-book, tpus.md (TPU specs table)",
     "maxtext-accel": "MaxText src/maxtext/utils/accelerator_to_spec_map.py (topology, wraparound, devices per chip)",
     "domain": "ASAP DOMAIN.md §3 (project domain brief, collected from the sources above)",
+    "derived-ici": "per-chip bidirectional ICI bandwidth from the Google Cloud page of the generation "
+    "(v6e 800 GB/s, tpu7x 1200 GB/s), divided by the chip's links and by 2 directions",
+    "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
 }
 
 
@@ -134,7 +137,7 @@ CHIPS: dict[str, ChipSpec] = {
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
             "hbm_bw": "gcp-v6e",
-            "ici_link_bw": "gcp-v6e",
+            "ici_link_bw": "derived-ici",
             "ici_links": "scaling-book",
             "topology": "maxtext-accel",
         },
@@ -155,8 +158,8 @@ CHIPS: dict[str, ChipSpec] = {
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
             "hbm_bw": "gcp-tpu7x",
-            "ici_link_bw": "gcp-tpu7x",
-            "ici_links": "domain",
+            "ici_link_bw": "derived-ici",
+            "ici_links": "torus-3d",
             "topology": "maxtext-accel",
         },
     ),
