@@ -45,6 +45,7 @@ class ChipSpec:
     name_counts: Literal["cores", "chips", "devices"]  # what the N in '<gen>-N' counts
     name_units_per_chip: int  # how many of those a chip has
     devices_per_chip: int  # JAX devices per chip
+    dcn_bw: float  # data-center network bytes/s per chip, one direction
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
@@ -70,12 +71,14 @@ CHIPS: dict[str, ChipSpec] = {
         name_counts="cores",
         name_units_per_chip=2,
         devices_per_chip=1,
+        dcn_bw=6.25e9,
         sources={
             "peak_bf16_flops": "gcp-v4",
             "hbm_bytes": "gcp-v4",
             "hbm_bw": "scaling-book",
             "ici_link_bw": "scaling-book",
             "ici_links": "gcp-v4",
+            "dcn_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -91,12 +94,14 @@ CHIPS: dict[str, ChipSpec] = {
         name_counts="chips",
         name_units_per_chip=1,
         devices_per_chip=1,
+        dcn_bw=3.125e9,
         sources={
             "peak_bf16_flops": "gcp-v5e",
             "hbm_bytes": "gcp-v5e",
             "hbm_bw": "gcp-v5e",
             "ici_link_bw": "scaling-book",
             "ici_links": "scaling-book",
+            "dcn_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -112,12 +117,14 @@ CHIPS: dict[str, ChipSpec] = {
         name_counts="cores",
         name_units_per_chip=2,
         devices_per_chip=1,
+        dcn_bw=6.25e9,
         sources={
             "peak_bf16_flops": "gcp-v5p",
             "hbm_bytes": "gcp-v5p",
             "hbm_bw": "gcp-v5p",
             "ici_link_bw": "scaling-book",
             "ici_links": "gcp-v5p",
+            "dcn_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -133,12 +140,14 @@ CHIPS: dict[str, ChipSpec] = {
         name_counts="chips",
         name_units_per_chip=1,
         devices_per_chip=1,
+        dcn_bw=12.5e9,
         sources={
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
             "hbm_bw": "gcp-v6e",
             "ici_link_bw": "derived-ici",
             "ici_links": "scaling-book",
+            "dcn_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -154,12 +163,14 @@ CHIPS: dict[str, ChipSpec] = {
         name_counts="devices",
         name_units_per_chip=2,
         devices_per_chip=2,
+        dcn_bw=12.5e9,
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
             "hbm_bw": "gcp-tpu7x",
             "ici_link_bw": "derived-ici",
             "ici_links": "torus-3d",
+            "dcn_bw": "gcp-tpu7x",
             "topology": "maxtext-accel",
         },
     ),

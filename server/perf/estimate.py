@@ -1,0 +1,202 @@
+"""The estimate of one config on its declared slice: model arithmetic, memory per chip,
+collectives, step time, MFU and the predicted bottleneck, for the config's own mesh or any
+other layout. Plain data with a stable JSON form (`asap estimate --json`, README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from server.perf import arith, layout, memory, roofline, steptime
+from server.perf.arith import ArithError, BytesPerParam, Flops, Params, Shape
+from server.perf.config import Config
+from server.perf.layout import Layout
+from server.perf.memory import Memory
+from server.perf.mesh import MeshCheck
+from server.perf.remat import RematPolicy
+from server.perf.steptime import StepTime
+
+FORMULAS = {
+    "params": "server/perf/arith.py params(): attention D*hd*(2H+2K), MLP (n_in+1)*D*F (x experts), "
+    "embedding V*D (+ logits V*D unless tied)",
+    "flops_per_step": "server/perf/arith.py step_flops(): 3 x forward matmuls (2*tokens*D*...) + "
+    "3 x attention 4*tokens*T*H*hd/2 (causal), as MaxText counts them for MFU",
+    "memory": "server/perf/memory.py: params x bytes/param / product of weight-sharding axes; activations "
+    "layers x pdbs*T x kept dims x 2 B (remat policy); temporaries allowance",
+    "collectives": "server/perf/collectives.py: V(X-1)/X over the axis' bidirectional ICI bandwidth "
+    "(x2 all-reduce, /4 all-to-all), DCN share at the chip's DCN bandwidth",
+    "step_s": "server/perf/steptime.py: compute + HBM + exposed communication (+ pipeline bubble)",
+    "mfu": "flops_per_step / (step_s x devices x peak bf16 FLOP/s per device) (MaxText's definition)",
+}
+
+
+class EstimateError(ValueError):
+    """Why a config cannot be estimated, and the key to show it at."""
+
+    def __init__(self, key: str | None, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+@dataclass
+class Estimate:
+    layout: Layout
+    shape: Shape
+    params: Params
+    flops: Flops
+    bpp: BytesPerParam
+    remat: RematPolicy
+    memory: Memory
+    time: StepTime
+    pdbs: float
+    seq: int
+    grad_accum: int
+
+    @property
+    def tokens_per_step(self) -> float:
+        return self.pdbs * self.seq * self.layout.slice.devices * self.grad_accum
+
+    @property
+    def model_flops_per_step(self) -> float:
+        return self.flops.model * self.grad_accum
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.time.step_s
+
+    @property
+    def tflops_per_chip(self) -> float:
+        return self.model_flops_per_step / self.layout.slice.chips / self.time.step_s / 1e12
+
+    @property
+    def mfu(self) -> float:
+        sl = self.layout.slice
+        return self.model_flops_per_step / (self.time.step_s * sl.chips * sl.chip.peak_bf16_flops)
+
+    def summary(self) -> str:
+        kind = self.time.bottleneck()[0]
+        top_axis = max(self.time.exposed_by_axis.items(), key=lambda kv: kv[1], default=None)
+        why = ""
+        if kind == "communication" and top_axis:
+            why = f" ({top_axis[0]} collectives {top_axis[1] / self.time.step_s:.0%} of step)"
+        gib = 1024**3
+        return (
+            f"Estimated: {self.mfu:.0%} MFU, {kind}-bound{why}, "
+            f"{self.memory.total / gib:.0f} of {self.memory.usable / gib:.0f} GiB HBM"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        sl = self.layout.slice
+        kind, margin, parts = self.time.bottleneck()
+        return {
+            "slice": {
+                "name": sl.name,
+                "chips": sl.chips,
+                "devices": sl.devices,
+                "num_slices": sl.num_slices,
+                "topology": list(sl.topology),
+            },
+            "mesh": {
+                "ici": {k: v for k, v in self.layout.ici.items()},
+                "dcn": {k: v for k, v in self.layout.dcn.items()},
+            },
+            "model": {
+                "name": self.shape.name,
+                "emb": self.shape.emb,
+                "layers": self.shape.layers,
+                "q_heads": self.shape.q_heads,
+                "kv_heads": self.shape.kv_heads,
+                "mlp": self.shape.mlp,
+                "vocab": self.shape.vocab,
+                "experts": self.shape.experts,
+            },
+            "params": self.params.total(self.shape.layers),
+            "active_params": self.params.total(self.shape.layers, active=True),
+            "tokens_per_step": self.tokens_per_step,
+            "flops_per_step": self.model_flops_per_step,
+            "executed_flops_per_step": self.flops.executed * self.grad_accum,
+            "remat_policy": self.remat.name,
+            "bytes_per_param": {
+                "weights": self.bpp.weights,
+                "gradients": self.bpp.grads,
+                "optimizer": self.bpp.optimizer,
+            },
+            "memory": self.memory.to_json(),
+            "time": {
+                "compute_s": self.time.compute_s,
+                "hbm_s": self.time.hbm_s,
+                "comm_s": self.time.comm_s,
+                "exposed_comm_s": self.time.exposed_comm_s,
+                "bubble_s": self.time.bubble_s,
+                "comm_by_axis": self.time.comm_by_axis,
+                "exposed_comm_by_axis": self.time.exposed_by_axis,
+                "step_s": self.time.step_s,
+            },
+            "collectives": [c.to_json() for c in self.time.comm.collectives],
+            "links": {
+                k: {
+                    "ici_degree": p.ici_degree,
+                    "dcn_degree": p.dcn_degree,
+                    "ici_bytes_per_s": p.ici_bw,
+                    "physical": p.physical,
+                }
+                for k, p in self.time.comm.paths.items()
+            },
+            "tokens_per_s": self.tokens_per_s,
+            "tflops_per_chip": self.tflops_per_chip,
+            "mfu": self.mfu,
+            "bottleneck": kind,
+            "margin": margin,
+            "attribution_s": parts,
+            "roofline": {
+                "ridge_points": roofline.ridge_points(sl.chip),
+                "points": [p.to_json(sl.chip) for p in self.time.points],
+            },
+            "assumptions": {
+                "mxu_efficiency": steptime.MXU_EFFICIENCY,
+                "attention_efficiency": steptime.ATTENTION_EFFICIENCY,
+                "hbm_efficiency": steptime.HBM_EFFICIENCY,
+                "tp_overlap": steptime.TP_OVERLAP,
+                "overlap_model": "FSDP collectives hide behind each layer's compute; tensor/context/expert "
+                "collectives are half hidden; the data-parallel all-reduce is exposed; compute and "
+                "memory-bound ops add",
+            },
+            "sources": {"chip": {k: v for k, v in sl.chip.sources.items()}, "formulas": FORMULAS},
+        }
+
+
+def _num(cfg: Config, key: str, default: Any, positive: bool = True) -> Any:
+    v = cfg.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (positive and v <= 0):
+        raise EstimateError(key, f"{key} must be a number > 0, got {v!r}")
+    return v
+
+
+def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate:
+    """Estimate the config on its slice with its own mesh (or `lay`). Raises EstimateError."""
+    if chk.slice is None:
+        raise EstimateError("compile_topology", "no TPU slice declared: nothing to estimate against")
+    if lay is None:
+        lay = layout.from_check(chk)
+        if lay is None:
+            raise EstimateError(None, "the mesh is not valid for the slice: fix the mesh errors first")
+    try:
+        s = arith.shape(cfg)
+        p = arith.params(s)
+        bpp = arith.bytes_per_param(cfg)
+        remat = arith.remat_policy(cfg)
+    except ArithError as e:
+        raise EstimateError(e.key, str(e)) from None
+    pdbs = float(_num(cfg, "per_device_batch_size", 12.0))
+    seq = int(_num(cfg, "max_target_length", 2048))
+    gas = int(_num(cfg, "gradient_accumulation_steps", 1))
+    tiles = cfg.get("num_vocab_tiling", 1)
+    tiles = tiles if isinstance(tiles, int) and tiles > 0 else 1
+    micro = cfg.get("num_pipeline_microbatches", None)
+    micro = micro if isinstance(micro, int) and micro > 0 else None
+    tokens = pdbs * seq * lay.slice.devices
+    fl = arith.step_flops(s, tokens, seq, remat)
+    mem = memory.memory(s, p, bpp, lay, pdbs, seq, remat, tiles)
+    st = steptime.step_time(s, p, bpp, fl, lay, pdbs, seq, remat, gas, micro)
+    return Estimate(lay, s, p, fl, bpp, remat, mem, st, pdbs, seq, gas)

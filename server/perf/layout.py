@@ -1,0 +1,77 @@
+"""A mesh as the cost model sees it: the degree of every mesh axis over ICI and DCN on a
+slice, and where JAX placed each ICI axis on the physical torus.
+
+Built from a validated config (`from_check`) or from a candidate assignment (`build`), so the
+current mesh and every alternative are priced by the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from server.perf.axes import AXES
+from server.perf.mesh import MeshCheck
+from server.perf.placement import Placement, place
+from server.perf.slices import Slice
+
+# Groups of mesh axes that act as one for the cost model (same collective pattern).
+FSDP = ("fsdp", "fsdp_transpose")
+TENSOR = ("tensor", "tensor_sequence", "autoregressive")
+CONTEXT = ("context", "context_usp_ulysses")
+EXPERT = ("expert",)
+DATA = ("data", "diloco")
+PIPELINE = ("pipeline",)
+WEIGHT_SHARDING = tuple(a.name for a in AXES if a.shards_weights)
+BATCH_SHARDING = tuple(a.name for a in AXES if a.shards_batch)
+
+
+@dataclass(frozen=True)
+class Layout:
+    slice: Slice
+    ici: dict[str, int]
+    dcn: dict[str, int]
+    placement: Placement | None
+
+    def degree(self, *axes: str) -> int:
+        return math.prod(self.ici.get(a, 1) * self.dcn.get(a, 1) for a in axes)
+
+    def ici_degree(self, *axes: str) -> int:
+        return math.prod(self.ici.get(a, 1) for a in axes)
+
+    def dcn_degree(self, *axes: str) -> int:
+        return math.prod(self.dcn.get(a, 1) for a in axes)
+
+    def physical(self, *axes: str) -> list[tuple[int, int]]:
+        """(physical axis, size) pairs the ICI part of these mesh axes occupies."""
+        if self.placement is None or not self.placement.ok or not self.placement.assignment:
+            return []
+        idx = {a.name: i for i, a in enumerate(AXES)}
+        out: list[tuple[int, int]] = []
+        for a in axes:
+            i = idx[a]
+            if i < len(self.placement.assignment):
+                out.extend(self.placement.assignment[i])
+        return out
+
+    def label(self) -> str:
+        ici = " x ".join(f"{a}={d}" for a, d in self.ici.items() if d != 1) or "all 1"
+        dcn = " x ".join(f"{a}={d}" for a, d in self.dcn.items() if d != 1)
+        return f"ICI {ici}" + (f"; DCN {dcn}" if dcn else "")
+
+
+def from_check(chk: MeshCheck) -> Layout | None:
+    """The layout of a checked config, or None when its mesh is not consistent with the slice."""
+    if chk.slice is None or not chk.consistent:
+        return None
+    ici = {d.axis.name: int(d.degree or 1) for d in chk.ici}
+    dcn = {d.axis.name: int(d.degree or 1) for d in chk.dcn}
+    return Layout(chk.slice, ici, dcn, chk.placement)
+
+
+def build(sl: Slice, ici: dict[str, int], dcn: dict[str, int] | None = None, allow_split: bool = False) -> Layout:
+    """A candidate layout; placement by JAX's rules (not ok when it cannot be placed)."""
+    full_ici = {a.name: int(ici.get(a.name, 1)) for a in AXES}
+    full_dcn = {a.name: int((dcn or {}).get(a.name, 1)) for a in AXES}
+    shape = tuple(full_ici[a.name] for a in AXES)
+    return Layout(sl, full_ici, full_dcn, place(sl, shape, allow_split))

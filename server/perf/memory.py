@@ -1,0 +1,116 @@
+"""HBM per chip: weights, gradients and optimizer state divided by the axes that shard them,
+activations kept for the backward pass under the remat policy, and a stated allowance for
+XLA's temporaries; compared with the slice's HBM.
+
+Formulas: DOMAIN.md §4 (state bytes = params x bytes/param / S_w, S_w = product of the axes
+that shard weights, `data` excluded; activations = layers x local tokens x kept bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from server.perf.arith import BytesPerParam, Params, Shape
+from server.perf.layout import TENSOR, WEIGHT_SHARDING, Layout
+from server.perf.remat import RematPolicy
+
+ACT_BYTES = 2  # bf16 activations (`dtype`)
+# XLA's temporaries beyond what the model keeps: the working set of one layer's backward pass
+# (its tensors again, plus their gradients) and the gathered bf16 weights of the layer being
+# computed and of the one prefetched. A stated allowance, not a measurement: compile for the
+# slice (issue 8) for the exact figure.
+TEMP_LAYERS = 2.0
+# HBM the runtime keeps for itself (program, XLA's reserved scratch), as a fraction of capacity.
+RUNTIME_RESERVE = 0.04
+
+
+def kept_dims(s: Shape, remat: RematPolicy) -> float:
+    """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
+    q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
+    mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
+    dims = {
+        "decoder_layer_input": s.emb,
+        "query_proj": q,
+        "key_proj": kv,
+        "value_proj": kv,
+        "context": q,
+        "out_proj": s.emb,
+        "mlpwi": s.n_mlp_in * mlp,
+        "mlpwo": s.emb,
+    }
+    return float(sum(v for k, v in dims.items() if k in remat.saved))
+
+
+def all_dims(s: Shape) -> float:
+    """Elements per token of every tensor of a layer (the backward working set)."""
+    q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
+    mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
+    return float(3 * s.emb + 2 * q + 2 * kv + s.n_mlp_in * mlp + mlp)
+
+
+@dataclass(frozen=True)
+class Memory:
+    components: dict[str, float]  # bytes per chip
+    hbm_bytes: float
+
+    @property
+    def total(self) -> float:
+        return sum(self.components.values())
+
+    @property
+    def usable(self) -> float:
+        return self.hbm_bytes * (1 - RUNTIME_RESERVE)
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.usable
+
+    @property
+    def headroom(self) -> float:
+        return self.usable - self.total
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "components": {k: round(v) for k, v in self.components.items()},
+            "total_bytes": round(self.total),
+            "hbm_bytes": round(self.hbm_bytes),
+            "usable_bytes": round(self.usable),
+            "headroom_bytes": round(self.headroom),
+            "fits": self.fits,
+        }
+
+
+def memory(
+    s: Shape,
+    p: Params,
+    bpp: BytesPerParam,
+    lay: Layout,
+    pdbs: float,
+    seq: int,
+    remat: RematPolicy,
+    vocab_tiles: int = 1,
+) -> Memory:
+    """Bytes per chip (per JAX device; a tpu7x chip holds two) for one microbatch."""
+    chip = lay.slice.chip
+    hbm = chip.hbm_bytes / chip.devices_per_chip
+    shards = lay.degree(*WEIGHT_SHARDING)
+    total_params = p.total(s.layers)
+    tp = lay.degree(*TENSOR)
+    # Local tokens of a device: its batch shard's sequences, split over the non-batch axes that split
+    # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
+    tokens = pdbs * seq
+    acts = s.layers * tokens * kept_dims(s, remat) * ACT_BYTES
+    gathered = 2 * p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
+    working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
+    logits = tokens * s.vocab / tp * (ACT_BYTES + 4) / max(1, vocab_tiles)  # bf16 logits + fp32 loss grads
+    return Memory(
+        {
+            "weights": total_params * bpp.weights / shards,
+            "gradients": total_params * bpp.grads / shards,
+            "optimizer": total_params * bpp.optimizer / shards,
+            "activations": acts,
+            "logits": logits,
+            "temporaries": working,
+        },
+        hbm,
+    )

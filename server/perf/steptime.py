@@ -1,0 +1,247 @@
+"""Step time and MFU: compute, HBM and communication time of one training step on one mesh,
+combined by an explicit overlap model.
+
+Overlap model (what hides what):
+- FSDP weight all-gathers and gradient reduce-scatters are issued asynchronously inside the
+  layer scan (XLA prefetches the next layer's weights): per layer they hide behind that layer's
+  compute, and only the excess is exposed.
+- Tensor, context and expert collectives sit on the layer's critical path (their results feed
+  the next matmul); collective matmuls hide TP_OVERLAP of them.
+- The data-parallel gradient all-reduce runs after the backward scan: exposed.
+- Matmuls, attention and memory-bound ops (norms, activations, optimizer update) run one after
+  another on a TensorCore: their times add.
+- Pipeline parallelism adds the bubble (stages-1)/(microbatches+stages-1).
+
+The global constants below are the model's only calibration; each is justified where it stands
+and none is fitted per configuration (bench/mfu_references.py shows how they do).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.perf import roofline
+from server.perf.arith import BytesPerParam, Flops, Params, Shape
+from server.perf.collectives import Collective, CommPlan, path, price
+from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
+from server.perf.remat import RematPolicy
+
+# Fraction of the bf16 peak that large, well-shaped matmuls reach on TPU MXUs. Published MaxText
+# runs of dense models at full utilisation reach 55-60% MFU with full remat (6/8 of executed
+# FLOPs are counted), which puts sustained matmul throughput near 0.8 of peak.
+MXU_EFFICIENCY = 0.80
+# Flash attention runs its softmax on the vector units between two matmuls and recomputes the
+# scores in the backward pass: about half of peak (MaxText's splash-attention kernels).
+ATTENTION_EFFICIENCY = 0.5
+# Fraction of HBM bandwidth that fused memory-bound kernels sustain.
+HBM_EFFICIENCY = 0.8
+# Share of tensor/context/expert collective time hidden by collective matmuls (XLA's
+# windowed einsums): half, the middle of "none" (no overlap) and "all" (perfect async).
+TP_OVERLAP = 0.5
+# Elementwise traffic per token per layer in the forward pass, in units of hidden elements:
+# two RMSNorms (read+write: 2D each), two residual adds (3D each), rotary on q and k, the gated
+# activation (read the n_in MLP inputs, write one). The backward pass moves about twice that.
+NORM_RESIDUAL_ELEMS = 10
+ACT_BYTES = 2
+GRAD_COMM_BYTES = 4  # gradients are reduced in float32 (weights and grads default to float32)
+WEIGHT_COMM_BYTES = 2  # weights are cast to bf16 before they are gathered
+ADAM_BYTES_PER_PARAM = 28  # AdamW update: read param, grad, mu, nu (4 x 4 B), write param, mu, nu (3 x 4 B)
+
+
+@dataclass
+class StepTime:
+    compute_s: float  # matmuls and attention at their roofline bound
+    hbm_s: float  # memory-bound ops: norms, activations, optimizer, weight slicing of the scan
+    comm_s: float  # all collectives, as if nothing overlapped
+    exposed_comm_s: float  # what the overlap model leaves on the critical path
+    bubble_s: float
+    step_s: float
+    comm: CommPlan
+    points: list[roofline.Point] = field(default_factory=list)
+    comm_by_axis: dict[str, float] = field(default_factory=dict)
+    exposed_by_axis: dict[str, float] = field(default_factory=dict)
+
+    def bottleneck(self) -> tuple[str, float, dict[str, float]]:
+        """What the step waits on most (compute, HBM or communication), the margin to the runner-up
+        as a fraction of the step, and the attribution it rests on."""
+        parts = {"compute": self.compute_s, "hbm": self.hbm_s, "communication": self.exposed_comm_s}
+        ranked = sorted(parts.items(), key=lambda kv: kv[1], reverse=True)
+        margin = (ranked[0][1] - ranked[1][1]) / self.step_s if self.step_s else 0.0
+        return ranked[0][0], margin, parts
+
+
+def _group_path(lay: Layout, axes: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+    if lay.degree(*axes) <= 1:
+        return None
+    return axes[0], axes
+
+
+def step_time(
+    s: Shape,
+    p: Params,
+    bpp: BytesPerParam,
+    fl: Flops,
+    lay: Layout,
+    pdbs: float,
+    seq: int,
+    remat: RematPolicy,
+    grad_accum: int = 1,
+    microbatches: int | None = None,
+) -> StepTime:
+    chip = lay.slice.chip
+    n = lay.slice.devices
+    tokens = pdbs * seq  # per device, per microbatch
+    rec = remat.recomputed()
+    passes_fwd = {k: 1 + 2 + (1 if k in rec else 0) for k in ("qkv", "out_proj", "mlpwi", "mlpwo", "attention")}
+
+    # -- compute: per matmul kind, at its roofline bound (flops and the bytes it streams) ----------
+    tp = lay.degree(*TENSOR)
+    ep = lay.degree(*EXPERT)
+    shards_w = lay.degree(*WEIGHT_SHARDING)
+    points: list[roofline.Point] = []
+    layer_w_local = {
+        "qkv": s.emb * s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
+        "out_proj": s.emb * s.head_dim * s.q_heads / tp,
+        "mlpwi": (p.mlp - p.mlp // (s.n_mlp_in + 1)) / (tp * (ep if s.moe else 1)),
+        "mlpwo": p.mlp / (s.n_mlp_in + 1) / (tp * (ep if s.moe else 1)),
+    }
+    io_dims = {
+        "qkv": s.emb + s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
+        "out_proj": s.emb + s.head_dim * s.q_heads / tp,
+        "mlpwi": s.emb + s.n_mlp_in * s.mlp / tp,
+        "mlpwo": s.emb + s.mlp / tp,
+    }
+    compute = 0.0
+    for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
+        flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
+        nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
+        pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, MXU_EFFICIENCY, HBM_EFFICIENCY)
+        points.append(pt)
+        compute += pt.seconds
+    attn_flops = fl.per_layer_forward["attention"] / n * passes_fwd["attention"] * s.layers
+    attn_bytes = tokens * s.head_dim * (2 * s.q_heads + 2 * s.kv_heads) / tp * ACT_BYTES * passes_fwd["attention"]
+    pt = roofline.point("attention", attn_flops, attn_bytes * s.layers, chip, ATTENTION_EFFICIENCY, HBM_EFFICIENCY)
+    points.append(pt)
+    compute += pt.seconds
+    logit_flops = fl.logits_forward / n * 3
+    logit_bytes = (s.emb * s.vocab / tp * ACT_BYTES + tokens * (s.emb + s.vocab / tp) * ACT_BYTES) * 3
+    pt = roofline.point("logits", logit_flops, logit_bytes, chip, MXU_EFFICIENCY, HBM_EFFICIENCY)
+    points.append(pt)
+    compute_logits = pt.seconds
+
+    # -- memory-bound work ------------------------------------------------------------------------
+    mlp_tok = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
+    ew_elems = NORM_RESIDUAL_ELEMS * s.emb + (s.n_mlp_in + 1) * mlp_tok / tp
+    ew_elems += 2 * s.head_dim * (s.q_heads + s.kv_heads) / tp
+    ew_passes = 3 + (1 if rec else 0)
+    ew = roofline.point(
+        "elementwise", 0.0, tokens * ew_elems * ACT_BYTES * ew_passes * s.layers, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+    )
+    local_params = p.total(s.layers) / shards_w
+    scan = roofline.point(
+        "scan weights and grads", 0.0, 3 * local_params * bpp.weights, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+    )
+    opt = roofline.point(
+        "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+    )
+    points += [ew, scan, opt]
+
+    # -- communication ----------------------------------------------------------------------------
+    plan = CommPlan()
+    dcn_bw = chip.dcn_bw
+    layer_params = p.per_layer()
+    groups = {
+        "fsdp": FSDP,
+        "tensor": TENSOR,
+        "context": CONTEXT,
+        "expert": EXPERT,
+        "data": DATA[:1],
+        "pipeline": PIPELINE,
+    }
+    for name, axes in groups.items():
+        if lay.degree(*axes) > 1:
+            plan.paths[name] = path(lay, axes)
+
+    def add(axis: str, kind: str, purpose: str, count: float, nbytes: float) -> None:
+        if axis in plan.paths and count > 0 and nbytes > 0:
+            plan.collectives.append(price(Collective(axis, kind, purpose, count, nbytes), plan.paths[axis], dcn_bw))
+
+    w_split = tp * (ep if s.moe else 1)
+    f_deg = lay.degree(*FSDP)
+    layer_w = layer_params / w_split
+    embed_w = (p.embedding + p.logits) / tp
+    if f_deg > 1:
+        add("fsdp", "all-gather", "weights (forward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
+        add("fsdp", "all-gather", "weights (backward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
+        add("fsdp", "reduce-scatter", "gradients", s.layers * grad_accum, layer_w * GRAD_COMM_BYTES)
+        add("fsdp", "all-gather", "embedding weights", 2 * grad_accum, embed_w * WEIGHT_COMM_BYTES)
+        add("fsdp", "reduce-scatter", "embedding gradients", grad_accum, embed_w * GRAD_COMM_BYTES)
+    y = lay.degree(*TENSOR)
+    group_tokens_tp = tokens * y
+    tp_passes = 2 + (1 if {"out_proj", "mlpwo"} & rec else 0)
+    add(
+        "tensor",
+        "all-reduce",
+        "activations",
+        2 * tp_passes * s.layers * grad_accum,
+        group_tokens_tp * s.emb * ACT_BYTES,
+    )
+    c = lay.degree(*CONTEXT)
+    cp_passes = 2 + (1 if "attention" in rec else 0)
+    add(
+        "context",
+        "all-gather",
+        "keys and values",
+        cp_passes * s.layers * grad_accum,
+        tokens * c * 2 * s.kv_heads * s.head_dim / tp * ACT_BYTES,
+    )
+    if s.moe:
+        moe_passes = 2 + (1 if "mlpwi" in rec else 0)
+        add(
+            "expert",
+            "all-to-all",
+            "token dispatch and combine",
+            2 * moe_passes * s.layers * grad_accum,
+            tokens * s.experts_per_tok * s.emb * ACT_BYTES * lay.degree(*EXPERT),
+        )
+    add(
+        "data",
+        "all-reduce",
+        "gradients",
+        1,
+        p.total(s.layers) / shards_w * GRAD_COMM_BYTES,
+    )
+    stages = lay.degree(*PIPELINE)
+    add(
+        "pipeline",
+        "all-gather",
+        "stage activations",
+        2 * grad_accum * (microbatches or stages),
+        tokens * s.emb * ACT_BYTES,
+    )
+
+    # -- overlap and step -------------------------------------------------------------------------
+    layer_compute = (compute + ew.seconds) / s.layers  # per microbatch
+    fsdp_layer = plan.seconds("fsdp") / s.layers / grad_accum
+    exposed = {"fsdp": max(0.0, fsdp_layer - layer_compute) * s.layers * grad_accum}
+    for axis in ("tensor", "context", "expert", "pipeline"):
+        exposed[axis] = plan.seconds(axis) * (1 - TP_OVERLAP)
+    exposed["data"] = plan.seconds("data")
+    compute_total = (compute + compute_logits) * grad_accum
+    hbm_total = ew.seconds * grad_accum + scan.seconds + opt.seconds
+    exposed_total = sum(exposed.values())
+    busy = compute_total + hbm_total + exposed_total
+    m = microbatches or stages
+    bubble = busy * (stages - 1) / (m + stages - 1) if stages > 1 else 0.0
+    return StepTime(
+        compute_s=compute_total,
+        hbm_s=hbm_total,
+        comm_s=sum(c.seconds for c in plan.collectives),
+        exposed_comm_s=exposed_total,
+        bubble_s=bubble,
+        step_s=busy + bubble,
+        comm=plan,
+        points=points,
+        comm_by_axis=plan.by_axis(),
+        exposed_by_axis={k: v for k, v in exposed.items() if v > 0},
+    )
