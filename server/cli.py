@@ -14,7 +14,11 @@ import sys
 from pathlib import Path
 
 from server.analysis import Analysis, analyze
+from server.perf.config import parse_override, with_overrides
+from server.perf.estimate import Estimate, EstimateError, estimate
 from server.perf.findings import Severity
+from server.perf.mesh import check
+from server.perf.source import YamlSyntaxError
 
 
 def _human(an: Analysis) -> str:
@@ -62,6 +66,75 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _gib(b: float) -> str:
+    return f"{b / 1024**3:.2f} GiB"
+
+
+def _estimate_human(path: Path, est: Estimate) -> str:
+    j = est.to_json()
+    t = j["time"]
+    mem = j["memory"]
+    lines = [
+        f"{path}: {est.layout.slice.describe()}; {est.layout.label()}",
+        f"  model {est.shape.name}: {j['params'] / 1e9:.2f}B params, {j['tokens_per_step']:,.0f} tokens/step, "
+        f"{j['flops_per_step']:.3e} FLOPs/step (MaxText count; {j['executed_flops_per_step']:.3e} executed, "
+        f"remat {est.remat.name})",
+        "  memory per device:",
+        *(f"    {k:<12} {_gib(v)}" for k, v in mem["components"].items()),
+        f"    {'total':<12} {_gib(mem['total_bytes'])} of {_gib(mem['usable_bytes'])} usable "
+        f"({'fits' if mem['fits'] else 'DOES NOT FIT'})",
+        "  time per step:",
+        f"    compute {t['compute_s'] * 1e3:.1f} ms, HBM {t['hbm_s'] * 1e3:.1f} ms, "
+        f"communication {t['comm_s'] * 1e3:.1f} ms ({t['exposed_comm_s'] * 1e3:.1f} ms exposed), "
+        f"bubble {t['bubble_s'] * 1e3:.1f} ms",
+        *(
+            f"    {axis:<8} {s * 1e3:.1f} ms over {j['links'][axis]['physical']}"
+            for axis, s in t["comm_by_axis"].items()
+        ),
+        f"    step {t['step_s'] * 1e3:.1f} ms",
+        f"  {j['tokens_per_s']:,.0f} tokens/s, {j['tflops_per_chip']:.1f} TFLOP/s per chip, MFU {j['mfu']:.1%}",
+        f"  bottleneck: {j['bottleneck']} (margin {j['margin']:.0%} of the step over the runner-up)",
+    ]
+    return "\n".join(lines)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    path = Path(args.config)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
+        return 2
+    an = analyze(path, text, default_slice=args.slice)
+    cfg = an.config
+    if args.mesh:
+        try:
+            overrides = parse_override(args.mesh)
+        except (ValueError, YamlSyntaxError) as e:
+            print(f"asap: --mesh: {e}", file=sys.stderr)
+            return 2
+        cfg = with_overrides(cfg, overrides)
+    chk = check(cfg, args.slice)
+    errors = [f for f in [*cfg.findings, *chk.findings] if f.severity == Severity.ERROR]
+    if errors:
+        for f in errors:
+            print(
+                f"{f.file or path}:{f.span.line + 1}:{f.span.column + 1}: error {f.code}: {f.message}", file=sys.stderr
+            )
+        return 1
+    try:
+        est = estimate(cfg, chk)
+    except EstimateError as e:
+        print(f"{path}: error: {e}" + (f" (key {e.key})" if e.key else ""), file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(est.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(_estimate_human(path, est))
+    return 0 if est.memory.fits else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -70,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     c.add_argument("--slice", metavar="NAME", help="slice to assume when a config declares none (e.g. v5e-256)")
     c.set_defaults(func=cmd_check)
+    e = sub.add_parser("estimate", help="roofline, memory, collectives, step time and MFU of a config on its slice")
+    e.add_argument("config", metavar="CONFIG.yml")
+    e.add_argument(
+        "--mesh", metavar="KEY=V,...", help="override keys, e.g. ici_fsdp_parallelism=64,ici_tensor_parallelism=4"
+    )
+    e.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    e.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    e.set_defaults(func=cmd_estimate)
     return p
 
 

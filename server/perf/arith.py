@@ -169,8 +169,23 @@ class Flops:
         return self.executed - self.model
 
 
-def step_flops(s: Shape, tokens: float, seq: int, remat: RematPolicy, causal: bool = True) -> Flops:
-    """FLOPs for `tokens` tokens in sequences of `seq`, as MaxText counts them (and as they run)."""
+def moe_compute_factor(cfg: Config, s: Shape) -> float:
+    """How many times the routed tokens' expert FLOPs really run: 1 with sparse (megablox) matmuls;
+    with MaxText's dense path, `capacity_factor` (tokens padded to each expert's capacity), or every
+    expert on every token (experts / experts_per_tok) when it does not drop."""
+    if not s.moe or cfg.get("sparse_matmul", True) is not False:
+        return 1.0
+    cf = cfg.get("capacity_factor", -1)
+    if isinstance(cf, (int, float)) and not isinstance(cf, bool) and cf > 0:
+        return float(cf)
+    return s.experts / s.experts_per_tok
+
+
+def step_flops(
+    s: Shape, tokens: float, seq: int, remat: RematPolicy, causal: bool = True, moe_factor: float = 1.0
+) -> Flops:
+    """FLOPs for `tokens` tokens in sequences of `seq`, as MaxText counts them (and as they run:
+    rematerialised forwards, and MoE experts at `moe_factor` times their routed share)."""
     q = s.q_heads * s.head_dim
     kv = s.kv_heads * s.head_dim
     mlp_in = s.experts_per_tok * s.moe_mlp if s.moe else s.mlp
@@ -189,7 +204,14 @@ def step_flops(s: Shape, tokens: float, seq: int, remat: RematPolicy, causal: bo
     model = 3 * (s.layers * layer_fwd + logits) + 3 * s.layers * attn
     rec = remat.recomputed()
     redo = sum(v for k, v in fwd.items() if k in rec) + (attn if "attention" in rec else 0.0)
-    return Flops(model, model + s.layers * redo, {**fwd, "attention": attn}, s.layers * attn, logits)
+    executed = model + s.layers * redo
+    run = dict(fwd)
+    if moe_factor != 1.0:
+        extra = (moe_factor - 1.0) * (fwd["mlpwi"] + fwd["mlpwo"])
+        executed += s.layers * extra * (3 + sum(k in rec for k in ("mlpwi", "mlpwo")) / 2)
+        run["mlpwi"] *= moe_factor
+        run["mlpwo"] *= moe_factor
+    return Flops(model, executed, {**run, "attention": attn}, s.layers * attn, logits)
 
 
 @dataclass(frozen=True)

@@ -297,3 +297,30 @@ def _resolve_model(cfg: Config, base: ModelDims | None) -> ModelDims | None:
         return dataclasses.replace(base, **overrides)
     except TypeError:
         return base
+
+
+def with_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
+    """A copy of `cfg` with some keys set as on MaxText's command line (`key=value`)."""
+    import copy
+
+    new = copy.copy(cfg)
+    new.values = dict(cfg.values)
+    new.findings = list(cfg.findings)
+    for k, v in overrides.items():
+        new.values[k] = Value(k, v, "override")
+    new.model = _resolve_model(new, MODELS.get(str(new.get("model_name"))))
+    return new
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`ici_fsdp_parallelism=64,ici_tensor_parallelism=4` (YAML scalars) as a dict."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ValueError(f"expected key=value, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if not re.fullmatch(r"[A-Za-z_]\w*", k):
+            raise ValueError(f"not a config key: {k!r}")
+        src = parse(f"{k}: {v}\n")
+        out[k] = src.entries[k].value
+    return out

@@ -67,12 +67,12 @@ class Estimate:
 
     @property
     def tflops_per_chip(self) -> float:
-        return self.model_flops_per_step / self.layout.slice.chips / self.time.step_s / 1e12
+        return self.model_flops_per_step / self.layout.slice.total_chips / self.time.step_s / 1e12
 
     @property
     def mfu(self) -> float:
         sl = self.layout.slice
-        return self.model_flops_per_step / (self.time.step_s * sl.chips * sl.chip.peak_bf16_flops)
+        return self.model_flops_per_step / (self.time.step_s * sl.total_chips * sl.chip.peak_bf16_flops)
 
     def summary(self) -> str:
         kind = self.time.bottleneck()[0]
@@ -158,9 +158,10 @@ class Estimate:
                 "attention_efficiency": steptime.ATTENTION_EFFICIENCY,
                 "hbm_efficiency": steptime.HBM_EFFICIENCY,
                 "tp_overlap": steptime.TP_OVERLAP,
+                "roofline_overlap": roofline.OVERLAP,
                 "overlap_model": "FSDP collectives hide behind each layer's compute; tensor/context/expert "
-                "collectives are half hidden; the data-parallel all-reduce is exposed; compute and "
-                "memory-bound ops add",
+                "collectives are exposed (TP_OVERLAP hidden); the data-parallel all-reduce is exposed; compute "
+                "and memory-bound ops add; host offload hides behind each layer's compute",
             },
             "sources": {"chip": {k: v for k, v in sl.chip.sources.items()}, "formulas": FORMULAS},
         }
@@ -196,7 +197,7 @@ def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate
     micro = cfg.get("num_pipeline_microbatches", None)
     micro = micro if isinstance(micro, int) and micro > 0 else None
     tokens = pdbs * seq * lay.slice.devices
-    fl = arith.step_flops(s, tokens, seq, remat)
+    fl = arith.step_flops(s, tokens, seq, remat, moe_factor=arith.moe_compute_factor(cfg, s))
     mem = memory.memory(s, p, bpp, lay, pdbs, seq, remat, tiles)
     st = steptime.step_time(s, p, bpp, fl, lay, pdbs, seq, remat, gas, micro)
     return Estimate(lay, s, p, fl, bpp, remat, mem, st, pdbs, seq, gas)

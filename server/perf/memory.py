@@ -16,16 +16,16 @@ from server.perf.remat import RematPolicy
 
 ACT_BYTES = 2  # bf16 activations (`dtype`)
 # XLA's temporaries beyond what the model keeps: the working set of one layer's backward pass
-# (its tensors again, plus their gradients) and the gathered bf16 weights of the layer being
-# computed and of the one prefetched. A stated allowance, not a measurement: compile for the
-# slice (issue 8) for the exact figure.
-TEMP_LAYERS = 2.0
+# (each of its tensors once more) and one layer's gathered bf16 weights (XLA gathers them matrix
+# by matrix, prefetching the next). A stated allowance, not a measurement: compile for the slice
+# (issue 8) for the exact figure; `Memory.verdict` leaves a +-10% band for it.
+TEMP_LAYERS = 1.0
 # HBM the runtime keeps for itself (program, XLA's reserved scratch), as a fraction of capacity.
 RUNTIME_RESERVE = 0.04
 
 
-def kept_dims(s: Shape, remat: RematPolicy) -> float:
-    """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
+def tensor_dims(s: Shape, tensors: frozenset[str]) -> float:
+    """Elements per token of the named per-layer tensors (see server/perf/remat.py)."""
     q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
     dims = {
@@ -38,7 +38,12 @@ def kept_dims(s: Shape, remat: RematPolicy) -> float:
         "mlpwi": s.n_mlp_in * mlp,
         "mlpwo": s.emb,
     }
-    return float(sum(v for k, v in dims.items() if k in remat.saved))
+    return float(sum(v for k, v in dims.items() if k in tensors))
+
+
+def kept_dims(s: Shape, remat: RematPolicy) -> float:
+    """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
+    return tensor_dims(s, remat.saved - remat.offloaded)
 
 
 def all_dims(s: Shape) -> float:
@@ -66,6 +71,13 @@ class Memory:
         return self.total <= self.usable
 
     @property
+    def verdict(self) -> str:
+        """'fits', 'tight' (within the allowance's +-10% of the usable HBM) or 'does not fit'."""
+        if self.total <= 0.9 * self.usable:
+            return "fits"
+        return "tight" if self.total <= 1.1 * self.usable else "does not fit"
+
+    @property
     def headroom(self) -> float:
         return self.usable - self.total
 
@@ -77,6 +89,7 @@ class Memory:
             "usable_bytes": round(self.usable),
             "headroom_bytes": round(self.headroom),
             "fits": self.fits,
+            "verdict": self.verdict,
         }
 
 
@@ -100,9 +113,10 @@ def memory(
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
     acts = s.layers * tokens * kept_dims(s, remat) * ACT_BYTES
-    gathered = 2 * p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
+    gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
-    logits = tokens * s.vocab / tp * (ACT_BYTES + 4) / max(1, vocab_tiles)  # bf16 logits + fp32 loss grads
+    # bf16 logits; XLA fuses the softmax cross-entropy and its gradient around them.
+    logits = tokens * s.vocab / tp * ACT_BYTES / max(1, vocab_tiles)
     return Memory(
         {
             "weights": total_params * bpp.weights / shards,

@@ -26,6 +26,7 @@ SOURCES: dict[str, str] = {
     "domain": "ASAP DOMAIN.md §3 (project domain brief, collected from the sources above)",
     "derived-ici": "per-chip bidirectional ICI bandwidth from the Google Cloud page of the generation "
     "(v6e 800 GB/s, tpu7x 1200 GB/s), divided by the chip's links and by 2 directions",
+    "assumed-pcie": "no published figure found; assumed equal to v6e's (scaling book: 3.2e10 B/s per chip)",
     "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
 }
 
@@ -46,6 +47,7 @@ class ChipSpec:
     name_units_per_chip: int  # how many of those a chip has
     devices_per_chip: int  # JAX devices per chip
     dcn_bw: float  # data-center network bytes/s per chip, one direction
+    pcie_bw: float  # host <-> chip bytes/s (host offload of activations)
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
@@ -72,6 +74,7 @@ CHIPS: dict[str, ChipSpec] = {
         name_units_per_chip=2,
         devices_per_chip=1,
         dcn_bw=6.25e9,
+        pcie_bw=1.6e10,
         sources={
             "peak_bf16_flops": "gcp-v4",
             "hbm_bytes": "gcp-v4",
@@ -79,6 +82,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_link_bw": "scaling-book",
             "ici_links": "gcp-v4",
             "dcn_bw": "scaling-book",
+            "pcie_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -95,6 +99,7 @@ CHIPS: dict[str, ChipSpec] = {
         name_units_per_chip=1,
         devices_per_chip=1,
         dcn_bw=3.125e9,
+        pcie_bw=1.6e10,
         sources={
             "peak_bf16_flops": "gcp-v5e",
             "hbm_bytes": "gcp-v5e",
@@ -102,6 +107,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_link_bw": "scaling-book",
             "ici_links": "scaling-book",
             "dcn_bw": "scaling-book",
+            "pcie_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -118,6 +124,7 @@ CHIPS: dict[str, ChipSpec] = {
         name_units_per_chip=2,
         devices_per_chip=1,
         dcn_bw=6.25e9,
+        pcie_bw=1.6e10,
         sources={
             "peak_bf16_flops": "gcp-v5p",
             "hbm_bytes": "gcp-v5p",
@@ -125,6 +132,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_link_bw": "scaling-book",
             "ici_links": "gcp-v5p",
             "dcn_bw": "scaling-book",
+            "pcie_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -141,6 +149,7 @@ CHIPS: dict[str, ChipSpec] = {
         name_units_per_chip=1,
         devices_per_chip=1,
         dcn_bw=12.5e9,
+        pcie_bw=3.2e10,
         sources={
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
@@ -148,6 +157,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_link_bw": "derived-ici",
             "ici_links": "scaling-book",
             "dcn_bw": "scaling-book",
+            "pcie_bw": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -164,6 +174,7 @@ CHIPS: dict[str, ChipSpec] = {
         name_units_per_chip=2,
         devices_per_chip=2,
         dcn_bw=12.5e9,
+        pcie_bw=3.2e10,
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
@@ -171,6 +182,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_link_bw": "derived-ici",
             "ici_links": "torus-3d",
             "dcn_bw": "gcp-tpu7x",
+            "pcie_bw": "assumed-pcie",
             "topology": "maxtext-accel",
         },
     ),
@@ -334,6 +346,10 @@ class Slice:
     @property
     def chips(self) -> int:
         return math.prod(self.topology)
+
+    @property
+    def total_chips(self) -> int:
+        return self.chips * self.num_slices
 
     @property
     def devices_per_slice(self) -> int:

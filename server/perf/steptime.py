@@ -6,7 +6,7 @@ Overlap model (what hides what):
   layer scan (XLA prefetches the next layer's weights): per layer they hide behind that layer's
   compute, and only the excess is exposed.
 - Tensor, context and expert collectives sit on the layer's critical path (their results feed
-  the next matmul); collective matmuls hide TP_OVERLAP of them.
+  the next matmul); TP_OVERLAP of them is hidden (none by default).
 - The data-parallel gradient all-reduce runs after the backward scan: exposed.
 - Matmuls, attention and memory-bound ops (norms, activations, optimizer update) run one after
   another on a TensorCore: their times add.
@@ -24,20 +24,23 @@ from server.perf import roofline
 from server.perf.arith import BytesPerParam, Flops, Params, Shape
 from server.perf.collectives import Collective, CommPlan, path, price
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
+from server.perf.memory import tensor_dims
 from server.perf.remat import RematPolicy
 
-# Fraction of the bf16 peak that large, well-shaped matmuls reach on TPU MXUs. Published MaxText
-# runs of dense models at full utilisation reach 55-60% MFU with full remat (6/8 of executed
-# FLOPs are counted), which puts sustained matmul throughput near 0.8 of peak.
-MXU_EFFICIENCY = 0.80
-# Flash attention runs its softmax on the vector units between two matmuls and recomputes the
-# scores in the backward pass: about half of peak (MaxText's splash-attention kernels).
-ATTENTION_EFFICIENCY = 0.5
+# Fraction of the bf16 peak that large matmuls reach on TPU MXUs before memory effects (those come
+# from the roofline, server/perf/roofline.py). The best published MaxText runs with full remat reach
+# 60-67% MFU, i.e. 80-89% of peak on executed FLOPs (6/8 of them are counted), memory stalls
+# included: 0.85 is the middle of that range.
+MXU_EFFICIENCY = 0.85
+# Flash attention runs its softmax on the vector units between two matmuls and recomputes the scores
+# in the backward pass, which the FLOP count does not include: 0.4 of peak on the counted FLOPs.
+ATTENTION_EFFICIENCY = 0.4
 # Fraction of HBM bandwidth that fused memory-bound kernels sustain.
 HBM_EFFICIENCY = 0.8
-# Share of tensor/context/expert collective time hidden by collective matmuls (XLA's
-# windowed einsums): half, the middle of "none" (no overlap) and "all" (perfect async).
-TP_OVERLAP = 0.5
+# Share of tensor/context/expert collective time hidden behind matmuls. MaxText does not turn on XLA's
+# collective matmul (windowed einsums) by default, so these collectives wait for their producer and
+# block their consumer: none hidden.
+TP_OVERLAP = 0.0
 # Elementwise traffic per token per layer in the forward pass, in units of hidden elements:
 # two RMSNorms (read+write: 2D each), two residual adds (3D each), rotary on q and k, the gated
 # activation (read the n_in MLP inputs, write one). The backward pass moves about twice that.
@@ -220,15 +223,20 @@ def step_time(
         tokens * s.emb * ACT_BYTES,
     )
 
-    # -- overlap and step -------------------------------------------------------------------------
+    # -- host offload: offloaded tensors go to host memory in the forward pass and come back for the
+    # backward pass, over PCIe, asynchronously: only what a layer's compute cannot hide is exposed.
     layer_compute = (compute + ew.seconds) / s.layers  # per microbatch
+    offload_layer = 2 * tokens * tensor_dims(s, remat.offloaded) * ACT_BYTES / chip.pcie_bw
+    offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
+
+    # -- overlap and step -------------------------------------------------------------------------
     fsdp_layer = plan.seconds("fsdp") / s.layers / grad_accum
     exposed = {"fsdp": max(0.0, fsdp_layer - layer_compute) * s.layers * grad_accum}
     for axis in ("tensor", "context", "expert", "pipeline"):
         exposed[axis] = plan.seconds(axis) * (1 - TP_OVERLAP)
     exposed["data"] = plan.seconds("data")
     compute_total = (compute + compute_logits) * grad_accum
-    hbm_total = ew.seconds * grad_accum + scan.seconds + opt.seconds
+    hbm_total = ew.seconds * grad_accum + scan.seconds + opt.seconds + offload_exposed
     exposed_total = sum(exposed.values())
     busy = compute_total + hbm_total + exposed_total
     m = microbatches or stages
