@@ -61,8 +61,7 @@ def predict(ref: Reference) -> tuple[Estimate | None, str]:
 
 def published_count_mfu(est: Estimate) -> float:
     """The predicted step's MFU with attention counted in full, as the published figures were."""
-    full = arith.step_flops(est.shape, est.pdbs * est.seq * est.layout.slice.devices, est.seq, est.remat,
-                            causal=False)
+    full = arith.step_flops(est.shape, est.pdbs * est.seq * est.layout.slice.devices, est.seq, est.remat, causal=False)
     sl = est.layout.slice
     return full.model * est.grad_accum / (est.time.step_s * sl.total_chips * sl.chip.peak_bf16_flops)
 
@@ -110,11 +109,15 @@ def main() -> None:
     const = statistics.median([r.published_mfu for r, *_ in rows])
     const_err = statistics.median([abs(r.published_mfu - const) * 100 for r, *_ in rows])
     print()
-    print(f"rows: {len(rows)}; median |error| {med:.2f} points (target <= {MEDIAN_TARGET}); "
-          f"max |error| {worst:.2f} (target <= {MAX_TARGET}); Spearman rho {rho:.2f}")
+    print(
+        f"rows: {len(rows)}; median |error| {med:.2f} points (target <= {MEDIAN_TARGET}); "
+        f"max |error| {worst:.2f} (target <= {MAX_TARGET}); Spearman rho {rho:.2f}"
+    )
     print(f"baseline in the same run: a constant {const:.1%} guess has median |error| {const_err:.2f} points")
-    print(f"rows off by more than {MAX_TARGET}: {sum(e > MAX_TARGET for e in errs)}; "
-          f"{'PASS' if med <= MEDIAN_TARGET else 'MISS'} median, {'PASS' if worst <= MAX_TARGET else 'MISS'} max")
+    print(
+        f"rows off by more than {MAX_TARGET}: {sum(e > MAX_TARGET for e in errs)}; "
+        f"{'PASS' if med <= MEDIAN_TARGET else 'MISS'} median, {'PASS' if worst <= MAX_TARGET else 'MISS'} max"
+    )
 
     # Trends: within each family (same model and slice, varying slice count), does the prediction move
     # the way the published result does between consecutive rows?

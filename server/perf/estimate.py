@@ -174,17 +174,26 @@ def _num(cfg: Config, key: str, default: Any, positive: bool = True) -> Any:
     return v
 
 
-def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate:
-    """Estimate the config on its slice with its own mesh (or `lay`). Raises EstimateError."""
-    if chk.slice is None:
-        raise EstimateError("compile_topology", "no TPU slice declared: nothing to estimate against")
-    if lay is None:
-        lay = layout.from_check(chk)
-        if lay is None:
-            raise EstimateError(None, "the mesh is not valid for the slice: fix the mesh errors first")
+@dataclass(frozen=True)
+class Inputs:
+    """Everything of a config the cost model needs that does not depend on the mesh."""
+
+    shape: Shape
+    params: Params
+    bpp: BytesPerParam
+    remat: RematPolicy
+    pdbs: float
+    seq: int
+    grad_accum: int
+    vocab_tiles: int
+    microbatches: int | None
+    moe_factor: float
+
+
+def inputs(cfg: Config) -> Inputs:
+    """Read the mesh-independent inputs of a config. Raises EstimateError at the key to blame."""
     try:
         s = arith.shape(cfg)
-        p = arith.params(s)
         bpp = arith.bytes_per_param(cfg)
         remat = arith.remat_policy(cfg)
     except ArithError as e:
@@ -193,11 +202,38 @@ def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate
     seq = int(_num(cfg, "max_target_length", 2048))
     gas = int(_num(cfg, "gradient_accumulation_steps", 1))
     tiles = cfg.get("num_vocab_tiling", 1)
-    tiles = tiles if isinstance(tiles, int) and tiles > 0 else 1
     micro = cfg.get("num_pipeline_microbatches", None)
-    micro = micro if isinstance(micro, int) and micro > 0 else None
-    tokens = pdbs * seq * lay.slice.devices
-    fl = arith.step_flops(s, tokens, seq, remat, moe_factor=arith.moe_compute_factor(cfg, s))
-    mem = memory.memory(s, p, bpp, lay, pdbs, seq, remat, tiles)
-    st = steptime.step_time(s, p, bpp, fl, lay, pdbs, seq, remat, gas, micro)
-    return Estimate(lay, s, p, fl, bpp, remat, mem, st, pdbs, seq, gas)
+    return Inputs(
+        s,
+        arith.params(s),
+        bpp,
+        remat,
+        pdbs,
+        seq,
+        gas,
+        tiles if isinstance(tiles, int) and tiles > 0 else 1,
+        micro if isinstance(micro, int) and micro > 0 else None,
+        arith.moe_compute_factor(cfg, s),
+    )
+
+
+def price(inp: Inputs, lay: Layout) -> Estimate:
+    """The estimate of these inputs on one layout (no validation: see server/perf/mesh.py)."""
+    tokens = inp.pdbs * inp.seq * lay.slice.devices
+    fl = arith.step_flops(inp.shape, tokens, inp.seq, inp.remat, moe_factor=inp.moe_factor)
+    mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
+    st = steptime.step_time(
+        inp.shape, inp.params, inp.bpp, fl, lay, inp.pdbs, inp.seq, inp.remat, inp.grad_accum, inp.microbatches
+    )
+    return Estimate(lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum)
+
+
+def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate:
+    """Estimate the config on its slice with its own mesh (or `lay`). Raises EstimateError."""
+    if chk.slice is None:
+        raise EstimateError("compile_topology", "no TPU slice declared: nothing to estimate against")
+    if lay is None:
+        lay = layout.from_check(chk)
+        if lay is None:
+            raise EstimateError(None, "the mesh is not valid for the slice: fix the mesh errors first")
+    return price(inputs(cfg), lay)

@@ -1,0 +1,138 @@
+"""Mesh enumeration: every assignment of the slice's devices to the training parallelism axes
+(ICI and DCN) that launches (the validation layers of DOMAIN.md §2) and shards the model evenly,
+priced by the cost model and ranked by step time; those that do not fit in HBM are kept apart.
+
+On ICI, without `allow_split_physical_axes`, a degree can only be a product of whole physical axes,
+so only those are generated (JAX's placement then confirms each); with it, every divisor is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+
+from server.perf.estimate import Estimate, Inputs, price
+from server.perf.layout import BATCH_SHARDING, Layout
+from server.perf.placement import Placement, jax_physical_shape, place
+from server.perf.slices import Slice
+
+# Axes a training mesh uses (inference-only and DiLoCo axes are left out).
+ICI_AXES = ("data", "pipeline", "fsdp", "fsdp_transpose", "context", "tensor", "expert")
+DCN_AXES = ("data", "pipeline", "fsdp")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    layout: Layout
+    estimate: Estimate
+
+    @property
+    def step_s(self) -> float:
+        return self.estimate.time.step_s
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate.memory.verdict != "does not fit"
+
+
+@dataclass
+class Enumeration:
+    ranked: list[Candidate]  # valid and fitting, fastest first
+    too_big: list[Candidate]  # valid but over HBM
+    generated: int  # assignments considered
+    rejected: dict[str, int]  # why the others were dropped
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _placeable(sl: Slice, split: bool) -> list[int]:
+    n = sl.devices_per_slice
+    if split:
+        return _divisors(n)
+    phys = [p for p in jax_physical_shape(sl) if p > 1]
+    sizes = {math.prod(c) for k in range(len(phys) + 1) for c in combinations(phys, k)}
+    return sorted(x for x in sizes if n % x == 0)
+
+
+def _factorizations(n: int, k: int, allowed: list[int]) -> Iterator[tuple[int, ...]]:
+    """Ordered k-tuples of `allowed` values whose product is n."""
+    if k == 1:
+        if n in allowed:
+            yield (n,)
+        return
+    for d in allowed:
+        if n % d == 0:
+            for rest in _factorizations(n // d, k - 1, allowed):
+                yield (d, *rest)
+
+
+_PLACED: dict[tuple[str, tuple[int, ...], tuple[int, ...], bool], Placement] = {}
+
+
+def _place(sl: Slice, shape: tuple[int, ...], split: bool) -> Placement:
+    key = (sl.chip.generation, sl.topology, shape, split)
+    hit = _PLACED.get(key)
+    if hit is None:
+        hit = _PLACED[key] = place(sl, shape, split)
+    return hit
+
+
+def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enumeration:
+    from server.perf.axes import AXES
+
+    s = inp.shape
+    order = [a.name for a in AXES]
+    rejected: dict[str, int] = {}
+    ranked: list[Candidate] = []
+    too_big: list[Candidate] = []
+    generated = 0
+
+    def reject(why: str) -> None:
+        rejected[why] = rejected.get(why, 0) + 1
+
+    ici_options = list(_factorizations(sl.devices_per_slice, len(ICI_AXES), _placeable(sl, allow_split)))
+    dcn_options = list(_factorizations(sl.num_slices, len(DCN_AXES), _divisors(sl.num_slices)))
+    for ici_t in ici_options:
+        ici = dict(zip(ICI_AXES, ici_t, strict=True))
+        if ici["expert"] > 1 and not s.moe:
+            reject("expert parallelism without experts")
+            continue
+        shape = tuple(ici.get(a, 1) for a in order)
+        pl = _place(sl, shape, allow_split)
+        for dcn_t in dcn_options:
+            generated += 1
+            dcn = dict(zip(DCN_AXES, dcn_t, strict=True))
+            total = {a: ici.get(a, 1) * dcn.get(a, 1) for a in order}
+            if not pl.ok:
+                reject("cannot be placed on whole physical axes")
+                continue
+            tp = total["tensor"]
+            if s.q_heads % tp or s.kv_heads % tp:
+                reject("heads not divisible by tensor parallelism")
+                continue
+            if s.moe and s.experts % total["expert"]:
+                reject("experts not divisible by expert parallelism")
+                continue
+            if s.layers % total["pipeline"]:
+                reject("layers not divisible by pipeline stages")
+                continue
+            if inp.seq % total["context"]:
+                reject("sequence not divisible by context parallelism")
+                continue
+            shards = math.prod(total[a] for a in BATCH_SHARDING if a in total)
+            global_batch = inp.pdbs * sl.devices
+            if abs(global_batch - round(global_batch)) > 1e-9 or round(global_batch) % shards:
+                reject("global batch not divisible by the batch shards")
+                continue
+            full_ici = {a: ici.get(a, 1) for a in order}
+            full_dcn = {a: dcn.get(a, 1) for a in order}
+            lay = Layout(sl, full_ici, full_dcn, pl)
+            cand = Candidate(lay, price(inp, lay))
+            (ranked if cand.fits else too_big).append(cand)
+    ranked.sort(key=lambda c: c.step_s)
+    too_big.sort(key=lambda c: c.estimate.memory.total)
+    return Enumeration(ranked, too_big, generated, rejected)
