@@ -3,9 +3,9 @@
     .venv/bin/python bench/enumerate.py [--repeat N]
 
 Prints, per case, the assignments considered, how many are valid and fit, how many are valid but
-over HBM, and the median / p95 wall time of the whole enumeration (cold caches on the first run
-after the JAX import; the first run, with cold placement caches, is reported apart). Target (issue 3): every candidate of a 256-chip
-slice and of a 2 x 256 job ranked in under 100 ms each. A benchmark: always exits 0.
+over HBM, and the median / p95 wall time of the whole enumeration after JAX's import (the first
+run, with cold placement caches, is reported apart). Target (issue 3): every candidate of a
+256-chip slice and of a 2 x 256 job ranked in under 100 ms each. A benchmark: always exits 0.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ same count (full attention) before comparing; the step time itself does not depe
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -126,9 +127,9 @@ def main() -> None:
         key = ref.name.split(" ")[0] + " " + ref.slice
         fams.setdefault(key, []).append((ref, pred))
     agree = total = 0
-    for key, items in fams.items():
+    for items in fams.values():
         items.sort(key=lambda t: t[0].num_slices)
-        for (a, pa), (b, pb) in zip(items, items[1:], strict=False):
+        for (a, pa), (b, pb) in itertools.pairwise(items):
             if a.num_slices == b.num_slices:
                 continue
             dp, dm = b.published_mfu - a.published_mfu, pb - pa
