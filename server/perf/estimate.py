@@ -217,10 +217,14 @@ def inputs(cfg: Config) -> Inputs:
     )
 
 
-def price(inp: Inputs, lay: Layout) -> Estimate:
-    """The estimate of these inputs on one layout (no validation: see server/perf/mesh.py)."""
-    tokens = inp.pdbs * inp.seq * lay.slice.devices
-    fl = arith.step_flops(inp.shape, tokens, inp.seq, inp.remat, moe_factor=inp.moe_factor)
+def step_flops(inp: Inputs, devices: int) -> Flops:
+    return arith.step_flops(inp.shape, inp.pdbs * inp.seq * devices, inp.seq, inp.remat, moe_factor=inp.moe_factor)
+
+
+def price(inp: Inputs, lay: Layout, fl: Flops | None = None) -> Estimate:
+    """The estimate of these inputs on one layout (no validation: see server/perf/mesh.py).
+    `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh)."""
+    fl = fl or step_flops(inp, lay.slice.devices)
     mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
     st = steptime.step_time(
         inp.shape, inp.params, inp.bpp, fl, lay, inp.pdbs, inp.seq, inp.remat, inp.grad_accum, inp.microbatches

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from server.perf.axes import AXES
 from server.perf.mesh import MeshCheck
@@ -33,8 +34,13 @@ class Layout:
     dcn: dict[str, int]
     placement: Placement | None
 
+    @cached_property
+    def _total(self) -> dict[str, int]:
+        return {a: self.ici.get(a, 1) * self.dcn.get(a, 1) for a in {*self.ici, *self.dcn}}
+
     def degree(self, *axes: str) -> int:
-        return math.prod(self.ici.get(a, 1) * self.dcn.get(a, 1) for a in axes)
+        t = self._total
+        return math.prod(t.get(a, 1) for a in axes)
 
     def ici_degree(self, *axes: str) -> int:
         return math.prod(self.ici.get(a, 1) for a in axes)
