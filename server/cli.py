@@ -27,7 +27,7 @@ def _human(an: Analysis) -> str:
     rel = an.path
     if not an.config.is_maxtext:
         return f"{rel}: not a MaxText config (no MaxText keys); nothing to check"
-    for f in an.findings:
+    for f in an.diagnostics:
         where = f.file or an.path
         out.append(f"{where}:{f.span.line + 1}:{f.span.column + 1}: {f.severity.label} {f.code}: {f.message}")
         out.extend(f"    fix: {fx.title}" for fx in f.fixes)
@@ -40,8 +40,8 @@ def _human(an: Analysis) -> str:
             if dcn:
                 parts.append("DCN " + " x ".join(f"{k}={v}" for k, v in dcn.items()))
         out.append("; ".join(parts))
-    errors = sum(f.severity == Severity.ERROR for f in an.findings)
-    warnings = sum(f.severity == Severity.WARNING for f in an.findings)
+    errors = sum(f.severity == Severity.ERROR for f in an.diagnostics)
+    warnings = sum(f.severity == Severity.WARNING for f in an.diagnostics)
     out.append(f"{rel}: {errors} error(s), {warnings} warning(s)")
     return "\n".join(out)
 
@@ -62,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print("\n\n".join(_human(r) for r in results))
-    failed = any(f.severity == Severity.ERROR for r in results for f in r.findings)
+    failed = any(f.severity == Severity.ERROR for r in results for f in r.diagnostics)
     return 1 if failed else 0
 
 

@@ -53,7 +53,7 @@ def hover(an: Analysis, line: int, column: int) -> tuple[str, Span] | None:
         md = _model_md(an)
     else:
         return None
-    notes = [f for f in an.findings if f.key == key]
+    notes = [f for f in an.diagnostics if f.key == key and f.code != "ASAP120"]
     if notes:
         md += "\n\n" + "\n".join(f"- ⚠ `{f.code}` {f.message}" for f in notes)
     return md, span

@@ -66,7 +66,7 @@ class AsapServer(LanguageServer):
         return an
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
-        diags = [lsp_convert.diagnostic(f, doc) for f in an.findings if f.file is None or _same(f.file, doc)]
+        diags = [lsp_convert.diagnostic(f, doc) for f in an.diagnostics if f.file is None or _same(f.file, doc)]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
         )
@@ -261,7 +261,7 @@ def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
     for diag in params.context.diagnostics:
         if diag.source != lsp_convert.SOURCE:
             continue
-        for f in an.findings:
+        for f in an.diagnostics:
             if f.code != diag.code or lsp_convert.client_range(doc, f.span).start != diag.range.start:
                 continue
             for fix in f.fixes:

@@ -39,9 +39,35 @@ async def test_open_publishes_codes_severities_ranges_and_version(shared: AsapCl
     assert isinstance(product.data, dict) and product.data.get("key") == "ici_fsdp_parallelism"
 
 
-async def test_open_clean_config_publishes_empty(shared: AsapClient, workdir: Path):
+async def test_open_clean_config_publishes_only_the_estimate(shared: AsapClient, workdir: Path):
     doc = Doc(shared, workdir / CLEAN).open()
-    assert await doc.diagnostics(version=1) == []
+    diags = await doc.diagnostics(version=1)
+    assert codes(diags) == []
+    (est,) = [d for d in diags if d.code == "ASAP120"]
+    assert est.severity == lsp.DiagnosticSeverity.Information
+    assert est.range.start.line == 8  # on the mesh block: the first ici_* key
+    assert "MFU" in est.message and "GiB HBM" in est.message
+
+
+async def test_mesh_that_does_not_fit_in_hbm_is_an_error_that_clears(shared: AsapClient, workdir: Path):
+    path = workdir / "v6e.yml"
+    path.write_text((workdir / "llama3-8b-v6e-16.yml").read_text())
+    doc = Doc(shared, path).open()
+    assert codes(await doc.diagnostics(version=1)) == []
+    v2 = doc.replace_all(
+        doc.text.replace(
+            "ici_data_parallelism: 1\nici_fsdp_parallelism: 4", "ici_data_parallelism: 4\nici_fsdp_parallelism: 1"
+        )
+    )
+    diags = await doc.diagnostics(version=v2)
+    assert set(codes(diags)) == {"ASAP121"}
+    assert all(d.severity == lsp.DiagnosticSeverity.Error for d in diags if d.code == "ASAP121")
+    v3 = doc.replace_all(
+        doc.text.replace(
+            "ici_data_parallelism: 4\nici_fsdp_parallelism: 1", "ici_data_parallelism: 1\nici_fsdp_parallelism: 4"
+        )
+    )
+    assert codes(await doc.diagnostics(version=v3)) == []
 
 
 async def test_change_incremental_republishes_for_new_version(shared: AsapClient, workdir: Path):
@@ -126,7 +152,7 @@ async def test_close_publishes_empty(shared: AsapClient, workdir: Path):
     doc = Doc(shared, workdir / BAD).open()
     assert await doc.diagnostics(version=1)
     doc.close()
-    assert await doc.diagnostics(version=None) == []
+    assert codes(await doc.diagnostics(version=None)) == []
 
 
 async def test_close_right_after_change_wins(shared: AsapClient, workdir: Path):
@@ -206,11 +232,11 @@ async def test_non_maxtext_yaml_publishes_empty(shared: AsapClient, workdir: Pat
     path = workdir / "pod.yml"
     path.write_text(K8S)
     doc = Doc(shared, path).open()
-    assert await doc.diagnostics(version=1) == []
+    assert codes(await doc.diagnostics(version=1)) == []
     assert await doc.hover(1, 2) is None
     # and broken non-MaxText YAML stays quiet too: it is not ours to lint
     v2 = doc.replace_all(K8S.replace("kind: Pod", "kind: Pod: x"))
-    assert await doc.diagnostics(version=v2) == []
+    assert codes(await doc.diagnostics(version=v2)) == []
 
 
 UNICODE = """\

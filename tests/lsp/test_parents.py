@@ -34,7 +34,7 @@ async def test_child_follows_parent_unsaved_edits(shared: AsapClient, workdir: P
     parent = Doc(shared, workdir / "common.yml").open()
     await parent.diagnostics(version=1)
     child = Doc(shared, child_in(workdir)).open()
-    assert await child.diagnostics(version=1) == []
+    assert codes(await child.diagnostics(version=1)) == []
 
     # Unsaved edit of the parent: the child (unchanged, still version 1) is re-analysed.
     mark = len(shared.publishes)
@@ -50,12 +50,12 @@ async def test_child_follows_parent_unsaved_edits(shared: AsapClient, workdir: P
     # Undo in the parent: the child is clean again.
     child.mark = len(shared.publishes)
     parent.replace_all(parent.text.replace(BREAK, ""))
-    assert await child.diagnostics(version=1, where=lacks("ASAP103")) == []
+    assert codes(await child.diagnostics(version=1, where=lacks("ASAP103"))) == []
 
 
 async def test_child_save_rereads_parent_from_disk(shared: AsapClient, workdir: Path):
     child = Doc(shared, child_in(workdir)).open()
-    assert await child.diagnostics(version=1) == []
+    assert codes(await child.diagnostics(version=1)) == []
     # The parent changes on disk (git pull, another tool); it is not open in the editor.
     common = workdir / "common.yml"
     common.write_text(common.read_text() + BREAK)
@@ -68,7 +68,7 @@ async def test_child_follows_parent_closed_without_saving(shared: AsapClient, wo
     parent = Doc(shared, workdir / "common.yml").open()
     await parent.diagnostics(version=1)
     child = Doc(shared, child_in(workdir)).open()
-    assert await child.diagnostics(version=1) == []
+    assert codes(await child.diagnostics(version=1)) == []
     child.mark = len(shared.publishes)
     parent.replace_all(parent.text + BREAK)
     await child.diagnostics(version=1, where=has("ASAP103"), timeout=5)
@@ -76,4 +76,4 @@ async def test_child_follows_parent_closed_without_saving(shared: AsapClient, wo
     # Closing the parent discards its unsaved edit: the disk version (clean) counts again.
     child.mark = len(shared.publishes)
     parent.close()
-    assert await child.diagnostics(version=1, where=lacks("ASAP103"), timeout=5) == []
+    assert codes(await child.diagnostics(version=1, where=lacks("ASAP103"), timeout=5)) == []

@@ -72,7 +72,9 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     fresh.set_configuration({"defaultSlice": "v5e-8"}, section="asap")
     doc.mark = len(fresh.publishes)
     fresh.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
-    assert await doc.diagnostics(version=1) == [], "8 devices, fsdp=8: fits"
+    diags = await doc.diagnostics(version=1)
+    assert "ASAP101" not in codes(diags), "8 devices, fsdp=8: the mesh matches the slice"
+    assert "ASAP121" in codes(diags), "but 7B params x 16 bytes over 8 chips of 16 GB does not fit"
 
     # Settings pushed in the notification itself are taken as they are.
     doc.mark = len(fresh.publishes)
