@@ -30,6 +30,12 @@ demo: $(STAMP)
 	@echo "== A correct config: Llama2-7B, FSDP over a v5e-256 slice"
 	$(VENV)/bin/asap check examples/llama2-7b-v5e-256.yml
 	@echo
+	@echo "== Its estimate on the slice: memory, collectives, step time, MFU, bottleneck"
+	$(VENV)/bin/asap estimate examples/llama2-7b-v5e-256.yml
+	@echo
+	@echo "== The same model with 16-way tensor parallelism instead (what-if, without editing the file)"
+	$(VENV)/bin/asap estimate examples/llama2-7b-v5e-256.yml --mesh ici_fsdp_parallelism=16,ici_tensor_parallelism=16 | tail -4
+	@echo
 	@echo "== A config whose mesh does not fit its slice (asap exits 1 on errors)"
 	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml || test $$? -eq 1
 	@echo
@@ -60,6 +66,8 @@ vsix: $(EXT_BUNDLE)
 	npm --prefix $(EXT) run --silent package
 
 bench: $(STAMP)
+	$(PY) bench/mfu_references.py
+	$(PY) bench/enumerate.py
 	$(PY) bench/lsp_latency.py
 
 clean:
