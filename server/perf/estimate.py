@@ -158,6 +158,7 @@ class Estimate:
                 "attention_efficiency": steptime.ATTENTION_EFFICIENCY,
                 "hbm_efficiency": steptime.HBM_EFFICIENCY,
                 "tp_overlap": steptime.TP_OVERLAP,
+                "memory_bound_factor": steptime.MEMORY_BOUND_FACTOR,
                 "roofline_overlap": roofline.OVERLAP,
                 "overlap_model": "FSDP collectives hide behind each layer's compute; tensor/context/expert "
                 "collectives are exposed (TP_OVERLAP hidden); the data-parallel all-reduce is exposed; compute "
