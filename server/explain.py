@@ -46,9 +46,10 @@ def hover(an: Analysis, line: int, column: int) -> tuple[str, Span] | None:
     elif key in IGNORED_KEYS:
         md = f"**{key}** is ignored by current MaxText: {IGNORED_KEYS[key]}."
     elif key in ("compile_topology", "compile_topology_num_slices", "num_slices"):
-        md = _slice_md(an)
-    elif key == "per_device_batch_size":
-        md = _batch_md(an)
+        md = _slice_md(an) + _estimate_md(an)
+    elif key in ("per_device_batch_size", "remat_policy"):
+        md = _batch_md(an) if key == "per_device_batch_size" else f"**remat_policy** = `{an.config.get(key)}`"
+        md += _memory_md(an)
     elif key == "model_name":
         md = _model_md(an)
     else:
@@ -194,4 +195,38 @@ def _model_md(an: Analysis) -> str:
             "",
             f"_Source: {m.source}_",
         ]
+    )
+
+
+def _estimate_md(an: Analysis) -> str:
+    e = an.estimate
+    if e is None:
+        return ""
+    kind, margin, _ = e.time.bottleneck()
+    t = e.time
+    axes = ", ".join(f"{a} {v * 1e3:.0f} ms" for a, v in t.comm_by_axis.items()) or "none"
+    return "\n".join(
+        [
+            "",
+            "",
+            f"**Estimate** (performance model, not a measurement): {e.mfu:.1%} MFU, "
+            f"{e.tflops_per_chip:.0f} TFLOP/s per chip, step {t.step_s * 1e3:,.0f} ms, **{kind}-bound** "
+            f"(lead {margin:.0%} of the step)",
+            f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
+            f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms exposed): {axes}",
+            "- _Formulas: server/perf/steptime.py; constants and overlap model in `asap estimate --json`._",
+        ]
+    )
+
+
+def _memory_md(an: Analysis) -> str:
+    e = an.estimate
+    if e is None:
+        return ""
+    gib = 1024**3
+    m = e.memory
+    parts = " · ".join(f"{k} {v / gib:.1f}" for k, v in m.components.items())
+    return (
+        f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / gib:.1f} of "
+        f"{m.usable / gib:.1f} GiB usable, {m.verdict}\n- {parts} GiB"
     )
