@@ -217,3 +217,14 @@ def test_hbm_overflow_is_an_error_at_the_keys_that_decide_it():
     )
     assert [f.code for f in fixed.diagnostics] == ["ASAP120"]
     assert "MFU" in fixed.diagnostics[0].message
+
+
+def test_hovers_carry_the_estimate_and_the_memory_breakdown():
+    from server.explain import hover
+
+    an = analyze(None, TINY)
+    topo = hover(an, 0, 3)
+    assert topo is not None and "Estimate" in topo[0] and "MFU" in topo[0] and "bound" in topo[0]
+    batch_line = TINY.splitlines().index("per_device_batch_size: 2")
+    mem = hover(an, batch_line, 3)
+    assert mem is not None and "HBM per device" in mem[0] and "optimizer" in mem[0]
