@@ -17,7 +17,13 @@ from server.perf.placement import jax_physical_shape
 
 HOP_LATENCY = 1e-6  # seconds per ring step (DOMAIN.md §4: "each hop costs at least ~1 us")
 
-KIND_FACTOR = {"all-gather": 1.0, "reduce-scatter": 1.0, "all-reduce": 2.0, "all-to-all": 0.25}
+KIND_FACTOR = {
+    "all-gather": 1.0,
+    "reduce-scatter": 1.0,
+    "all-reduce": 2.0,
+    "all-to-all": 0.25,
+    "collective-permute": 1.0,
+}
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,9 @@ def price(c: Collective, pt: Path, dcn_bw: float) -> Collective:
     f = KIND_FACTOR[c.kind]
     ici_s = dcn_s = 0.0
     if pt.ici_degree > 1 and pt.ici_bw > 0:
-        moved = c.bytes * (pt.ici_degree - 1) / pt.ici_degree * f
+        # A permute sends its whole buffer to one neighbour; the others move (X-1)/X of the array.
+        share = 1.0 if c.kind == "collective-permute" else (pt.ici_degree - 1) / pt.ici_degree
+        moved = c.bytes * share * f
         ici_s = max(moved / pt.ici_bw, pt.ring_steps * HOP_LATENCY * f)
     if pt.dcn_degree > 1:
         # Across slices each device exchanges its 1/ici share with the other slices.

@@ -225,7 +225,7 @@ def step_time(
     stages = lay.degree(*PIPELINE)
     add(
         "pipeline",
-        "all-gather",
+        "collective-permute",
         "stage activations",
         2 * grad_accum * (microbatches or stages),
         tokens * s.emb * ACT_BYTES,
