@@ -78,7 +78,17 @@ def test_every_topology_matches_its_name(gen):
 @pytest.mark.parametrize("gen", list(CHIPS))
 def test_every_spec_cites_a_known_source(gen):
     chip = CHIPS[gen]
-    for fld in ("peak_bf16_flops", "hbm_bytes", "hbm_bw", "ici_link_bw", "ici_links", "topology"):
+    for fld in (
+        "peak_bf16_flops",
+        "hbm_bytes",
+        "hbm_bw",
+        "ici_link_bw",
+        "ici_links",
+        "topology",
+        "dcn_bw",
+        "pcie_bw",
+        "mxu_efficiency",
+    ):
         assert chip.sources[fld] in SOURCES, (gen, fld)
 
 

@@ -154,7 +154,7 @@ class Estimate:
                 "points": [p.to_json(sl.chip) for p in self.time.points],
             },
             "assumptions": {
-                "mxu_efficiency": steptime.MXU_EFFICIENCY,
+                "mxu_efficiency": sl.chip.mxu_efficiency,
                 "attention_efficiency": steptime.ATTENTION_EFFICIENCY,
                 "hbm_efficiency": steptime.HBM_EFFICIENCY,
                 "tp_overlap": steptime.TP_OVERLAP,

@@ -27,6 +27,11 @@ SOURCES: dict[str, str] = {
     "derived-ici": "per-chip bidirectional ICI bandwidth from the Google Cloud page of the generation "
     "(v6e 800 GB/s, tpu7x 1200 GB/s), divided by the chip's links and by 2 directions",
     "assumed-pcie": "no published figure found; assumed equal to v6e's (scaling book: 3.2e10 B/s per chip)",
+    "calibrated-mxu": "calibrated: the value that best predicts the published MaxText runs of this generation "
+    "in bench/mfu_references.py (v4: 6 runs, v5e: 24, v5p: 13, v6e: 8), the other model constants held global. "
+    "It absorbs what the model does not describe per generation: MXU shape (v5e four 128x128 MXUs per core, "
+    "v6e 256x256), clock and compiler maturity",
+    "assumed-mxu": "no published MaxText MFU found; assumed equal to v6e's (the same 256x256 MXU generation)",
     "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
 }
 
@@ -48,6 +53,7 @@ class ChipSpec:
     devices_per_chip: int  # JAX devices per chip
     dcn_bw: float  # data-center network bytes/s per chip, one direction
     pcie_bw: float  # host <-> chip bytes/s (host offload of activations)
+    mxu_efficiency: float  # sustained fraction of peak on large matmuls in MaxText training (calibrated)
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
@@ -75,6 +81,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
+        mxu_efficiency=0.85,
         sources={
             "peak_bf16_flops": "gcp-v4",
             "hbm_bytes": "gcp-v4",
@@ -83,6 +90,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "gcp-v4",
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
+            "mxu_efficiency": "calibrated-mxu",
             "topology": "maxtext-accel",
         },
     ),
@@ -100,6 +108,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=3.125e9,
         pcie_bw=1.6e10,
+        mxu_efficiency=0.95,
         sources={
             "peak_bf16_flops": "gcp-v5e",
             "hbm_bytes": "gcp-v5e",
@@ -108,6 +117,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "scaling-book",
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
+            "mxu_efficiency": "calibrated-mxu",
             "topology": "maxtext-accel",
         },
     ),
@@ -125,6 +135,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
+        mxu_efficiency=0.85,
         sources={
             "peak_bf16_flops": "gcp-v5p",
             "hbm_bytes": "gcp-v5p",
@@ -133,6 +144,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "gcp-v5p",
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
+            "mxu_efficiency": "calibrated-mxu",
             "topology": "maxtext-accel",
         },
     ),
@@ -150,6 +162,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
+        mxu_efficiency=0.75,
         sources={
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
@@ -158,6 +171,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "scaling-book",
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
+            "mxu_efficiency": "calibrated-mxu",
             "topology": "maxtext-accel",
         },
     ),
@@ -175,6 +189,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=2,
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
+        mxu_efficiency=0.75,
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
@@ -183,6 +198,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "torus-3d",
             "dcn_bw": "gcp-tpu7x",
             "pcie_bw": "assumed-pcie",
+            "mxu_efficiency": "assumed-mxu",
             "topology": "maxtext-accel",
         },
     ),

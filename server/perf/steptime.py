@@ -27,15 +27,12 @@ from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WE
 from server.perf.memory import tensor_dims
 from server.perf.remat import RematPolicy
 
-# Fraction of the bf16 peak that large matmuls reach on TPU MXUs before memory effects (those come
-# from the roofline, server/perf/roofline.py). The best published MaxText runs with full remat reach
-# 60-67% MFU, i.e. 80-89% of peak on executed FLOPs (6/8 of them are counted), memory stalls
-# included: 0.85 is the middle of that range.
-MXU_EFFICIENCY = 0.85
+# The fraction of the bf16 peak that large matmuls sustain is a per-generation figure in the chip
+# table (ChipSpec.mxu_efficiency, with its source); memory effects come on top from the roofline.
 # Flash attention runs its softmax on the vector units between two matmuls, and its backward pass
 # recomputes the scores and probabilities (two more matmuls per block than the FLOP count has) and
-# runs the softmax gradient on the vector units: 0.3 of peak on the counted FLOPs.
-ATTENTION_EFFICIENCY = 0.3
+# runs the softmax gradient on the vector units: 0.4 of peak on the counted FLOPs.
+ATTENTION_EFFICIENCY = 0.4
 # Fraction of HBM bandwidth that fused memory-bound kernels sustain.
 HBM_EFFICIENCY = 0.8
 # Share of tensor/context/expert collective time hidden behind matmuls. MaxText does not turn on XLA's
@@ -126,7 +123,7 @@ def step_time(
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
-        pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, MXU_EFFICIENCY, HBM_EFFICIENCY)
+        pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, chip.mxu_efficiency, HBM_EFFICIENCY)
         points.append(pt)
         compute += pt.seconds
     attn_flops = fl.per_layer_forward["attention"] / n * passes_fwd["attention"] * s.layers
@@ -136,7 +133,7 @@ def step_time(
     compute += pt.seconds
     logit_flops = fl.logits_forward / n * 3
     logit_bytes = (s.emb * s.vocab / tp * ACT_BYTES + tokens * (s.emb + s.vocab / tp) * ACT_BYTES) * 3
-    pt = roofline.point("logits", logit_flops, logit_bytes, chip, MXU_EFFICIENCY, HBM_EFFICIENCY)
+    pt = roofline.point("logits", logit_flops, logit_bytes, chip, chip.mxu_efficiency, HBM_EFFICIENCY)
     points.append(pt)
     compute_logits = pt.seconds
 
@@ -146,14 +143,19 @@ def step_time(
     ew_elems += 2 * s.head_dim * (s.q_heads + s.kv_heads) / tp
     ew_passes = (3 + (1 if rec else 0)) * MEMORY_BOUND_FACTOR
     ew = roofline.point(
-        "elementwise", 0.0, tokens * ew_elems * ACT_BYTES * ew_passes * s.layers, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+        "elementwise",
+        0.0,
+        tokens * ew_elems * ACT_BYTES * ew_passes * s.layers,
+        chip,
+        chip.mxu_efficiency,
+        HBM_EFFICIENCY,
     )
     local_params = p.total(s.layers) / shards_w
     scan = roofline.point(
-        "scan weights and grads", 0.0, 3 * local_params * bpp.weights, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+        "scan weights and grads", 0.0, 3 * local_params * bpp.weights, chip, chip.mxu_efficiency, HBM_EFFICIENCY
     )
     opt = roofline.point(
-        "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, MXU_EFFICIENCY, HBM_EFFICIENCY
+        "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, chip.mxu_efficiency, HBM_EFFICIENCY
     )
     points += [ew, scan, opt]
 
