@@ -12,10 +12,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from server.analysis import Analysis, analyze
-from server.perf.config import parse_override, with_overrides
-from server.perf.estimate import Estimate, EstimateError, estimate
+from server.perf.config import Config, parse_override, with_overrides
+from server.perf.enumeration import enumerate_meshes
+from server.perf.estimate import Estimate, EstimateError, estimate, inputs
 from server.perf.findings import Severity
 from server.perf.mesh import check
 from server.perf.source import YamlSyntaxError
@@ -127,12 +129,46 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     except EstimateError as e:
         print(f"{path}: error: {e}" + (f" (key {e.key})" if e.key else ""), file=sys.stderr)
         return 1
+    ranked = _alternatives(cfg, est, args.top) if args.top else None
     if args.json:
-        json.dump(est.to_json(), sys.stdout, indent=2)
+        doc = est.to_json()
+        if ranked is not None:
+            doc["alternatives"] = ranked
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(_estimate_human(path, est))
+        if ranked is not None:
+            print(f"  fastest valid meshes on {est.layout.slice.name} (of every assignment that launches and fits):")
+            for r in ranked:
+                print(
+                    f"    {r['rank']}. {r['label']:<48} MFU {r['mfu']:.1%}  step {r['step_s'] * 1e3:,.0f} ms  "
+                    f"{r['bottleneck']}-bound  x{r['speedup']:.2f}"
+                )
     return 0 if est.memory.fits else 1
+
+
+def _alternatives(cfg: Config, est: Estimate, top: int) -> list[dict[str, Any]]:
+    """The `top` fastest meshes of the slice (mesh enumeration), with their speedup over this one."""
+    allow_split = bool(cfg.get("allow_split_physical_axes", False))
+    en = enumerate_meshes(inputs(cfg), est.layout.slice, allow_split)
+    out = []
+    for i, c in enumerate(en.ranked[:top], 1):
+        e = c.estimate
+        out.append(
+            {
+                "rank": i,
+                "label": c.layout.label(),
+                "ici": {k: v for k, v in c.layout.ici.items() if v != 1},
+                "dcn": {k: v for k, v in c.layout.dcn.items() if v != 1},
+                "mfu": e.mfu,
+                "step_s": e.time.step_s,
+                "bottleneck": e.time.bottleneck()[0],
+                "hbm_bytes": e.memory.total,
+                "speedup": est.time.step_s / e.time.step_s,
+            }
+        )
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
     e.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    e.add_argument("--top", type=int, default=0, metavar="N", help="also list the N fastest valid meshes of the slice")
     e.set_defaults(func=cmd_estimate)
     return p
 

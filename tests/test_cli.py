@@ -55,3 +55,33 @@ def test_check_non_maxtext_yaml_is_quietly_ok(tmp_path):
     p.write_text("apiVersion: v1\nkind: Pod\n")
     r = asap("check", str(p), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["findings"] == []
+
+
+def test_estimate_json_and_alternatives():
+    r = asap(
+        "estimate",
+        str(EXAMPLES / "llama2-7b-v5e-256.yml"),
+        "--json",
+        "--top",
+        "3",
+        "--mesh",
+        "ici_fsdp_parallelism=16,ici_tensor_parallelism=16",
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["mesh"]["ici"]["tensor"] == 16 and doc["bottleneck"] in ("compute", "hbm", "communication")
+    alts = doc["alternatives"]
+    assert [a["rank"] for a in alts] == [1, 2, 3]
+    assert alts[0]["step_s"] <= alts[-1]["step_s"] and alts[0]["speedup"] > 1  # 16-way TP is not the best
+
+
+def test_estimate_rejects_an_unplaceable_mesh_with_the_located_error():
+    r = asap(
+        "estimate",
+        str(EXAMPLES / "llama2-7b-v5e-256.yml"),
+        "--mesh",
+        "ici_fsdp_parallelism=64,ici_tensor_parallelism=4",
+    )
+    assert r.returncode == 1 and "ASAP106" in r.stderr
+    r = asap("estimate", str(EXAMPLES / "llama2-7b-v5e-256.yml"), "--mesh", "ici_fsdp_parallelism")
+    assert r.returncode == 2 and "key=value" in r.stderr
