@@ -10,12 +10,17 @@ at least HOP_LATENCY. Cross-slice (DCN) parts move their share at the chip's DCN
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from server.perf.layout import Layout
 from server.perf.placement import jax_physical_shape
 
-HOP_LATENCY = 1e-6  # seconds per ring step (DOMAIN.md §4: "each hop costs at least ~1 us")
+HOP_LATENCY = 1e-6
+# Cross-slice traffic grows with the number of slices: MaxText's published multislice runs lose MFU
+# roughly in proportion to log2(slices) (v5e-256 16B/64B from 1 to 32 slices, v4-128 22B from 1 to
+# 8), which a bandwidth-optimal ring's (d-1)/d cannot reproduce: priced as log2(d) rounds.
+DCN_ROUNDS = True  # seconds per ring step (DOMAIN.md §4: "each hop costs at least ~1 us")
 
 KIND_FACTOR = {
     "all-gather": 1.0,
@@ -98,8 +103,12 @@ def price(c: Collective, pt: Path, dcn_bw: float) -> Collective:
         moved = c.bytes * share * f
         ici_s = max(moved / pt.ici_bw, pt.ring_steps * HOP_LATENCY * f)
     if pt.dcn_degree > 1:
-        # Across slices each device exchanges its 1/ici share with the other slices.
-        moved = c.bytes / max(1, pt.ici_degree) * (pt.dcn_degree - 1) / pt.dcn_degree * f
+        # Across slices each device exchanges its 1/ici share with the other slices. Cross-slice
+        # collectives go over the data-center network as rounds of pairwise exchanges, one per doubling
+        # of the slice count (DCN_ROUNDS); a bandwidth-optimal ring would move (d-1)/d instead.
+        d = pt.dcn_degree
+        rounds = math.log2(d) if DCN_ROUNDS else (d - 1) / d
+        moved = c.bytes / max(1, pt.ici_degree) * rounds * f
         dcn_s = moved / dcn_bw
     c.ici_seconds, c.dcn_seconds = ici_s * c.count, dcn_s * c.count
     c.seconds = c.ici_seconds + c.dcn_seconds
