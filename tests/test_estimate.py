@@ -228,3 +228,27 @@ def test_hovers_carry_the_estimate_and_the_memory_breakdown():
     batch_line = TINY.splitlines().index("per_device_batch_size: 2")
     mem = hover(an, batch_line, 3)
     assert mem is not None and "HBM per device" in mem[0] and "optimizer" in mem[0]
+
+
+def test_cross_slice_gradient_reduction_grows_with_log2_of_the_slice_count():
+    from server.perf.collectives import Collective, path
+    from server.perf.collectives import price as price_collective
+
+    inp = inputs(analyze(None, LLAMA7).config)
+    secs = []
+    for d in (2, 4, 16):
+        lay = layout.build(parse_slice("v5e-256", d), {"fsdp": 256}, {"data": d})
+        c = price_collective(
+            Collective("data", "all-reduce", "gradients", 1, 1e9), path(lay, ("data",)), lay.slice.chip.dcn_bw
+        )
+        secs.append(c.dcn_seconds)
+        assert c.ici_seconds == 0.0  # the data axis lives on DCN only here
+    assert secs[1] == pytest.approx(2 * secs[0]) and secs[2] == pytest.approx(4 * secs[0])
+    # and the whole step slows as slices are added (the published multislice trend)
+    steps = [price_step(inp, d) for d in (1, 2, 8)]
+    assert steps[0] < steps[1] < steps[2]
+
+
+def price_step(inp, d: int) -> float:
+    lay = layout.build(parse_slice("v5e-256", d), {"fsdp": 256}, {"data": d})
+    return price(inp, lay).time.step_s
