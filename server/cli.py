@@ -94,6 +94,14 @@ def _estimate_human(path: Path, est: Estimate) -> str:
             for axis, s in t["comm_by_axis"].items()
         ),
         f"    step {t['step_s'] * 1e3:.1f} ms",
+        f"  roofline (per device; HBM ridge {j['roofline']['ridge_points']['hbm']:.0f} FLOP/B):",
+        *(
+            f"    {p['name']:<24} {p['seconds'] * 1e3:>9.1f} ms  "
+            + (f"{p['operational_intensity']:>7.0f} FLOP/B" if p["operational_intensity"] else f"{'-':>14}")
+            + f"  {p['bound']}-bound"
+            for p in sorted(j["roofline"]["points"], key=lambda p: -p["seconds"])
+            if p["seconds"] > 0
+        ),
         f"  {j['tokens_per_s']:,.0f} tokens/s, {j['tflops_per_chip']:.1f} TFLOP/s per chip, MFU {j['mfu']:.1%}",
         f"  bottleneck: {j['bottleneck']} (margin {j['margin']:.0%} of the step over the runner-up)",
     ]

@@ -252,3 +252,16 @@ def test_cross_slice_gradient_reduction_grows_with_log2_of_the_slice_count():
 def price_step(inp, d: int) -> float:
     lay = layout.build(parse_slice("v5e-256", d), {"fsdp": 256}, {"data": d})
     return price(inp, lay).time.step_s
+
+
+def test_summary_names_a_close_runner_up():
+    text = (
+        "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 2\nmax_target_length: 8192\n"
+        "ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4\n"
+    )
+    e = est_of(text)
+    kind, margin, _ = e.time.bottleneck()
+    assert margin < 0.15 and "tensor collectives" in e.summary() and "close behind" in e.summary()
+    # 16-way FSDP on the same slice has no tensor traffic, and the estimate says so
+    e16 = est_of(text.replace("ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4", "ici_fsdp_parallelism: 16"))
+    assert "tensor" not in e16.summary() and e16.mfu > e.mfu

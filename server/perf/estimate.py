@@ -75,11 +75,21 @@ class Estimate:
         return self.model_flops_per_step / (self.time.step_s * sl.total_chips * sl.chip.peak_bf16_flops)
 
     def summary(self) -> str:
-        kind = self.time.bottleneck()[0]
+        """One line for the editor, e.g. 'Estimated: 61% MFU, communication-bound (tensor collectives 34%
+        of step), 71 of 95 GiB HBM'; a close runner-up (within 15% of the step) is named too."""
+        kind, margin, parts = self.time.bottleneck()
+        step = self.time.step_s
         top_axis = max(self.time.exposed_by_axis.items(), key=lambda kv: kv[1], default=None)
-        why = ""
-        if kind == "communication" and top_axis:
-            why = f" ({top_axis[0]} collectives {top_axis[1] / self.time.step_s:.0%} of step)"
+
+        def detail(k: str) -> str:
+            if k == "communication" and top_axis:
+                return f"{top_axis[0]} collectives {top_axis[1] / step:.0%} of step"
+            return f"{k} {parts[k] / step:.0%} of step"
+
+        why = f" ({detail(kind)})" if kind == "communication" else ""
+        if margin < 0.15:
+            runner = sorted(parts, key=lambda k: parts[k], reverse=True)[1]
+            why += f", {detail(runner)} close behind" if runner != kind else ""
         gib = 1024**3
         return (
             f"Estimated: {self.mfu:.0%} MFU, {kind}-bound{why}, "
