@@ -36,6 +36,9 @@ demo: $(STAMP)
 	@echo "== The same model with 16-way tensor parallelism instead (what-if, without editing the file)"
 	$(VENV)/bin/asap estimate examples/llama2-7b-v5e-256.yml --mesh ici_fsdp_parallelism=16,ici_tensor_parallelism=16 | tail -4
 	@echo
+	@echo "== Llama3-8B on v6e-16 with 4-way tensor parallelism, and the fastest valid meshes of that slice"
+	$(VENV)/bin/asap estimate examples/llama3-8b-v6e-16.yml --top 3 | tail -5
+	@echo
 	@echo "== A config whose mesh does not fit its slice (asap exits 1 on errors)"
 	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml || test $$? -eq 1
 	@echo
