@@ -260,8 +260,19 @@ def test_summary_names_a_close_runner_up():
         "ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4\n"
     )
     e = est_of(text)
-    kind, margin, _ = e.time.bottleneck()
+    margin = e.time.bottleneck()[1]
     assert margin < 0.15 and "tensor collectives" in e.summary() and "close behind" in e.summary()
     # 16-way FSDP on the same slice has no tensor traffic, and the estimate says so
     e16 = est_of(text.replace("ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4", "ici_fsdp_parallelism: 16"))
     assert "tensor" not in e16.summary() and e16.mfu > e.mfu
+
+
+@pytest.mark.parametrize(
+    ("topo", "quant", "faster"),
+    [("v6e-64", "int8", True), ("v5e-64", "int8w", True), ("v4-128", "int8", False), ("v6e-64", "fp8", False)],
+)
+def test_quantized_matmuls_run_at_the_chips_low_precision_peak(topo, quant, faster):
+    base = f"model_name: llama2-7b\ncompile_topology: {topo}\nper_device_batch_size: 2\nmax_target_length: 2048\n"
+    plain, quick = est_of(base), est_of(base + f"quantization: {quant}\n")
+    assert (quick.time.compute_s < 0.9 * plain.time.compute_s) == faster
+    assert quick.model_flops_per_step == plain.model_flops_per_step  # MFU still counts bf16 peak FLOPs

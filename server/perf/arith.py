@@ -14,6 +14,7 @@ from typing import Any
 
 from server.perf.config import Config
 from server.perf.remat import RematPolicy, resolve
+from server.perf.slices import ChipSpec
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -250,3 +251,12 @@ def remat_policy(cfg: Config) -> RematPolicy:
     if pol is None:
         raise ArithError("remat_policy", f"unknown remat_policy {name!r}")
     return pol
+
+
+def matmul_speedup(quantization: str, chip: ChipSpec) -> float:
+    """How much faster quantized matmuls run than bf16 on this chip: its int8 (or fp8) peak over its bf16
+    peak, where the chip has one (MaxText's `quantization`: int8, int8w, intmp, fp8, nanoo_fp8, ...)."""
+    q = quantization.lower()
+    kind = "int8" if q.startswith(("int8", "intmp")) else "fp8" if "fp8" in q else ""
+    peak = chip.low_precision_peak.get(kind) if kind else None
+    return peak / chip.peak_bf16_flops if peak else 1.0

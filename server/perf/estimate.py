@@ -199,6 +199,7 @@ class Inputs:
     vocab_tiles: int
     microbatches: int | None
     moe_factor: float
+    quantization: str = ""
 
 
 def inputs(cfg: Config) -> Inputs:
@@ -225,6 +226,7 @@ def inputs(cfg: Config) -> Inputs:
         tiles if isinstance(tiles, int) and tiles > 0 else 1,
         micro if isinstance(micro, int) and micro > 0 else None,
         arith.moe_compute_factor(cfg, s),
+        str(cfg.get("quantization", "") or ""),
     )
 
 
@@ -237,8 +239,9 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None) -> Estimate:
     `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh)."""
     fl = fl or step_flops(inp, lay.slice.devices)
     mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
+    speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
     st = steptime.step_time(
-        inp.shape, inp.params, inp.bpp, fl, lay, inp.pdbs, inp.seq, inp.remat, inp.grad_accum, inp.microbatches
+        inp.shape, inp.params, inp.bpp, fl, lay, inp.pdbs, inp.seq, inp.remat, inp.grad_accum, inp.microbatches, speedup
     )
     return Estimate(lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum)
 

@@ -54,6 +54,7 @@ class ChipSpec:
     dcn_bw: float  # data-center network bytes/s per chip, one direction
     pcie_bw: float  # host <-> chip bytes/s (host offload of activations)
     mxu_efficiency: float  # sustained fraction of peak on large matmuls in MaxText training (calibrated)
+    low_precision_peak: dict[str, float] = field(default_factory=dict)  # 'int8'/'fp8' -> dense ops/s per chip
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
@@ -82,6 +83,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.85,
+        low_precision_peak={},
         sources={
             "peak_bf16_flops": "gcp-v4",
             "hbm_bytes": "gcp-v4",
@@ -109,6 +111,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=3.125e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.95,
+        low_precision_peak={"int8": 394e12},
         sources={
             "peak_bf16_flops": "gcp-v5e",
             "hbm_bytes": "gcp-v5e",
@@ -118,6 +121,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "low_precision_peak": "gcp-v5e",
             "topology": "maxtext-accel",
         },
     ),
@@ -136,6 +140,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.85,
+        low_precision_peak={"int8": 918e12},
         sources={
             "peak_bf16_flops": "gcp-v5p",
             "hbm_bytes": "gcp-v5p",
@@ -145,6 +150,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "low_precision_peak": "gcp-v5p",
             "topology": "maxtext-accel",
         },
     ),
@@ -163,6 +169,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
         mxu_efficiency=0.75,
+        low_precision_peak={"int8": 1836e12},
         sources={
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
@@ -172,6 +179,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "low_precision_peak": "gcp-v6e",
             "topology": "maxtext-accel",
         },
     ),
@@ -190,6 +198,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
         mxu_efficiency=0.75,
+        low_precision_peak={"fp8": 4614e12},
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
@@ -199,6 +208,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "gcp-tpu7x",
             "pcie_bw": "assumed-pcie",
             "mxu_efficiency": "assumed-mxu",
+            "low_precision_peak": "gcp-tpu7x",
             "topology": "maxtext-accel",
         },
     ),

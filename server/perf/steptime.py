@@ -95,6 +95,7 @@ def step_time(
     remat: RematPolicy,
     grad_accum: int = 1,
     microbatches: int | None = None,
+    matmul_speedup: float = 1.0,
 ) -> StepTime:
     chip = lay.slice.chip
     n = lay.slice.devices
@@ -123,7 +124,9 @@ def step_time(
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
-        pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, chip.mxu_efficiency, HBM_EFFICIENCY)
+        # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16.
+        eff = chip.mxu_efficiency * matmul_speedup
+        pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, eff, HBM_EFFICIENCY)
         points.append(pt)
         compute += pt.seconds
     attn_flops = fl.per_layer_forward["attention"] / n * passes_fwd["attention"] * s.layers
