@@ -133,7 +133,7 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
             sev, code = Severity.WARNING, "ASAP122"
             head = (
                 f"Tight on HBM: {mem.total / gib:.1f} GiB per device of {mem.usable / gib:.1f} usable "
-                f"(within the estimate's +-10%)"
+                f"(within the estimate's uncertainty: -10%..+15%)"
             )
         msg = f"{head} ({parts} GiB; largest: {biggest}). To fit: {advice}."
         for i, k in enumerate(keys):

@@ -276,3 +276,21 @@ def test_quantized_matmuls_run_at_the_chips_low_precision_peak(topo, quant, fast
     plain, quick = est_of(base), est_of(base + f"quantization: {quant}\n")
     assert (quick.time.compute_s < 0.9 * plain.time.compute_s) == faster
     assert quick.model_flops_per_step == plain.model_flops_per_step  # MFU still counts bf16 peak FLOPs
+
+
+def test_published_runs_that_ran_are_never_reported_as_not_fitting():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from references import REFERENCES
+
+    for ref in REFERENCES:
+        lines = [f"compile_topology: {ref.slice}", f"compile_topology_num_slices: {ref.num_slices}"]
+        for k, v in ref.config.items():
+            v = str(v).lower() if isinstance(v, bool) else v
+            lines.append(f"{k}: {list(v) if isinstance(v, tuple) else v}")
+        an = analyze(None, "\n".join(lines) + "\n")
+        assert an.estimate is not None, (ref.name, [f.message for f in an.diagnostics])
+        assert an.estimate.memory.verdict != "does not fit", ref.name
+        assert not [f for f in an.diagnostics if f.severity == Severity.ERROR], ref.name

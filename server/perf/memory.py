@@ -18,8 +18,12 @@ ACT_BYTES = 2  # bf16 activations (`dtype`)
 # XLA's temporaries beyond what the model keeps: the working set of one layer's backward pass
 # (each of its tensors once more) and one layer's gathered bf16 weights (XLA gathers them matrix
 # by matrix, prefetching the next). A stated allowance, not a measurement: compile for the slice
-# (issue 8) for the exact figure; `Memory.verdict` leaves a +-10% band for it.
+# (issue 8) for the exact figure; `Memory.verdict` leaves a band for it (TIGHT_BAND).
 TEMP_LAYERS = 1.0
+# The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
+# to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
+# HBM in this model (v5p 32B, `minimal` remat), so an error needs more than that.
+TIGHT_BAND = (0.90, 1.15)
 # HBM the runtime keeps for itself (program, XLA's reserved scratch), as a fraction of capacity.
 RUNTIME_RESERVE = 0.04
 
@@ -72,10 +76,11 @@ class Memory:
 
     @property
     def verdict(self) -> str:
-        """'fits', 'tight' (within the allowance's +-10% of the usable HBM) or 'does not fit'."""
-        if self.total <= 0.9 * self.usable:
+        """'fits', 'tight' (within TIGHT_BAND of the usable HBM) or 'does not fit'."""
+        low, high = TIGHT_BAND
+        if self.total <= low * self.usable:
             return "fits"
-        return "tight" if self.total <= 1.1 * self.usable else "does not fit"
+        return "tight" if self.total <= high * self.usable else "does not fit"
 
     @property
     def headroom(self) -> float:
