@@ -64,7 +64,12 @@ class Memory:
 
     @property
     def total(self) -> float:
-        return sum(self.components.values())
+        """Peak bytes: the model state and kept activations are live throughout; the logits (live
+        around the loss, between the forward and backward passes) and one layer's backward working
+        set (live inside the backward scan) are not live at once, so the larger of the two counts."""
+        c = self.components
+        transient = max(c.get("logits", 0.0), c.get("temporaries", 0.0))
+        return sum(v for k, v in c.items() if k not in ("logits", "temporaries")) + transient
 
     @property
     def usable(self) -> float:
