@@ -120,6 +120,7 @@ def _axis_md(an: Analysis, key: str) -> str:
     ]
     if shards:
         lines.append(f"- Shards: {', '.join(shards)}")
+    lines += _axis_traffic(an, axis.name)
     order = ", ".join(a.mesh_axis for a in AXES)
     lines += [
         "",
@@ -230,3 +231,39 @@ def _memory_md(an: Analysis) -> str:
         f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / gib:.1f} of "
         f"{m.usable / gib:.1f} GiB usable, {m.verdict}\n- {parts} GiB"
     )
+
+
+# The cost model prices collectives per group of mesh axes that share a pattern (server/perf/layout.py).
+_GROUP = {
+    "fsdp": "fsdp",
+    "fsdp_transpose": "fsdp",
+    "tensor": "tensor",
+    "tensor_sequence": "tensor",
+    "autoregressive": "tensor",
+    "context": "context",
+    "context_usp_ulysses": "context",
+    "expert": "expert",
+    "data": "data",
+    "pipeline": "pipeline",
+}
+
+
+def _axis_traffic(an: Analysis, axis: str) -> list[str]:
+    """What this axis' collectives cost per step in the estimate, and whether they hide behind compute."""
+    e = an.estimate
+    group = _GROUP.get(axis)
+    if e is None or group is None or group not in e.time.comm_by_axis:
+        return []
+    total = e.time.comm_by_axis[group]
+    exposed = e.time.exposed_by_axis.get(group, 0.0)
+    link = e.time.comm.paths[group].physical if group in e.time.comm.paths else "?"
+    kinds = sorted({f"{c.kind} ({c.purpose})" for c in e.time.comm.collectives if c.axis == group})
+    hidden = (
+        "hidden behind compute"
+        if exposed == 0
+        else f"{exposed * 1e3:,.0f} ms exposed, {exposed / e.time.step_s:.0%} of step"
+    )
+    return [
+        f"- Collectives ({group} group, estimate): {total * 1e3:,.0f} ms per step over {link}; {hidden}",
+        f"  {'; '.join(kinds)}",
+    ]

@@ -294,3 +294,17 @@ def test_published_runs_that_ran_are_never_reported_as_not_fitting():
         assert an.estimate is not None, (ref.name, [f.message for f in an.diagnostics])
         assert an.estimate.memory.verdict != "does not fit", ref.name
         assert not [f for f in an.diagnostics if f.severity == Severity.ERROR], ref.name
+
+
+def test_axis_hover_prices_its_collectives():
+    from server.explain import hover
+
+    text = (
+        "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 2\nmax_target_length: 8192\n"
+        "ici_fsdp_parallelism: 4\nici_tensor_parallelism: 4\n"
+    )
+    an = analyze(None, text)
+    md = hover(an, 5, 3)
+    assert md is not None and "Collectives (tensor group, estimate)" in md[0] and "exposed" in md[0]
+    fsdp = hover(an, 4, 3)
+    assert fsdp is not None and "hidden behind compute" in fsdp[0]
