@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 # The matmuls whose forward is recomputed when their output is not kept. 'attention' is the
 # attention core (QK^T and PV), recomputed when `context` is not kept.
-MATMULS = ("qkv", "attention", "out_proj", "mlpwi", "mlpwo")
+MATMULS = ("qkv", "attention", "out_proj", "mlpwi", "mlpwo")  # mlpwo is never recomputed: see recomputed()
 TENSORS = ("decoder_layer_input", "query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi", "mlpwo")
 
 
@@ -37,10 +37,8 @@ class RematPolicy:
             out.add("out_proj")
         if "mlpwi" not in kept:
             out.add("mlpwi")
-        if "mlpwo" not in kept:
-            out.add("mlpwo")
-        # Whatever is downstream of a recomputed tensor and upstream of a kept one must run too;
-        # for the policies below that is already captured by the sets.
+        # mlpwo never runs again: its output only feeds the residual sum that becomes the next layer's
+        # input, which the scan keeps, so no gradient needs it (JAX's remat recomputes only residuals).
         return frozenset(out)
 
 

@@ -82,7 +82,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
-        mxu_efficiency=0.85,
+        mxu_efficiency=0.80,
         low_precision_peak={},
         sources={
             "peak_bf16_flops": "gcp-v4",
@@ -168,7 +168,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=1,
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
-        mxu_efficiency=0.75,
+        mxu_efficiency=0.70,
         low_precision_peak={"int8": 1836e12},
         sources={
             "peak_bf16_flops": "gcp-v6e",
@@ -197,7 +197,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=2,
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
-        mxu_efficiency=0.75,
+        mxu_efficiency=0.70,
         low_precision_peak={"fp8": 4614e12},
         sources={
             "peak_bf16_flops": "gcp-tpu7x",

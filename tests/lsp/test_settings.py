@@ -74,7 +74,7 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     fresh.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
     diags = await doc.diagnostics(version=1)
     assert "ASAP101" not in codes(diags), "8 devices, fsdp=8: the mesh matches the slice"
-    assert "ASAP121" in codes(diags), "but 7B params x 16 bytes over 8 chips of 16 GB does not fit"
+    assert {"ASAP121", "ASAP122"} & set(codes(diags)), "but 7B params x 16 bytes over 8 chips of 16 GB is over HBM"
 
     # Settings pushed in the notification itself are taken as they are.
     doc.mark = len(fresh.publishes)
