@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 from server.perf.estimate import Estimate, Inputs, price, step_flops
 from server.perf.layout import BATCH_SHARDING, Layout
@@ -95,6 +96,7 @@ def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enume
         rejected[why] = rejected.get(why, 0) + 1
 
     flops = step_flops(inp, sl.devices)
+    memo: dict[Any, Any] = {}
     ici_options = list(_factorizations(sl.devices_per_slice, len(ICI_AXES), _placeable(sl, allow_split)))
     dcn_options = list(_factorizations(sl.num_slices, len(DCN_AXES), _divisors(sl.num_slices)))
     for ici_t in ici_options:
@@ -132,7 +134,7 @@ def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enume
             full_ici = {a: ici.get(a, 1) for a in order}
             full_dcn = {a: dcn.get(a, 1) for a in order}
             lay = Layout(sl, full_ici, full_dcn, pl)
-            cand = Candidate(lay, price(inp, lay, flops))
+            cand = Candidate(lay, price(inp, lay, flops, memo))
             (ranked if cand.fits else too_big).append(cand)
     ranked.sort(key=lambda c: c.step_s)
     too_big.sort(key=lambda c: c.estimate.memory.total)

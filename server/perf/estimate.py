@@ -234,14 +234,26 @@ def step_flops(inp: Inputs, devices: int) -> Flops:
     return arith.step_flops(inp.shape, inp.pdbs * inp.seq * devices, inp.seq, inp.remat, moe_factor=inp.moe_factor)
 
 
-def price(inp: Inputs, lay: Layout, fl: Flops | None = None) -> Estimate:
+def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any] | None = None) -> Estimate:
     """The estimate of these inputs on one layout (no validation: see server/perf/mesh.py).
-    `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh)."""
+    `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh); `memo`: a
+    dict shared while pricing many meshes of one slice (server/perf/steptime.py)."""
     fl = fl or step_flops(inp, lay.slice.devices)
     mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
     speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
     st = steptime.step_time(
-        inp.shape, inp.params, inp.bpp, fl, lay, inp.pdbs, inp.seq, inp.remat, inp.grad_accum, inp.microbatches, speedup
+        inp.shape,
+        inp.params,
+        inp.bpp,
+        fl,
+        lay,
+        inp.pdbs,
+        inp.seq,
+        inp.remat,
+        inp.grad_accum,
+        inp.microbatches,
+        speedup,
+        memo,
     )
     return Estimate(lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum)
 

@@ -26,6 +26,7 @@ from server.perf.collectives import Collective, CommPlan, path, price
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
 from server.perf.memory import tensor_dims
 from server.perf.remat import RematPolicy
+from server.perf.slices import ChipSpec
 
 # The fraction of the bf16 peak that large matmuls sustain is a per-generation figure in the chip
 # table (ChipSpec.mxu_efficiency, with its source); memory effects come on top from the roofline.
@@ -78,35 +79,34 @@ class StepTime:
         return ranked[0][0], margin, parts
 
 
-def _group_path(lay: Layout, axes: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
-    if lay.degree(*axes) <= 1:
-        return None
-    return axes[0], axes
+@dataclass(frozen=True)
+class _Work:
+    points: tuple[roofline.Point, ...]
+    compute: float
+    compute_logits: float
+    ew: roofline.Point
+    scan: roofline.Point
+    opt: roofline.Point
 
 
-def step_time(
+def _work(
     s: Shape,
     p: Params,
     bpp: BytesPerParam,
     fl: Flops,
-    lay: Layout,
-    pdbs: float,
-    seq: int,
-    remat: RematPolicy,
-    grad_accum: int = 1,
-    microbatches: int | None = None,
-    matmul_speedup: float = 1.0,
-) -> StepTime:
-    chip = lay.slice.chip
-    n = lay.slice.devices
-    tokens = pdbs * seq  # per device, per microbatch
-    rec = remat.recomputed()
+    chip: ChipSpec,
+    n: int,
+    tokens: float,
+    rec: frozenset[str],
+    tp: int,
+    ep: int,
+    shards_w: int,
+    matmul_speedup: float,
+) -> _Work:
+    """Compute and memory-bound time of one microbatch (and the once-per-step optimizer): depends on the
+    mesh only through the tensor, expert and weight-sharding degrees."""
     passes_fwd = {k: 1 + 2 + (1 if k in rec else 0) for k in ("qkv", "out_proj", "mlpwi", "mlpwo", "attention")}
-
     # -- compute: per matmul kind, at its roofline bound (flops and the bytes it streams) ----------
-    tp = lay.degree(*TENSOR)
-    ep = lay.degree(*EXPERT)
-    shards_w = lay.degree(*WEIGHT_SHARDING)
     points: list[roofline.Point] = []
     layer_w_local = {
         "qkv": s.emb * s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
@@ -161,6 +161,49 @@ def step_time(
         "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, chip.mxu_efficiency, HBM_EFFICIENCY
     )
     points += [ew, scan, opt]
+
+    return _Work(tuple(points), compute, compute_logits, ew, scan, opt)
+
+
+def _group_path(lay: Layout, axes: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
+    if lay.degree(*axes) <= 1:
+        return None
+    return axes[0], axes
+
+
+def step_time(
+    s: Shape,
+    p: Params,
+    bpp: BytesPerParam,
+    fl: Flops,
+    lay: Layout,
+    pdbs: float,
+    seq: int,
+    remat: RematPolicy,
+    grad_accum: int = 1,
+    microbatches: int | None = None,
+    matmul_speedup: float = 1.0,
+    memo: dict[tuple[int, int, int], _Work] | None = None,
+) -> StepTime:
+    """`memo`: a dict shared across calls with the same model, batch, remat and slice (an enumeration),
+    so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees."""
+    chip = lay.slice.chip
+    n = lay.slice.devices
+    tokens = pdbs * seq  # per device, per microbatch
+    rec = remat.recomputed()
+
+    # -- compute and memory-bound work: the same for every mesh with these degrees ----------------
+    tp = lay.degree(*TENSOR)
+    ep = lay.degree(*EXPERT)
+    shards_w = lay.degree(*WEIGHT_SHARDING)
+    key = (tp, ep, shards_w)
+    work = memo.get(key) if memo is not None else None
+    if work is None:
+        work = _work(s, p, bpp, fl, chip, n, tokens, rec, tp, ep, shards_w, matmul_speedup)
+        if memo is not None:
+            memo[key] = work
+    points, compute, compute_logits = list(work.points), work.compute, work.compute_logits
+    ew, scan, opt = work.ew, work.scan, work.opt
 
     # -- communication ----------------------------------------------------------------------------
     plan = CommPlan()
