@@ -24,18 +24,24 @@ from server.perf import placement
 log = logging.getLogger("asap")
 
 DEBOUNCE_S = 0.25
+ESTIMATE_CODE = "ASAP120"  # the estimate's information line, hidden by `asap.showEstimate: false`
 
 
 @dataclass(frozen=True)
 class Settings:
     default_slice: str | None = None
+    show_estimate: bool = True
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
         if not isinstance(raw, dict):
             return cls()
         ds = raw.get("defaultSlice")
-        return cls(default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None)
+        show = raw.get("showEstimate", True)
+        return cls(
+            default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
+            show_estimate=show if isinstance(show, bool) else True,
+        )
 
 
 class AsapServer(LanguageServer):
@@ -66,7 +72,11 @@ class AsapServer(LanguageServer):
         return an
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
-        diags = [lsp_convert.diagnostic(f, doc) for f in an.diagnostics if f.file is None or _same(f.file, doc)]
+        diags = [
+            lsp_convert.diagnostic(f, doc)
+            for f in an.diagnostics
+            if (f.file is None or _same(f.file, doc)) and (self.settings.show_estimate or f.code != ESTIMATE_CODE)
+        ]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
         )

@@ -91,3 +91,19 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     )
     diags = await doc.diagnostics(version=1)
     assert codes(diags) == ["ASAP005"] and "defaultSlice" in diags[0].message
+
+
+async def test_settings_show_estimate_false_hides_the_information_line_only(fresh: AsapClient, tmp_path: Path):
+    fit = tmp_path / "fit.yml"
+    fit.write_text("model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 4\n")
+    await initialize(fresh, options={"settings": {"showEstimate": False}})
+    doc = Doc(fresh, fit).open()
+    diags = await doc.diagnostics(version=1)
+    assert diags == [], [d.code for d in diags]  # a clean config: nothing at all
+    # turning it back on (pushed in the notification) brings the estimate back
+    doc.mark = len(fresh.publishes)
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"showEstimate": True}})
+    )
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP120" for d in ds), timeout=5)
+    assert [d.code for d in diags] == ["ASAP120"]
