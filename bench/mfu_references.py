@@ -99,7 +99,7 @@ def main() -> None:
         pred = published_count_mfu(est)
         err = (pred - ref.published_mfu) * 100
         kind, margin, _ = est.time.bottleneck()
-        fit = "" if est.memory.fits else "  (does not fit!)"
+        fit = "" if est.memory.verdict == "fits" else f"  (HBM: {est.memory.verdict})"
         print(f"{ref.name[:58]:<58} {ref.published_mfu:6.1%} {pred:6.1%} {err:+6.1f}  {kind} ({margin:.0%}){fit}")
         rows.append((ref, pred, err, est))
     if not rows:
