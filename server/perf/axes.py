@@ -112,7 +112,6 @@ AXES: tuple[Axis, ...] = (
         shards_heads=True,
     ),
 )
-BY_NAME: dict[str, Axis] = {a.name: a for a in AXES}
 KEY_TO_AXIS: dict[str, tuple[str, Axis]] = {
     **{a.ici_key: ("ici", a) for a in AXES},
     **{a.dcn_key: ("dcn", a) for a in AXES},

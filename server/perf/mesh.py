@@ -17,7 +17,6 @@ import difflib
 import math
 from dataclasses import dataclass, field
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
@@ -560,9 +559,3 @@ def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
     _check_heads(chk)
     _check_batch(chk)
     return chk
-
-
-def check_path(path: Path, default_slice: str | None = None) -> MeshCheck:
-    from server.perf import config
-
-    return check(config.load(path), default_slice)

@@ -12,11 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The matmuls whose forward is recomputed when their output is not kept. 'attention' is the
-# attention core (QK^T and PV), recomputed when `context` is not kept.
-MATMULS = ("qkv", "attention", "out_proj", "mlpwi", "mlpwo")  # mlpwo is never recomputed: see recomputed()
-TENSORS = ("decoder_layer_input", "query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi", "mlpwo")
-
 
 @dataclass(frozen=True)
 class RematPolicy:

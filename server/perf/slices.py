@@ -58,10 +58,6 @@ class ChipSpec:
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
-    def ici_bw_per_chip_bidir(self) -> float:
-        return 2 * self.ici_link_bw * self.ici_links
-
-    @property
     def hbm_ridge(self) -> float:
         """FLOPs per HBM byte where a kernel turns compute-bound (C / BW)."""
         return self.peak_bf16_flops / self.hbm_bw

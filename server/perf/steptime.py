@@ -165,12 +165,6 @@ def _work(
     return _Work(tuple(points), compute, compute_logits, ew, scan, opt)
 
 
-def _group_path(lay: Layout, axes: tuple[str, ...]) -> tuple[str, tuple[str, ...]] | None:
-    if lay.degree(*axes) <= 1:
-        return None
-    return axes[0], axes
-
-
 def step_time(
     s: Shape,
     p: Params,
