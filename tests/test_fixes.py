@@ -71,7 +71,7 @@ def test_ignored_key_fix_comments_the_line_out_keeping_its_comment(write):
     assert fixed == BAD.replace("ici_sequence_parallelism: 4  # legacy", "# ici_sequence_parallelism: 4  # legacy")
 
 
-def test_indented_flow_and_quoted_values_are_replaced_exactly(write):
+def test_quoted_degree_is_an_error_not_silently_coerced(write):
     text = "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: '32'\nici_tensor_parallelism: 16\n"
     an = analyze(write("c.yml", text))
     # a quoted degree is a string: an error, not a crash, and not silently coerced
