@@ -193,7 +193,7 @@ def parse(text: str, path: Path | None = None, incremental: bool = True) -> Yaml
         key_end = kc + len(key)
         if 0 <= kl < len(lines) and lines[kl][kc : kc + 1] in ("'", '"'):
             key_end = _scalar_end(lines[kl], kc)
-        if value is None and vl != kl:  # `key:` with nothing after it
+        if value is None:  # `key:` with nothing after it: the point just past the colon
             vl, vc = kl, key_end + 1
         if isinstance(value, (dict, list)):
             v_end = (vl, len(lines[vl]) if vl < len(lines) else vc)
