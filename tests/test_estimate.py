@@ -3,6 +3,8 @@ rules reproduced by the model, enumeration, and bad input."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from server.analysis import analyze
@@ -168,7 +170,7 @@ def test_enumeration_on_v5e_256_ranks_valid_fitting_meshes():
 def test_enumeration_multislice_puts_slices_on_dcn():
     inp = inputs(analyze(None, LLAMA7).config)
     e = enumerate_meshes(inp, parse_slice("v5e-256", 2))
-    assert e.ranked and all(c.layout.degree("data", "fsdp", "pipeline") * 1 >= 1 for c in e.ranked)
+    assert e.ranked and all(math.prod(c.layout.ici.values()) == 256 for c in [*e.ranked, *e.too_big])
     assert all(c.layout.dcn_degree("data", "fsdp", "pipeline") == 2 for c in e.ranked)
 
 
@@ -285,14 +287,11 @@ def test_published_runs_that_ran_are_never_reported_as_not_fitting():
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from mfu_references import config_text
     from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT
 
     for ref in [*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT]:
-        lines = [f"compile_topology: {ref.slice}", f"compile_topology_num_slices: {ref.num_slices}"]
-        for k, v in ref.config.items():
-            v = str(v).lower() if isinstance(v, bool) else v
-            lines.append(f"{k}: {list(v) if isinstance(v, tuple) else v}")
-        an = analyze(None, "\n".join(lines) + "\n")
+        an = analyze(None, config_text(ref))
         assert an.estimate is not None, (ref.name, [f.message for f in an.diagnostics])
         assert an.estimate.memory.verdict != "does not fit", ref.name
         assert not [f for f in an.diagnostics if f.severity == Severity.ERROR], ref.name

@@ -299,10 +299,10 @@ def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Conf
     primary = next((d for d in ds if d.axis.name == fill_axis and cfg.entry(d.key)), None)
     primary = primary or next((d for d in written if d.raw != 1), None) or (written[0] if written else ds[0])
     fixes: list[Fix] = []
-    for name in (fill_axis, "fsdp", "data"):
+    for name in dict.fromkeys((fill_axis, "fsdp", "data")):  # the fill axis first, each axis once
         d = next(x for x in ds if x.axis.name == name)
         others = product // d.raw
-        if target % others == 0 and not any(f.title.startswith(f"Set {d.key} ") for f in fixes):
+        if target % others == 0:
             new = target // others
             edit = _value_edit(cfg, d.key, new) or _insert_edit(cfg, d.key, new, [x.key for x in ds])
             if edit is not None:
