@@ -82,6 +82,31 @@ def spearman(x: list[float], y: list[float]) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
+def dcn_bytes_per_chip(est: Estimate) -> float:
+    """Bytes each chip sends over the data-center network in one step (its share of every cross-slice collective)."""
+    plan = est.time.comm
+    return sum(
+        c.bytes / max(1, plan.paths[c.axis].ici_degree) * c.count
+        for c in plan.collectives
+        if plan.paths[c.axis].dcn_degree > 1
+    )
+
+
+def second_slice_cost(fams: dict[str, list[tuple[Reference, float]]], ests: dict[str, Estimate]) -> None:
+    """What adding a second slice cost each published family (step-time increase = MFU(1x)/MFU(2x) - 1) next
+    to the bytes per chip that the second slice puts on the data-center network. Any model in which DCN time
+    grows with the bytes moved orders these costs by bytes (per-chip compute is the same within a family);
+    where the published costs are ordered otherwise, no global constant fits both rows."""
+    print("\ncost of the second slice (published) vs DCN bytes per chip (predicted traffic):")
+    for key, items in sorted(fams.items()):
+        by_n = {r.num_slices: r for r, _ in items}
+        if 1 in by_n and 2 in by_n:
+            one, two = by_n[1], by_n[2]
+            cost = one.published_mfu / two.published_mfu - 1
+            gb = dcn_bytes_per_chip(ests[two.name]) / 1e9
+            print(f"  {key:<32} {cost:+6.1%} step time   {gb:5.2f} GB/chip over DCN")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--filter", default="")
@@ -137,6 +162,7 @@ def main() -> None:
             agree += (dp > 0) == (dm > 0) or abs(dp) < 0.005
     if total:
         print(f"trend across slice counts: {agree}/{total} consecutive pairs move the published way")
+    second_slice_cost(fams, {ref.name: est for ref, _, _, est in rows})
     print(f"({time.perf_counter() - t0:.1f} s)")
 
 
