@@ -533,6 +533,13 @@ class CollectiveOp:
             return self.result_bytes
         if self.kind == UNKNOWN_ASYNC:
             return max(self.result_bytes, self.operand_bytes)
+        if not self.operand_bytes and self.result_bytes:
+            # HLO printed without operand types (jaxlib's text of a profile's program): infer the operand
+            # from the result, which has the operand's shape except for the scattered dimension.
+            if self.kind in ("reduce-scatter", "all-reduce-scatter") and self.group_size:
+                return self.result_bytes * self.group_size
+            if self.kind in ("all-reduce", "all-to-all", "collective-permute", "collective-broadcast"):
+                return self.result_bytes
         return self.operand_bytes
 
 

@@ -54,6 +54,7 @@ class ChipSpec:
     dcn_bw: float  # data-center network bytes/s per chip, one direction
     pcie_bw: float  # host <-> chip bytes/s (host offload of activations)
     mxu_efficiency: float  # sustained fraction of peak on large matmuls in MaxText training (calibrated)
+    tensorcores: int = 1  # TensorCores per chip; XProf reports one device plane (and its peaks) per TensorCore
     low_precision_peak: dict[str, float] = field(default_factory=dict)  # 'int8'/'fp8' -> dense ops/s per chip
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
@@ -79,6 +80,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.80,
+        tensorcores=2,
         low_precision_peak={},
         sources={
             "peak_bf16_flops": "gcp-v4",
@@ -89,6 +91,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "tensorcores": "gcp-v4",
             "topology": "maxtext-accel",
         },
     ),
@@ -117,6 +120,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "tensorcores": "gcp-v5e",
             "low_precision_peak": "gcp-v5e",
             "topology": "maxtext-accel",
         },
@@ -136,6 +140,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=6.25e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.85,
+        tensorcores=2,
         low_precision_peak={"int8": 918e12},
         sources={
             "peak_bf16_flops": "gcp-v5p",
@@ -146,6 +151,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "tensorcores": "gcp-v5p",
             "low_precision_peak": "gcp-v5p",
             "topology": "maxtext-accel",
         },
@@ -175,6 +181,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "scaling-book",
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
+            "tensorcores": "gcp-v6e",
             "low_precision_peak": "gcp-v6e",
             "topology": "maxtext-accel",
         },
@@ -194,6 +201,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
         mxu_efficiency=0.70,
+        tensorcores=2,
         low_precision_peak={"fp8": 4614e12},
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
@@ -204,6 +212,7 @@ CHIPS: dict[str, ChipSpec] = {
             "dcn_bw": "gcp-tpu7x",
             "pcie_bw": "assumed-pcie",
             "mxu_efficiency": "assumed-mxu",
+            "tensorcores": "gcp-tpu7x",
             "low_precision_peak": "gcp-tpu7x",
             "topology": "maxtext-accel",
         },
