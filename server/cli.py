@@ -1,6 +1,8 @@
 """`asap` command line: the same analysis as the editor, for terminals and CI.
 
     asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256]
+    asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
+    asap profile PATH [--config CONFIG.yml] [--json]
 
 Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
 (a file that cannot be read).
@@ -15,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from server.analysis import Analysis, analyze
+from server.perf import profile as prof
 from server.perf.config import Config, parse_override, with_overrides
 from server.perf.enumeration import enumerate_meshes
 from server.perf.estimate import Estimate, EstimateError, estimate, inputs
-from server.perf.findings import Severity
+from server.perf.findings import Finding, Severity
 from server.perf.mesh import check
+from server.perf.profile import ProfileError
 from server.perf.source import YamlSyntaxError
+from server.profile_analysis import analyze_tools
 
 
 def _human(an: Analysis) -> str:
@@ -179,6 +184,103 @@ def _alternatives(cfg: Config, est: Estimate, top: int) -> list[dict[str, Any]]:
     return out
 
 
+def _profile_human(report: prof.Report, findings: list[Finding]) -> str:
+    k = report.kpis
+    out = [f"profile: {report.source}"]
+    dev = k.device_type or "unknown device"
+    out.append(
+        f"device: {dev}" + (f", {k.cores} cores" if k.cores else "") + (f", {k.hosts} host(s)" if k.hosts else "")
+    )
+    if k.steps is not None:
+        st = k.steps
+        dropped = ", ".join(f"step {s} ({ms:.1f} ms)" for s, ms in st.outliers)
+        out_l = f"; outliers dropped: {dropped}" if dropped else ""
+        out.append(
+            f"steps: {st.n} (used {len(st.used_ms)}), median {st.median_ms:.1f} ms, mean {st.mean_ms:.1f} ms, "
+            f"stddev {st.stddev_ms:.1f} ms{out_l}"
+        )
+    kp = []
+    for label, v in (
+        ("duty cycle", k.busy_fraction),
+        ("waiting for input", k.input_fraction),
+        ("MXU utilization", k.mxu_utilization),
+        ("FLOP utilization", k.program_flop_utilization),
+        ("goodput", k.goodput),
+    ):
+        if v is not None:
+            kp.append(f"{label} {v:.1%}")
+    if kp:
+        out.append("KPIs: " + ", ".join(kp))
+    out.append("top ops (self time):")
+    for o in report.top_ops:
+        fu = f"{o.flop_utilization:.0%} of peak FLOP/s" if o.flop_utilization is not None else "FLOP/s n/a"
+        bu = f"{o.hbm_bw_utilization:.0%} of HBM BW" if o.hbm_bw_utilization is not None else "HBM BW n/a"
+        flag = "  [implausible FLOP/byte counts: not believed]" if o.implausible else ""
+        oi = f"{o.operational_intensity:.1f} FLOP/B" if o.operational_intensity is not None else "n/a"
+        name = o.name if len(o.name) <= 48 else o.name[:45] + "..."
+        out.append(
+            f"  {o.self_time_fraction:6.1%}  {name} ({o.category}, {o.bound_by or '?'}): {fu}, {bu}, "
+            f"intensity {oi}"
+            f"{' - ' + o.layer if o.layer else ''}{flag}"
+        )
+    out.append("top categories: " + ", ".join(f"{cat} {f:.1%}" for cat, f in report.top_categories))
+    c = report.collectives
+    out.append(f"collectives: {c.share:.1%} of the step")
+    for kind, g in c.by_kind.items():
+        bw = f", {g.achieved_bw / 1e9:.1f} GB/s achieved" if g.achieved_bw else ""
+        out.append(f"  {kind}: {g.fraction:.1%}, {g.occurrences} ops, {g.payload_bytes / 1e6:.1f} MB{bw}")
+    for axis, g in c.by_axis.items():
+        out.append(f"  on {axis}{' (across slices)' if g.crosses_slices else ''}: {g.fraction:.1%}")
+    verdict = report.verdict
+    out.append(f"verdict: {verdict.bottleneck}-bound, confidence {verdict.confidence:.0%} (rule: {verdict.rule})")
+    out.extend(f"  - {e}" for e in verdict.evidence)
+    if report.comparison:
+        cmp = report.comparison
+        out.append(
+            f"vs estimate: step {cmp['measured_step_s'] * 1e3:.1f} ms measured, {cmp['expected_step_s'] * 1e3:.1f} ms "
+            f"expected ({cmp['step_gap']:+.0%}); MFU {cmp['measured_mfu']:.1%} vs {cmp['expected_mfu']:.1%}"
+        )
+    for f in findings:
+        if f.severity <= Severity.WARNING:
+            out.append(f"warning: {f.message}")
+    for w in report.warnings:
+        if not any(w in f.message for f in findings):
+            out.append(f"note: {w}")
+    return "\n".join(out)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from server.perf import profile_convert
+
+    an = None
+    if args.config:
+        cpath = Path(args.config)
+        try:
+            an = analyze(cpath, cpath.read_text(encoding="utf-8"))
+        except OSError as e:
+            print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
+            return 2
+
+    def progress(msg: str, frac: float | None) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"\r{msg}{'' if frac is None else f' ({frac:.0%})'}\033[K", end="", file=sys.stderr, flush=True)
+
+    try:
+        pf = profile_convert.find_profile(Path(args.path))
+        tools, _ = profile_convert.load_tools(pf, progress)
+        report, findings = analyze_tools(tools, an, pf.describe())
+    except ProfileError as e:
+        print(f"asap: {args.path}: {e}", file=sys.stderr)
+        return 2
+    if not args.json and sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(_profile_human(report, findings))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -196,6 +298,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     e.add_argument("--top", type=int, default=0, metavar="N", help="also list the N fastest valid meshes of the slice")
     e.set_defaults(func=cmd_estimate)
+    pr = sub.add_parser("profile", help="KPIs, top ops, collectives and bottleneck verdict of an XProf profile")
+    pr.add_argument("path", metavar="PATH", help="a .xplane.pb, a run directory, or a directory of exported tool JSON")
+    pr.add_argument(
+        "--config", metavar="CONFIG.yml", help="compare with this config's declared slice, mesh and estimate"
+    )
+    pr.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    pr.set_defaults(func=cmd_profile)
     return p
 
 

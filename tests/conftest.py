@@ -1,8 +1,21 @@
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# ASAP's cache (converted profiles, the knowledge index) goes to a directory of this test session,
+# never the user's cache; servers started by the tests inherit it.
+_CACHE = tempfile.mkdtemp(prefix="asap-test-cache-")
+os.environ["ASAP_CACHE_DIR"] = _CACHE
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_CACHE, ignore_errors=True)
+
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
