@@ -17,14 +17,19 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from server import __version__, explain, lsp_convert
+from server import __version__, explain, lsp_convert, profile_analysis
 from server.analysis import Analysis, analyze
-from server.perf import placement
+from server.perf import placement, profile_convert, profile_link
+from server.perf.findings import Finding, Severity
+from server.perf.profile import ProfileError
+from server.perf.profile_convert import Cancelled, CancelToken, ProfileFiles
+from server.profile_analysis import ProfileResult
 
 log = logging.getLogger("asap")
 
 DEBOUNCE_S = 0.25
 ESTIMATE_CODE = "ASAP120"  # the estimate's information line, hidden by `asap.showEstimate: false`
+LINK_PROFILE_COMMAND = "asap.server.linkProfile"  # (config uri, profile path or null to unlink)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,9 @@ class AsapServer(LanguageServer):
         self.settings = Settings()
         self.analyses: dict[str, tuple[int | None, Analysis]] = {}  # uri -> (version, analysis)
         self.pending: dict[str, asyncio.Task[None]] = {}
+        self.profiles: dict[str, ProfileResult] = {}  # uri -> its linked profile's result
+        self.conversions: dict[Path, asyncio.Task[None]] = {}  # profile run dir -> conversion in flight
+        self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
 
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:
@@ -71,10 +79,36 @@ class AsapServer(LanguageServer):
         self.analyses[doc.uri] = (doc.version, an)
         return an
 
+    def workspace_root(self, uri: str) -> Path | None:
+        """The workspace folder holding `uri` (profile links are stored and discovered there)."""
+        path = to_fs_path(uri)
+        folders = [Path(p) for f in self.workspace.folders.values() if (p := to_fs_path(f.uri))]
+        if path:
+            for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
+                if Path(path).resolve().is_relative_to(folder.resolve()):
+                    return folder
+        root = self.workspace.root_path
+        return Path(root) if root else None
+
+    def _profile(self, uri: str, an: Analysis) -> ProfileResult:
+        """The linked profile from the cache only (safe in a worker thread); conversion is started apart."""
+        if not an.config.is_maxtext:
+            return ProfileResult(None, None, None)
+        res = profile_analysis.run(an, self.workspace_root(uri), cached_only=True)
+        if res.files is not None and res.report is None and res.link is not None:
+            why = self.failed.get(profile_convert.files_key(res.files))
+            if why is not None:
+                res.findings.append(
+                    profile_analysis.at_link(res.link, profile_analysis.UNREADABLE, Severity.WARNING, why)
+                )
+        return res
+
     def publish(self, doc: TextDocument, an: Analysis) -> None:
+        prof = self.profiles.get(doc.uri)
+        findings: list[Finding] = [*an.diagnostics, *(prof.findings if prof else [])]
         diags = [
             lsp_convert.diagnostic(f, doc)
-            for f in an.diagnostics
+            for f in findings
             if (f.file is None or _same(f.file, doc)) and (self.settings.show_estimate or f.code != ESTIMATE_CODE)
         ]
         self.text_document_publish_diagnostics(
@@ -98,12 +132,77 @@ class AsapServer(LanguageServer):
             except Exception:  # a bug in a rule must not take the server down
                 log.exception("analysis of %s failed", uri)
                 return
+        try:
+            prof = await asyncio.get_running_loop().run_in_executor(None, self._profile, uri, an)
+        except Exception:
+            log.exception("profile analysis of %s failed", uri)
+            prof = ProfileResult(None, None, None)
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != version:
             return
         self.analyses[uri] = (version, an)
+        self.profiles[uri] = prof
         self.publish(current, an)
         self.refresh_dependents(uri)
+        if prof.files is not None and prof.report is None and not prof.findings:
+            self.start_conversion(prof.files)
+
+    def start_conversion(self, pf: ProfileFiles) -> None:
+        if pf.run_dir not in self.conversions:
+            self.conversions[pf.run_dir] = asyncio.ensure_future(self.convert(pf))
+
+    async def convert(self, pf: ProfileFiles) -> None:
+        """Convert a linked profile through XProf in the background, with cancellable progress, then
+        re-analyse the documents linked to it."""
+        loop = asyncio.get_running_loop()
+        cancel = CancelToken()
+        name = f"asap-profile-{id(pf)}-{loop.time()}"
+        window = self.client_capabilities.window
+        token: str | None = name if window is not None and window.work_done_progress else None
+        if token is not None:
+            try:
+                await self.work_done_progress.create_async(name)
+            except Exception:  # the client refused: convert without a progress bar
+                token = None
+        if token is not None:
+            self.work_done_progress.begin(
+                token,
+                lsp.WorkDoneProgressBegin(title="ASAP: reading profile", message=pf.describe(), cancellable=True),
+            )
+            fut = self.work_done_progress.tokens.get(token)
+            if fut is not None:
+                fut.add_done_callback(lambda f: cancel.cancel() if f.cancelled() else None)
+
+        def progress(message: str, frac: float | None) -> None:
+            if token is not None:
+                pct = None if frac is None else int(frac * 100)
+                value = lsp.WorkDoneProgressReport(message=message, percentage=pct)
+                loop.call_soon_threadsafe(self.work_done_progress.report, token, value)
+
+        outcome = "done"
+        try:
+            log.info("reading profile %s", pf.describe())
+            await loop.run_in_executor(None, lambda: profile_convert.load_tools(pf, progress, cancel))
+        except Cancelled:
+            outcome = "cancelled"
+            self.failed[profile_convert.files_key(pf)] = (
+                "reading the profile was cancelled; reopen the config or run 'ASAP: Link profile...' to retry"
+            )
+        except ProfileError as e:
+            outcome = "failed"
+            self.failed[profile_convert.files_key(pf)] = f"profile not read: {e}"
+            log.warning("profile %s not read: %s", pf.run_dir, e)
+        except Exception as e:  # a bug must not take the server down
+            outcome = "failed"
+            self.failed[profile_convert.files_key(pf)] = f"profile not read: internal error ({e})"
+            log.exception("conversion of %s failed", pf.run_dir)
+        finally:
+            self.conversions.pop(pf.run_dir, None)
+            if token is not None:
+                self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
+        for uri, res in list(self.profiles.items()):
+            if res.files is not None and res.files.run_dir == pf.run_dir:
+                self.schedule(uri, invalidate=True)
 
     def refresh_dependents(self, uri: str) -> None:
         """Open configs that inherit from `uri` see its unsaved edits (or its disk text once closed)."""
@@ -222,7 +321,30 @@ def _reanalyze_all(ls: AsapServer) -> None:
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    ls.failed.clear()  # reopening a config retries a profile that failed or was cancelled
     ls.schedule(params.text_document.uri)
+
+
+@server.command(LINK_PROFILE_COMMAND)
+def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
+    """Store (or remove, with no path) the profile link of a config in <workspace>/.asap/links.json."""
+    path = to_fs_path(uri)
+    ws = ls.workspace_root(uri)
+    if not path or ws is None:
+        raise ValueError("linking a profile needs a saved config inside a workspace folder")
+    target = Path(profile).expanduser() if profile else None
+    if target is not None:
+        if not target.is_absolute():
+            target = ws / target
+        try:
+            profile_convert.find_profile(target)
+        except ProfileError as e:
+            raise ValueError(str(e)) from e
+    written = profile_link.write_link(ws, Path(path), target)
+    ls.failed.clear()
+    ls.schedule(uri, invalidate=True)
+    log.info("profile link of %s -> %s (%s)", path, target, written)
+    return {"links_file": str(written), "profile": str(target) if target else None}
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
@@ -242,6 +364,7 @@ def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
     if task is not None:
         task.cancel()
     ls.analyses.pop(uri, None)
+    ls.profiles.pop(uri, None)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     ls.refresh_dependents(uri)  # children now read this parent from disk
 

@@ -3,7 +3,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import * as vscode from 'vscode';
-import { LanguageClient, type LanguageClientOptions, type ServerOptions, TransportKind } from 'vscode-languageclient/node';
+import {
+  ExecuteCommandRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+  TransportKind,
+} from 'vscode-languageclient/node';
 
 import { findInterpreter } from './interpreter';
 import type { Logger } from './log';
@@ -40,6 +46,13 @@ export class AsapClient implements vscode.Disposable {
       this.budget.reset();
       await this.doStart();
     });
+  }
+
+  /** workspace/executeCommand on the running server (its errors come back as a rejected promise). */
+  async executeServerCommand(command: string, args: unknown[]): Promise<unknown> {
+    const client = this.client;
+    if (!client || !client.isRunning()) throw new Error('the ASAP server is not running');
+    return client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args });
   }
 
   dispose(): void {

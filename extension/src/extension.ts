@@ -2,9 +2,15 @@
 import * as vscode from 'vscode';
 
 import { AsapClient } from './client';
+import { linkProfile, unlinkProfile } from './linkProfile';
 import { redactingLogger } from './log';
 
 let asap: AsapClient | undefined;
+
+function runServerCommand(command: string, args: unknown[]): Promise<unknown> {
+  if (!asap) return Promise.reject(new Error('the ASAP server is not running'));
+  return asap.executeServerCommand(command, args);
+}
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const channel = vscode.window.createOutputChannel('ASAP', { log: true });
@@ -16,6 +22,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     asap,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
+    vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
+    vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       // Other asap.* settings reach the running server through workspace/didChangeConfiguration.
       if (e.affectsConfiguration('asap.python')) {

@@ -116,6 +116,7 @@ def capabilities(configuration: bool = True) -> lsp.ClientCapabilities:
                 data_support=True,
             ),
         ),
+        window=lsp.WindowClientCapabilities(work_done_progress=True),
         workspace=lsp.WorkspaceClientCapabilities(
             configuration=configuration,
             did_change_configuration=lsp.DidChangeConfigurationClientCapabilities(),
