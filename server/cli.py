@@ -215,13 +215,18 @@ def _profile_human(report: prof.Report, findings: list[Finding]) -> str:
     for o in report.top_ops:
         fu = f"{o.flop_utilization:.0%} of peak FLOP/s" if o.flop_utilization is not None else "FLOP/s n/a"
         bu = f"{o.hbm_bw_utilization:.0%} of HBM BW" if o.hbm_bw_utilization is not None else "HBM BW n/a"
-        flag = "  [implausible FLOP/byte counts: not believed]" if o.implausible else ""
+        flag = "  [implausible FLOP count: not believed]" if o.implausible else ""
         oi = f"{o.operational_intensity:.1f} FLOP/B" if o.operational_intensity is not None else "n/a"
         name = o.name if len(o.name) <= 48 else o.name[:45] + "..."
         out.append(
             f"  {o.self_time_fraction:6.1%}  {name} ({o.category}, {o.bound_by or '?'}): {fu}, {bu}, "
             f"intensity {oi}"
             f"{' - ' + o.layer if o.layer else ''}{flag}"
+        )
+    for o in report.implausible_ops:
+        out.append(
+            f"  flagged: {o.name[:48]} ({o.category}, {o.self_time_fraction:.1%}) claims "
+            f"{o.claimed_efficiency or 0:.1f}x the peak FLOP/s: its FLOP count is not believed"
         )
     out.append("top categories: " + ", ".join(f"{cat} {f:.1%}" for cat, f in report.top_categories))
     c = report.collectives

@@ -66,11 +66,12 @@ def test_top_categories_match_the_tables(report: prof.Report) -> None:
 
 def test_implausible_custom_calls_are_flagged_not_believed(report: prof.Report, tools: dict) -> None:
     full = prof.analyze(tools)
-    flagged = [o for o in full.top_ops if o.implausible]
-    assert flagged and all(o.category == "custom-call" and o.flop_utilization is None for o in flagged)
+    flagged = full.implausible_ops
+    assert len(flagged) >= 2 and all(o.category == "custom-call" and o.flop_utilization is None for o in flagged)
+    assert max(o.claimed_efficiency or 0 for o in flagged) == pytest.approx(4.0, abs=0.3)  # README: 3.3 and 4.0
     # the program's FLOP utilization leaves their FLOPs out: far below XProf's inflated program-level 0.60
     assert full.kpis.program_flop_utilization is not None and full.kpis.program_flop_utilization < 0.40
-    assert any("implausible" in e for e in full.verdict.evidence)
+    assert any("not believed" in e for e in full.verdict.evidence)
 
 
 def test_top_ops_carry_rates_intensity_and_framework_path(report: prof.Report) -> None:

@@ -39,7 +39,7 @@ HOST_BOUND = 0.20
 COMM_BOUND = 0.30
 OUTLIER_LOW, OUTLIER_HIGH = 0.5, 1.5  # a step outside [0.5, 1.5] x median is not a training step
 TOP_N = 5
-IMPLAUSIBLE = 1.0  # FLOP rate or HBM bandwidth above the device's peak: the op's counts are overstated
+IMPLAUSIBLE = 1.0  # FLOP rate above the device's peak: the op's FLOP count is overstated
 
 
 class ProfileError(ValueError):
@@ -183,6 +183,16 @@ class Op:
     layer: str | None  # e.g. "mlp/wi_0 (backward)"
     implausible: bool = False
     expression: str = ""
+    claimed_efficiency: float | None = None  # FLOP/s over XProf's device peak
+
+    def flag_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "category": self.category,
+            "self_time_fraction": self.self_time_fraction,
+            "claimed_efficiency": self.claimed_efficiency,
+            "framework_op": self.framework_op,
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -271,6 +281,7 @@ class Report:
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None  # measured vs the performance model's expectation
+    implausible_ops: list[Op] = field(default_factory=list)  # flagged: FLOP or byte counts above the peaks
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -281,6 +292,7 @@ class Report:
             "collectives": self.collectives.to_json(),
             "verdict": self.verdict.to_json(),
             "comparison": self.comparison,
+            "implausible_ops": [o.flag_json() for o in self.implausible_ops],
             "warnings": self.warnings,
         }
 
@@ -446,12 +458,12 @@ def analyze(
             rate = gf * 1e9 if gf is not None else None
             bw = gib * GiB if gib is not None else None
             xprof_peak = peak_gflops * 1e9 if peak_gflops else peak_f
-            xprof_bw = peak_gib * GiB if peak_gib else peak_bw
-            # More FLOP/s or HBM bytes/s than the device has: XProf's counts for the op are overstated
-            # (custom calls such as splash attention report FLOPs and bytes of their own).
-            implausible = bool(rate and xprof_peak and rate / xprof_peak > IMPLAUSIBLE) or bool(
-                bw and xprof_bw and bw / xprof_bw > IMPLAUSIBLE
-            )
+            # More FLOP/s than the device has: XProf's FLOP count for the op is overstated (custom calls
+            # such as splash attention report FLOPs of their own).
+            # Only FLOPs decide: async copies and collectives report bytes over a start/done op's short
+            # self time, so an HBM rate above the peak there is an artefact of timing, not a false count.
+            claimed = rate / xprof_peak if rate and xprof_peak else 0.0
+            implausible = claimed > IMPLAUSIBLE
             fw = r.get("tf_op_name") or None
             ops.append(
                 Op(
@@ -470,6 +482,7 @@ def analyze(
                     layer=layer_of(fw),
                     implausible=implausible,
                     expression=str(r.get("hlo_op_expression") or ""),
+                    claimed_efficiency=claimed or None,
                 )
             )
     else:
@@ -514,7 +527,8 @@ def analyze(
     )
     coll_names = {id(o) for o, _ in coll_ops}
     verdict = _verdict(ops, coll_names, device_us, kpis, coll, warnings, host_only)
-    return Report(source, kpis, ops[:TOP_N], top_categories, coll, verdict, warnings)
+    flagged = [o for o in ops if o.implausible]
+    return Report(source, kpis, ops[:TOP_N], top_categories, coll, verdict, warnings, implausible_ops=flagged)
 
 
 def _collectives(
@@ -641,8 +655,16 @@ def _verdict(
         f"device time: compute-bound ops {comp:.0%}, HBM-bound ops {hbm:.0%}, collectives {coll.share:.0%}, "
         f"waiting for input {inp:.0%}, other idle {host:.0%} of the step"
     ]
-    if unattributed > 0.005:
-        evidence.append(f"{unattributed:.0%} of the step is in ops whose FLOP count is implausible or unlabelled")
+    flagged = [o for o in ops if o.implausible]
+    if flagged:
+        worst = max(flagged, key=lambda o: o.claimed_efficiency or 0.0)
+        evidence.append(
+            f"{len(flagged)} op(s) claim more FLOP/s than the chip has (e.g. {worst.name[:40]} at "
+            f"{worst.claimed_efficiency or 0:.1f}x peak): their counts are not believed and their "
+            f"{sum(o.self_time_fraction for o in flagged) * busy:.0%} of the step is left unattributed"
+        )
+    elif unattributed > 0.005:
+        evidence.append(f"{unattributed:.0%} of the step is in ops XProf gives no roofline label")
     if not ops:
         return Verdict("unknown", 0.0, "no per-op data", evidence, shares)
 

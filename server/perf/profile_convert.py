@@ -39,6 +39,8 @@ KNOWN_TOOLS = (*TOOLS, "framework_op_stats", "op_profile", "memory_profile", "ho
 XPLANE = ".xplane.pb"
 SCHEMA = 1  # bump when what is cached changes
 MAX_MEMORY_ENV = "ASAP_PROFILE_MAX_MEMORY"  # bytes the conversion child may map; default below
+# How running into RLIMIT_AS shows in the child's stderr (Python, the C++ allocator, the dynamic loader).
+_OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate memory", "failed to map segment")
 
 
 @dataclass
@@ -259,11 +261,14 @@ def convert(
         if error:
             raise ProfileError(error)
         if rc != 0:
-            why = "ran out of its memory limit" if rc < 0 or "MemoryError" in stderr or "bad_alloc" in stderr else ""
             tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
+            if rc < 0 or any(m in stderr for m in _OUT_OF_MEMORY):
+                raise ProfileError(
+                    f"XProf's conversion of {pf.describe()} ran out of its memory limit ({limit >> 20} MiB; "
+                    f"set {MAX_MEMORY_ENV} in bytes to raise it)" + (f": {tail[0][:200]}" if tail else "")
+                )
             raise ProfileError(
-                f"XProf's conversion of {pf.describe()} failed (exit {rc}{'; ' + why if why else ''})"
-                + (f": {tail[0][:300]}" if tail else "")
+                f"XProf's conversion of {pf.describe()} failed (exit {rc})" + (f": {tail[0][:300]}" if tail else "")
             )
         return {t: json.loads((out / f"{t}.json").read_bytes()) for t in done}
 
