@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 
 from server.analysis import Analysis
+from server.perf import profile as prof
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
 from server.perf.findings import Span
 from server.perf.placement import jax_physical_shape
 from server.perf.slices import GB, SOURCES, Slice
+from server.profile_analysis import ProfileResult
 
 PHYS_NAMES = ("x", "y", "z", "core")
 
@@ -267,3 +269,61 @@ def _axis_traffic(an: Analysis, axis: str) -> list[str]:
         f"- Collectives ({group} group, estimate): {total * 1e3:,.0f} ms per step over {link}; {hidden}",
         f"  {'; '.join(kinds)}",
     ]
+
+
+def profile_hover(result: ProfileResult, line: int, column: int) -> tuple[str, Span] | None:
+    """The linked profile's report, on the line that links it (comment, base_output_directory)."""
+    link, report = result.link, result.report
+    if link is None or report is None or link.span.line != line:
+        return None
+    return profile_md(report, result.files.describe() if result.files else str(link.path)), link.span
+
+
+def profile_md(report: prof.Report, source: str) -> str:
+    """The profile report as Markdown: verdict and evidence, steps, top ops, collectives, comparison."""
+    v, k = report.verdict, report.kpis
+    out = [f"**Profile: {v.bottleneck}-bound** (confidence {v.confidence:.0%}; rule: {v.rule})", ""]
+    out += [f"- {e}" for e in v.evidence]
+    out += ["", f"Source: `{source}`" + (f", {k.device_type}" if k.device_type else "")]
+    if k.steps is not None:
+        st = k.steps
+        dropped = (
+            f"; dropped outliers: {', '.join(f'{s} ({ms:.1f} ms)' for s, ms in st.outliers)}" if st.outliers else ""
+        )
+        out.append(
+            f"Steps: {st.n}, median {st.median_ms:.1f} ms, mean {st.mean_ms:.1f} ms, "
+            f"stddev {st.stddev_ms:.1f} ms{dropped}"
+        )
+    if report.top_ops:
+        out += [
+            "",
+            "| op | category | self time | FLOP/s of peak | HBM BW of peak | bound by |",
+            "|---|---|---|---|---|---|",
+        ]
+        for o in report.top_ops:
+            fu = (
+                "not believed"
+                if o.implausible
+                else (f"{o.flop_utilization:.0%}" if o.flop_utilization is not None else "-")
+            )
+            bu = f"{o.hbm_bw_utilization:.0%}" if o.hbm_bw_utilization is not None else "-"
+            out.append(
+                f"| `{o.name[:40]}` {o.layer or ''} | {o.category} | {o.self_time_fraction:.1%} | {fu} | {bu} | "
+                f"{o.bound_by or '-'} |"
+            )
+    c = report.collectives
+    if c.by_kind:
+        kinds = ", ".join(f"{n} {g.fraction:.1%}" for n, g in c.by_kind.items())
+        out += ["", f"Collectives: {c.share:.1%} of the step ({kinds})"]
+        if c.by_axis:
+            out.append("By mesh axis: " + ", ".join(f"{a} {g.fraction:.1%}" for a, g in c.by_axis.items()))
+    cmp = report.comparison
+    if cmp:
+        out += [
+            "",
+            f"Against the estimate: step {cmp['measured_step_s'] * 1e3:.1f} ms measured vs "
+            f"{cmp['expected_step_s'] * 1e3:.1f} ms expected ({cmp['step_gap']:+.0%}); MFU "
+            f"{cmp['measured_mfu']:.1%} vs {cmp['expected_mfu']:.1%}; expected {cmp['expected_bottleneck']}-bound",
+        ]
+    out += ["", "Shares are of the step; op utilizations are against the declared chip's per-TensorCore peaks."]
+    return "\n".join(out)

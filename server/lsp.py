@@ -373,7 +373,8 @@ def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
 def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     doc = ls.workspace.get_text_document(params.text_document.uri)
     line, col = lsp_convert.server_position(doc, params.position)
-    found = explain.hover(ls.analyze_doc(doc), line, col)
+    prof = ls.profiles.get(doc.uri)
+    found = (explain.profile_hover(prof, line, col) if prof else None) or explain.hover(ls.analyze_doc(doc), line, col)
     if found is None:
         return None
     md, span = found

@@ -284,3 +284,17 @@ def test_cache_dir_comes_from_the_environment(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "c"))
     assert store.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
     assert os.environ["ASAP_CACHE_DIR"] == str(tmp_path / "c")
+
+
+def test_hover_on_the_link_line_shows_the_report(tmp_path: Path) -> None:
+    from server import explain
+
+    write_profile(tmp_path / "run", "comm")
+    c = config(tmp_path, "# asap: profile=run\n" + V5E4)
+    res = run(analyze(c, c.read_text()), tmp_path)
+    found = explain.profile_hover(res, 0, 5)
+    assert found is not None
+    md, span = found
+    assert span.line == 0 and md.startswith("**Profile: communication-bound**")
+    assert "| op | category |" in md and "By mesh axis: fsdp" in md
+    assert explain.profile_hover(res, 1, 0) is None  # only on the link's line
