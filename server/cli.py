@@ -235,7 +235,8 @@ def _profile_human(report: prof.Report, findings: list[Finding]) -> str:
         bw = f", {g.achieved_bw / 1e9:.1f} GB/s achieved" if g.achieved_bw else ""
         out.append(f"  {kind}: {g.fraction:.1%}, {g.occurrences} ops, {g.payload_bytes / 1e6:.1f} MB{bw}")
     for axis, g in c.by_axis.items():
-        out.append(f"  on {axis}{' (across slices)' if g.crosses_slices else ''}: {g.fraction:.1%}")
+        bw = f", {g.bw_utilization:.0%} of its ICI bandwidth" if g.bw_utilization is not None else ""
+        out.append(f"  on {axis}{' (across slices)' if g.crosses_slices else ''}: {g.fraction:.1%}{bw}")
     verdict = report.verdict
     out.append(f"verdict: {verdict.bottleneck}-bound, confidence {verdict.confidence:.0%} (rule: {verdict.rule})")
     out.extend(f"  - {e}" for e in verdict.evidence)

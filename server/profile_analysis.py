@@ -5,14 +5,16 @@ as located findings. Shared by the CLI (`asap profile`) and the language server;
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from server.analysis import Analysis
+from server.perf import layout, profile_convert, profile_link
 from server.perf import profile as prof
-from server.perf import profile_convert, profile_link
 from server.perf.axes import AXES
+from server.perf.collectives import path
 from server.perf.findings import Finding, Severity
 from server.perf.mesh import MeshCheck
 from server.perf.profile_convert import CancelToken, ProfileFiles, Progress
@@ -41,6 +43,22 @@ def mesh_of(chk: MeshCheck) -> list[prof.MeshAxis] | None:
     return [prof.MeshAxis(a.name, ici.get(a.name, 1), dcn.get(a.name, 1)) for a in AXES]
 
 
+def _axis_bandwidth(chk: MeshCheck) -> Callable[[tuple[str, ...]], float | None] | None:
+    """ICI bandwidth per device (both directions) of the physical links a group of mesh axes occupies on the
+    declared slice, as the performance model prices it (server/perf/collectives.py path())."""
+    lay = layout.from_check(chk)
+    if lay is None:
+        return None
+
+    def bw(axes: tuple[str, ...]) -> float | None:
+        known = [a for a in axes if a in lay.ici]
+        if not known or lay.ici_degree(*known) <= 1:
+            return None
+        return path(lay, tuple(known)).ici_bw or None
+
+    return bw
+
+
 def program_devices(report: prof.Report, tools: dict[str, Any]) -> int | None:
     """Devices of the profiled SPMD program: replica groups partition all of them, so the largest
     device id in any group plus one."""
@@ -61,7 +79,7 @@ def analyze_tools(tools: dict[str, Any], an: Analysis | None, source: str) -> tu
     chk = an.check if an else None
     sl = chk.slice if chk else None
     mesh = mesh_of(chk) if chk else None
-    report = prof.analyze(tools, sl.chip if sl else None, mesh, source)
+    report = prof.analyze(tools, sl.chip if sl else None, mesh, source, _axis_bandwidth(chk) if chk else None)
     findings: list[Finding] = []
     if an is None or sl is None:
         return report, findings

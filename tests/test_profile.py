@@ -165,3 +165,52 @@ def test_cli_bad_paths(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     bad.write_text("{not json")
     assert main(["profile", str(bad)]) == 2
     assert "not valid XProf tool JSON" in capsys.readouterr().err
+
+
+def _table(cols: list[str], rows: list[list[object]], p: dict | None = None) -> dict:
+    return {"cols": [{"id": c} for c in cols], "rows": [{"c": [{"v": v} for v in r]} for r in rows], "p": p or {}}
+
+
+def _steps_tool(compute: float, idle: float, infeed: float, n: int = 4) -> list[dict]:
+    cols = ["stepnum", "tcComputeTimeMs", "tcIdleTimeMs", "tcInfeedTimeMs"]
+    return [_table(cols, [[str(i), compute, idle, infeed] for i in range(n)])]
+
+
+def _ops_tool() -> dict:
+    cols = ["category", "hlo_op_name", "hlo_op_expression", "tf_op_name", "occurrences", "total_self_time", "bound_by"]
+    return _table(
+        cols,
+        [
+            ["convolution fusion", "fusion.1", "", "", 4, 600.0, "Compute"],
+            ["loop fusion", "f.2", "", "", 4, 400.0, "HBM"],
+        ],
+    )
+
+
+def test_input_bound_rule_takes_precedence() -> None:
+    # 30% of every step waiting for input, the rest compute-heavy: input-bound, the rule says why
+    r = prof.analyze({"input_pipeline_analyzer": _steps_tool(7.0, 0.0, 3.0), "hlo_stats": _ops_tool()})
+    assert r.kpis.input_fraction == pytest.approx(0.3)
+    assert (r.verdict.bottleneck, r.verdict.rule) == ("input", "waiting for input >= 20% of the step")
+    assert r.verdict.shares["compute"] == pytest.approx(0.42)  # 60% of busy time x 70% busy
+    # below the threshold the largest share decides
+    r2 = prof.analyze({"input_pipeline_analyzer": _steps_tool(9.0, 0.0, 1.0), "hlo_stats": _ops_tool()})
+    assert r2.verdict.bottleneck == "compute" and r2.verdict.shares["input"] == pytest.approx(0.1)
+
+
+def test_confidence_falls_with_a_close_runner_up_and_noisy_steps() -> None:
+    clear = prof.analyze({"input_pipeline_analyzer": _steps_tool(10.0, 0.0, 0.0), "hlo_stats": _ops_tool()})
+    ops = _ops_tool()
+    ops["rows"][1]["c"][5]["v"] = 560.0  # HBM-bound ops almost as long as compute-bound ones
+    close = prof.analyze({"input_pipeline_analyzer": _steps_tool(10.0, 0.0, 0.0), "hlo_stats": ops})
+    assert clear.verdict.bottleneck == close.verdict.bottleneck == "compute"
+    assert close.verdict.confidence < clear.verdict.confidence
+    noisy_steps = [_table(["stepnum", "tcComputeTimeMs"], [["0", 8.0], ["1", 12.0], ["2", 9.0], ["3", 11.0]])]
+    noisy = prof.analyze({"input_pipeline_analyzer": noisy_steps, "hlo_stats": _ops_tool()})
+    assert noisy.kpis.steps is not None and noisy.kpis.steps.cv > 0.1
+    assert noisy.verdict.confidence < clear.verdict.confidence
+
+
+def test_no_tool_output_at_all_is_an_error() -> None:
+    with pytest.raises(prof.ProfileError, match="no XProf tool output"):
+        prof.analyze({"memory_profile": {}})

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,7 +221,7 @@ class CollectiveGroup:
     occurrences: int = 0
     payload_bytes: float = 0.0  # summed over occurrences
     achieved_bw: float | None = None  # bytes/s, synchronous ops only
-    bw_utilization: float | None = None  # vs the ICI bandwidth it is compared with
+    bw_utilization: float | None = None  # by kind: vs one ICI link pair; by axis: vs the axis' ICI bandwidth
     group_sizes: dict[int, int] = field(default_factory=dict)
     crosses_slices: bool = False
 
@@ -399,12 +400,14 @@ def analyze(
     chip: ChipSpec | None = None,
     mesh: list[MeshAxis] | None = None,
     source: str = "",
+    axis_bw: Callable[[tuple[str, ...]], float | None] | None = None,
 ) -> Report:
     """The report for one profile from its XProf tool JSON (`tools`: tool name -> parsed JSON).
 
     `chip`: the declared slice's chip (peaks for utilization); None = use what XProf reports.
     `mesh`: the config's mesh axes in MaxText order (with ICI and DCN degrees), to name the axis
-    each collective runs over."""
+    each collective runs over. `axis_bw`: the ICI bandwidth (bytes/s per device, both directions) the
+    slice gives a group of mesh axes, to compare each axis' achieved collective bandwidth with."""
     overview = tools.get("overview_page")
     pipeline = tools.get("input_pipeline_analyzer")
     hlo_stats = tools.get("hlo_stats")
@@ -508,7 +511,7 @@ def analyze(
             c = hlo.CollectiveOp(kind, phase, 0.0, 0.0, None, None, None, None)
         if c is not None:
             coll_ops.append((o, c))
-    coll = _collectives(coll_ops, device_us, busy_share, chip, mesh, warnings)
+    coll = _collectives(coll_ops, device_us, busy_share, chip, mesh, warnings, axis_bw)
 
     # -- verdict ------------------------------------------------------------------------------------
     kpis = Kpis(
@@ -538,6 +541,7 @@ def _collectives(
     chip: ChipSpec | None,
     mesh: list[MeshAxis] | None,
     warnings: list[str],
+    axis_bw: Callable[[tuple[str, ...]], float | None] | None = None,
 ) -> Collectives:
     by_kind: dict[str, CollectiveGroup] = {}
     by_axis: dict[str, CollectiveGroup] = {}
@@ -552,6 +556,8 @@ def _collectives(
     mesh_devices = math.prod(a.size for a in mesh) if mesh else 0
     mapped_any = unmappable = False
     moved_sync: dict[str, tuple[float, float]] = {}
+    moved_axis: dict[str, tuple[float, float]] = {}
+    label_axes: dict[str, tuple[str, ...]] = {}
     for o, c in coll_ops:
         frac = o.self_time_us / device_us * busy_share if device_us else 0.0
         g = by_kind.setdefault(c.kind, CollectiveGroup())
@@ -561,37 +567,49 @@ def _collectives(
         g.payload_bytes += c.payload_bytes * o.occurrences
         if c.group_size:
             g.group_sizes[c.group_size] = g.group_sizes.get(c.group_size, 0) + o.occurrences
+        moved = 0.0
         if c.phase == "sync" and c.group_size and c.group_size > 1 and o.self_time_us > 0:
             # bytes each device moves: (N-1)/N of the array (x2 for all-reduce), DOMAIN.md §4
             factor = 2.0 if c.kind == "all-reduce" else 1.0
             moved = c.payload_bytes * (c.group_size - 1) / c.group_size * factor * o.occurrences
             m, t = moved_sync.get(c.kind, (0.0, 0.0))
             moved_sync[c.kind] = (m + moved, t + o.self_time_us * 1e-6)
+        axes: tuple[str, ...] | None = None
+        crosses = False
+        names = {a.name for a in mesh} if mesh else set()
         if mesh and c.groups:
             flat = [d for grp in c.groups for d in grp]
             if flat and max(flat) < mesh_devices:
                 axes = hlo.mesh_axes_of_group(c.groups[0], [(a.name, a.size) for a in mesh])
-                label = "+".join(axes) if axes else "none"
-                a = by_axis.setdefault(label, CollectiveGroup())
-                a.self_time_us += o.self_time_us
-                a.fraction += frac
-                a.occurrences += o.occurrences
-                a.payload_bytes += c.payload_bytes * o.occurrences
-                a.crosses_slices = a.crosses_slices or _crosses_slices(c.groups[0], mesh)
-                mapped_any = True
+                crosses = _crosses_slices(c.groups[0], mesh)
             else:
                 unmappable = True
-        elif mesh and c.mesh_axes:
-            label = "+".join(c.mesh_axes)
+        elif mesh and c.mesh_axes and set(c.mesh_axes) <= names:  # XLA's per-op axis names are not the mesh's
+            axes = c.mesh_axes
+        if axes is not None:
+            label = "+".join(axes) if axes else "none"
             a = by_axis.setdefault(label, CollectiveGroup())
             a.self_time_us += o.self_time_us
             a.fraction += frac
             a.occurrences += o.occurrences
+            a.payload_bytes += c.payload_bytes * o.occurrences
+            a.crosses_slices = a.crosses_slices or crosses
+            if c.group_size:
+                a.group_sizes[c.group_size] = a.group_sizes.get(c.group_size, 0) + o.occurrences
+            label_axes[label] = axes
+            if moved:
+                m, t = moved_axis.get(label, (0.0, 0.0))
+                moved_axis[label] = (m + moved, t + o.self_time_us * 1e-6)
             mapped_any = True
     for kind, (moved, secs) in moved_sync.items():
         if secs > 0:
             by_kind[kind].achieved_bw = moved / secs
             by_kind[kind].bw_utilization = moved / secs / ref_bw if ref_bw else None
+    for label, (moved, secs) in moved_axis.items():
+        if secs > 0:
+            bw = axis_bw(label_axes[label]) if axis_bw else None
+            by_axis[label].achieved_bw = moved / secs
+            by_axis[label].bw_utilization = moved / secs / bw if bw else None
     if unmappable and not mapped_any:
         warnings.append(
             f"collective replica groups name devices beyond the config's mesh ({mesh_devices} devices): "

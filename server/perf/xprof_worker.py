@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
             return 3
         (out / "host_trace.json").write_text(json.dumps(summary))
         done.append("host_trace")
-    _emit(event="done", tools=done)
+    _emit(event="done", tools=done, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return 0
 
 
