@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(PY) bench/mfu_references.py
 	$(PY) bench/enumerate.py
 	$(PY) bench/lsp_latency.py
+	$(PY) bench/profile_ingest.py
 
 clean:
 	rm -rf $(VENV) $(EXT)/node_modules $(EXT)/dist tests/e2e/node_modules .tmp

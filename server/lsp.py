@@ -200,6 +200,10 @@ class AsapServer(LanguageServer):
             self.conversions.pop(pf.run_dir, None)
             if token is not None:
                 self.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
+                self.work_done_progress.tokens.pop(token, None)  # pygls keeps every token's future otherwise
+        if outcome == "done" and not profile_convert.is_cached(pf):
+            # Never loop converting a profile the cache cannot hold: say so instead.
+            self.failed[profile_convert.files_key(pf)] = "the profile was converted but could not be kept in memory"
         for uri, res in list(self.profiles.items()):
             if res.files is not None and res.files.run_dir == pf.run_dir:
                 self.schedule(uri, invalidate=True)

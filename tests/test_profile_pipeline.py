@@ -298,3 +298,15 @@ def test_hover_on_the_link_line_shows_the_report(tmp_path: Path) -> None:
     assert span.line == 0 and md.startswith("**Profile: communication-bound**")
     assert "| op | category |" in md and "By mesh axis: fsdp" in md
     assert explain.profile_hover(res, 1, 0) is None  # only on the link's line
+
+
+def test_unwritable_cache_still_analyses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(blocker / "cache"))  # cannot be created
+    profile_convert._MEMO.clear()
+    write_profile(tmp_path / "run", "hbm", seed=11)
+    pf = profile_convert.find_profile(tmp_path / "run")
+    tools, cached = profile_convert.load_tools(pf)
+    assert not cached and "hlo_stats" in tools
+    assert profile_convert.load_tools(pf)[1]  # kept in memory for this process

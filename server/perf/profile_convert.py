@@ -17,6 +17,7 @@ import contextlib
 import gzip
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -31,8 +32,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import sqlite_utils
+
 from server import store
 from server.perf.profile import ProfileError
+
+log = logging.getLogger("asap")
 
 TOOLS = ("overview_page", "input_pipeline_analyzer", "hlo_stats", "roofline_model")
 KNOWN_TOOLS = (*TOOLS, "framework_op_stats", "op_profile", "memory_profile", "host_trace")
@@ -292,7 +297,7 @@ def load_tools(
             except (OSError, ValueError, EOFError) as e:
                 raise ProfileError(f"{f}: not valid XProf tool JSON ({type(e).__name__}: {e})") from e
         return out, False
-    db = db if db is not None else store.connect()
+    db = db if db is not None else _open_store()
     if all(_hash_known(db, f) for f in pf.files):
         key = cache_key(db, pf, tools)
         hit = _MEMO.get(key) or _cached(db, key)
@@ -322,7 +327,10 @@ def load_tools(
                 if cancel is not None and cancel.cancelled:
                     raise
                 raise ProfileError("conversion stopped") from None
-    _store(db, key, pf.describe(), result)
+    try:
+        _store(db, key, pf.describe(), result)
+    except sqlite_utils.utils.sqlite3.Error as e:  # a full disk or read-only cache: keep it in memory only
+        log.warning("could not cache the converted profile %s: %s", pf.run_dir, e)
     _remember(key, result)
     return result, False
 
@@ -366,6 +374,16 @@ def is_cached(pf: ProfileFiles, db: Any = None, tools: tuple[str, ...] = TOOLS) 
     """Whether `load_tools` would answer from the cache (hashes new files; no conversion)."""
     if pf.kind == "json":
         return True
-    db = db if db is not None else store.connect()
+    db = db if db is not None else _open_store()
     key = cache_key(db, pf, tools)
     return key in _MEMO or _cached(db, key) is not None
+
+
+def _open_store() -> Any:
+    """ASAP's store; an in-memory one (with a log line) when the cache directory cannot be written, so a
+    read-only home still analyses profiles, only without keeping them."""
+    try:
+        return store.connect()
+    except (OSError, sqlite_utils.utils.sqlite3.Error) as e:
+        log.warning("profile cache unavailable (%s): converting without keeping results", e)
+        return sqlite_utils.Database(memory=True)
