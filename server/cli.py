@@ -3,6 +3,7 @@
     asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256]
     asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
     asap profile PATH [--config CONFIG.yml] [--json]
+    asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
 
 Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
 (a file that cannot be read).
@@ -287,6 +288,79 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kb_store(args: argparse.Namespace) -> Any:
+    from server.kb.store import KnowledgeStore
+
+    return KnowledgeStore(
+        path=Path(args.index) if args.index else None,
+        root=Path(args.kb) if args.kb else None,
+    )
+
+
+def cmd_kb(args: argparse.Namespace) -> int:
+    import shutil
+
+    from server.kb.records import RecordError, load_record
+    from server.kb.store import KbError, Situation
+
+    try:
+        store = _kb_store(args)
+        if args.kb_command == "build":
+            stats = store.build()
+            for n in store.notices:
+                print(f"note: {n}", file=sys.stderr)
+            print(
+                f"indexed {stats['documents']} notes, {stats['records']} records, {stats['chunks']} chunks from "
+                f"{store.root} into {store.path} in {stats['total_s']:.2f} s (embedding {stats['embed_s']:.2f} s)"
+            )
+        elif args.kb_command == "search":
+            store.ensure()
+            for n in store.notices:
+                print(f"note: {n}", file=sys.stderr)
+            results = store.search(args.query, args.k, args.generation, args.family, args.axis)
+            if args.json:
+                print(json.dumps({"query": args.query, "results": [r.to_json() for r in results]}, indent=2))
+            else:
+                for r in results:
+                    print(f"{r.score:.4f}  {r.source} :: {r.heading}")
+                    print("        " + " ".join(r.text.split())[:200])
+        elif args.kb_command == "similar":
+            store.ensure()
+            mesh = {k: int(v) for k, v in parse_override(args.mesh).items()} if args.mesh else {}
+            sit = Situation(args.params_b, args.slice, args.bottleneck, mesh, args.slices)
+            found = store.similar_history(sit, args.k)
+            if args.json:
+                out = [{"id": r.id, "title": r.title, "score": round(sc, 4), "why": why} for r, sc, why in found]
+                print(json.dumps({"results": out}, indent=2))
+            else:
+                for r, sc, why in found:
+                    print(f"{sc:.3f}  {r.id}: {r.title}  ({'; '.join(why) or 'weak match'})")
+        elif args.kb_command == "add-record":
+            src = Path(args.file)
+            rec = load_record(src)
+            dest = store.root / "history" / f"{rec.id}.yaml"
+            if dest.exists() and not args.force and dest.resolve() != src.resolve():
+                print(f"asap: {dest} already exists (use --force to replace it)", file=sys.stderr)
+                return 2
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if dest.resolve() != src.resolve():
+                shutil.copyfile(src, dest)
+            stats = store.build()
+            print(f"added {rec.id} to {dest}; index rebuilt ({stats['records']} records)")
+        elif args.kb_command == "stats":
+            store.ensure()
+            st = store.stats()
+            if args.json:
+                print(json.dumps(st, indent=2))
+            else:
+                for k, v in st.items():
+                    print(f"{k}: {v}")
+    except (RecordError, KbError, OSError) as e:
+        print(f"asap: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -311,6 +385,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     pr.set_defaults(func=cmd_profile)
+    kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
+    kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")
+    kb.add_argument("--index", metavar="PATH", help="index file (default: $ASAP_KB_PATH or the cache's kb.sqlite)")
+    ks = kb.add_subparsers(dest="kb_command", required=True)
+    ks.add_parser("build", help="(re)build the index from the content directory")
+    se = ks.add_parser("search", help="hybrid search (BM25 + vectors) over notes and records")
+    se.add_argument("query")
+    se.add_argument("--k", type=int, default=5)
+    se.add_argument("--generation", choices=["v4", "v5e", "v5p", "v6e", "tpu7x"])
+    se.add_argument("--family", help="model family, e.g. llama, mixtral")
+    se.add_argument("--axis", help="parallelism axis, e.g. fsdp, tensor, expert")
+    se.add_argument("--json", action="store_true")
+    si = ks.add_parser("similar", help="past optimizations closest to a situation")
+    si.add_argument("--params-b", type=float, required=True, help="model size in billions of parameters")
+    si.add_argument("--slice", required=True, help="e.g. v6e-256")
+    si.add_argument("--slices", type=int, default=1)
+    si.add_argument("--bottleneck", choices=["compute", "hbm", "communication", "memory", "input", "host"])
+    si.add_argument("--mesh", metavar="KEY=V,...", help="the current mesh, e.g. ici_fsdp_parallelism=256")
+    si.add_argument("--k", type=int, default=3)
+    si.add_argument("--json", action="store_true")
+    ad = ks.add_parser("add-record", help="validate an optimization record, add it to kb/history and reindex")
+    ad.add_argument("file", metavar="FILE.yaml")
+    ad.add_argument("--force", action="store_true", help="replace a record with the same id")
+    st = ks.add_parser("stats", help="what the index holds")
+    st.add_argument("--json", action="store_true")
+    kb.set_defaults(func=cmd_kb)
     return p
 
 

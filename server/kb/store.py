@@ -1,0 +1,450 @@
+"""The knowledge index: one sqlite file (sqlite-utils tables, an FTS5 index, a sqlite-vec `vec0` table)
+built from `kb/`, searched by reciprocal-rank fusion of BM25 and vector KNN.
+
+Where: `path` argument, else `$ASAP_KB_PATH` (the editor passes `asap.kbPath` this way), else
+`<ASAP cache dir>/kb.sqlite`. Content: `$ASAP_KB_DIR`, else the repository's `kb/`.
+
+Consistency: the index records a hash of every `kb/` file it was built from, the embedding model's
+name and dimension and a schema version; `ensure()` rebuilds when any differs, and when the file is
+not a database (the damaged file is moved aside, with a notice). A rebuild is prepared in a temporary
+database and copied into the index with SQLite's backup API in one write transaction, by one writer
+at a time (an flock next to the index): readers, in WAL mode, keep their snapshot and never see half
+an index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlite_utils
+
+from server import store as cache_store
+from server.kb.embed import Embedder
+from server.kb.embed import default as default_embedder
+from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
+
+SCHEMA_VERSION = 1
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
+CANDIDATES = 50  # per retriever, before fusion
+REPO_KB = Path(__file__).resolve().parents[2] / "kb"
+
+
+class KbError(RuntimeError):
+    """The store cannot be used; the message says why and what fixes it."""
+
+
+@dataclass(frozen=True)
+class Result:
+    source: str  # kb-relative path, e.g. docs/fsdp-vs-data-parallelism.md
+    doc_id: str
+    kind: str  # "doc" | "history"
+    title: str
+    heading: str
+    text: str
+    score: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "id": self.doc_id,
+            "kind": self.kind,
+            "title": self.title,
+            "heading": self.heading,
+            "text": self.text,
+            "score": round(self.score, 6),
+        }
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What the history search compares: the config being tuned, as the analysis sees it."""
+
+    params_b: float
+    slice: str
+    bottleneck: str | None = None
+    mesh: dict[str, int] = field(default_factory=dict)
+    num_slices: int = 1
+
+
+def kb_dir() -> Path:
+    env = os.environ.get("ASAP_KB_DIR")
+    return Path(env) if env else REPO_KB
+
+
+def index_path() -> Path:
+    env = os.environ.get("ASAP_KB_PATH")
+    return Path(env).expanduser() if env else cache_store.cache_dir() / "kb.sqlite"
+
+
+def family_of(model_name: str) -> str:
+    m = re.match(r"[a-z]+", model_name.lower())
+    return m.group(0) if m else model_name.lower()
+
+
+def generation_of(slice_name: str) -> str | None:
+    gen = slice_name.split("-")[0].split(":")[0].lower()
+    return gen if gen in GENERATIONS else None
+
+
+def _connect(path: Path, conn: Any = None) -> sqlite_utils.Database:
+    """A connection with sqlite-vec loaded; a clear message when this Python's sqlite3 cannot load it.
+    `conn`: an already open DB-API connection to use instead (sqlite-utils picks pysqlite3 by default)."""
+    import sqlite_vec
+
+    db = sqlite_utils.Database(conn if conn is not None else path)
+    conn = db.conn
+    if not hasattr(conn, "enable_load_extension"):
+        raise KbError(
+            "this Python's sqlite3 cannot load extensions, which sqlite-vec needs: install pysqlite3-binary "
+            "(pip install pysqlite3-binary; sqlite-utils uses it automatically) or use a Python built with "
+            "--enable-loadable-sqlite-extensions"
+        )
+    try:
+        conn.enable_load_extension(True)
+        sqlite_vec.load(conn)
+        conn.enable_load_extension(False)
+    except Exception as e:
+        raise KbError(f"could not load sqlite-vec into sqlite {sqlite_utils.utils.sqlite3.sqlite_version}: {e}") from e
+    db.execute("PRAGMA busy_timeout = 10000")
+    return db
+
+
+def _content(root: Path) -> list[Path]:
+    return sorted([*root.glob("docs/*.md"), *root.glob("history/*.yaml")])
+
+
+def content_hash(root: Path, embedder_name: str) -> str:
+    h = hashlib.sha256(f"{SCHEMA_VERSION}|{embedder_name}".encode())
+    for p in _content(root):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _writer_lock(path: Path) -> Iterator[None]:
+    """One writer at a time across processes."""
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class KnowledgeStore:
+    def __init__(self, path: Path | None = None, root: Path | None = None, embedder: Embedder | None = None) -> None:
+        self.path = path or index_path()
+        self.root = root or kb_dir()
+        self.embedder = embedder or default_embedder()
+        self.notices: list[str] = []
+        self._db: sqlite_utils.Database | None = None
+        self._docs: dict[str, dict[str, Any]] | None = None
+
+    # -- opening and building --------------------------------------------------------------------------
+    def _meta(self, db: sqlite_utils.Database) -> dict[str, str]:
+        if "metadata" not in db.table_names():
+            return {}
+        return {r["key"]: r["value"] for r in db["metadata"].rows}
+
+    def stale_reason(self) -> str | None:
+        """Why the index must be (re)built, or None when it matches kb/ and the model."""
+        if not self.path.exists():
+            return "no index yet"
+        try:
+            meta = self._meta(self.db)
+        except sqlite_utils.utils.sqlite3.DatabaseError as e:
+            return f"corrupt: {e}"
+        if not meta:
+            return "empty index"
+        if meta.get("model") != self.embedder.name or meta.get("dim") != str(self.embedder.dim):
+            return (
+                f"built with embedding model {meta.get('model')} ({meta.get('dim')} dims), "
+                f"this ASAP uses {self.embedder.name} ({self.embedder.dim})"
+            )
+        if meta.get("schema") != str(SCHEMA_VERSION):
+            return "built by another ASAP version"
+        if meta.get("kb_hash") != content_hash(self.root, self.embedder.name):
+            return f"{self.root} changed since the index was built"
+        return None
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        if self._db is None:
+            self._db = _connect(self.path)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._docs = None
+
+    def ensure(self) -> KnowledgeStore:
+        """Build or rebuild when the index is missing, stale, of another model, or damaged."""
+        why = self.stale_reason()
+        if why is None:
+            return self
+        if why.startswith("corrupt"):
+            self.close()
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            os.replace(self.path, aside)
+            for suffix in ("-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self.path.with_name(self.path.name + suffix))
+            self.notices.append(f"the knowledge index {self.path} was damaged ({why[9:]}); moved to {aside}, rebuilt")
+        elif why not in ("no index yet", "empty index"):
+            self.notices.append(f"rebuilding the knowledge index: {why}")
+        self.build()
+        return self
+
+    def load_content(self) -> tuple[list[Note], list[Record]]:
+        """Every note and record, validated; the first malformed file raises RecordError."""
+        if not self.root.is_dir():
+            raise KbError(f"knowledge content directory {self.root} does not exist (set ASAP_KB_DIR)")
+        notes = [load_note(p) for p in sorted((self.root / "docs").glob("*.md"))]
+        records = [load_record(p) for p in sorted((self.root / "history").glob("*.yaml"))]
+        seen: dict[str, Path] = {}
+        items: list[Note | Record] = [*notes, *records]
+        for item in items:
+            p = item.path if isinstance(item, Note) else self.root / "history" / f"{item.id}.yaml"
+            if item.id in seen:
+                raise RecordError(p, 1, "id", f"'{item.id}' is also used by {seen[item.id]}")
+            seen[item.id] = p
+        return notes, records
+
+    def build(self, extra_chunks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Index kb/ (plus `extra_chunks`, for benchmarks) into a fresh database, then swap it in."""
+        t0 = time.perf_counter()
+        notes, records = self.load_content()
+        docs: list[dict[str, Any]] = []
+        chunks: list[dict[str, Any]] = []
+        for n in notes:
+            docs.append(
+                {
+                    "id": n.id,
+                    "kind": "doc",
+                    "source": n.path.relative_to(self.root).as_posix(),
+                    "title": n.title,
+                    "axes": json.dumps(n.axes),
+                    "generations": json.dumps(n.generations),
+                    "families": json.dumps(n.families),
+                    "sources": json.dumps(n.sources),
+                }
+            )
+            for i, part in enumerate(n.chunks):
+                chunks.append({"doc_id": n.id, "position": i, "heading": part.heading, "text": part.text})
+        history_rows = []
+        for r in records:
+            gen = r.slice.generation
+            axes = sorted({k.split("_", 1)[1].rsplit("_parallelism", 1)[0] for k in {*r.before.mesh, *r.after.mesh}})
+            docs.append(
+                {
+                    "id": r.id,
+                    "kind": "history",
+                    "source": f"history/{r.id}.yaml",
+                    "title": r.title,
+                    "axes": json.dumps(sorted({*axes, *(t for t in r.tags if t not in GENERATIONS)})),
+                    "generations": json.dumps([gen] if gen else []),
+                    "families": json.dumps([family_of(r.model.name)]),
+                    "sources": json.dumps([r.source]),
+                }
+            )
+            chunks.append({"doc_id": r.id, "position": 0, "heading": r.title, "text": r.text()})
+            history_rows.append({"id": r.id, "record": r.model_dump_json()})
+        chunks += extra_chunks or []
+        for i, c in enumerate(chunks, start=1):
+            c["id"] = i
+        titles = {d["id"]: d["title"] for d in docs}
+        vectors = self.embedder.embed([f"{titles.get(c['doc_id'], '')}. {c['heading']}. {c['text']}" for c in chunks])
+        t_embed = time.perf_counter() - t0
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.path.parent, prefix=".kb-build-") as tmp:
+            fresh = _connect(Path(tmp) / "kb.sqlite")
+            fresh.table("documents").insert_all(docs, pk="id")
+            fresh.table("chunks").insert_all(chunks, pk="id", foreign_keys=[])
+            fresh.table("chunks").create_index(["doc_id"])
+            fresh.table("chunks").enable_fts(["heading", "text"], tokenize="porter", create_triggers=False)
+            fresh.execute(f"CREATE VIRTUAL TABLE chunk_vec USING vec0(embedding float[{self.embedder.dim}])")
+            fresh.conn.executemany(
+                "INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)",
+                [(c["id"], v.astype(np.float32).tobytes()) for c, v in zip(chunks, vectors, strict=True)],
+            )
+            fresh.table("history").insert_all(history_rows, pk="id")
+            meta = {
+                "schema": str(SCHEMA_VERSION),
+                "model": self.embedder.name,
+                "dim": str(self.embedder.dim),
+                "kb_hash": content_hash(self.root, self.embedder.name),
+                "kb_dir": str(self.root),
+                "built_at": str(time.time()),
+            }
+            fresh.table("metadata").insert_all([{"key": k, "value": v} for k, v in meta.items()], pk="key")
+            fresh.conn.commit()
+            with _writer_lock(self.path):
+                self.close()
+                live = _connect(self.path)
+                live.execute("PRAGMA journal_mode = WAL")
+                fresh.conn.backup(live.conn)  # one write transaction on the index; readers keep their snapshot
+                live.close()
+            fresh.close()
+        return {
+            "documents": len(notes),
+            "records": len(records),
+            "chunks": len(chunks),
+            "embed_s": t_embed,
+            "total_s": time.perf_counter() - t0,
+        }
+
+    # -- search ---------------------------------------------------------------------------------------
+    def _documents(self) -> dict[str, dict[str, Any]]:
+        if self._docs is None:
+            self._docs = {
+                r["id"]: {**r, **{k: json.loads(r[k]) for k in ("axes", "generations", "families", "sources")}}
+                for r in self.db["documents"].rows
+            }
+        return self._docs
+
+    def _allowed(self, generation: str | None, family: str | None, axis: str | None) -> set[str] | None:
+        if not (generation or family or axis):
+            return None
+        out = set()
+        for doc_id, d in self._documents().items():
+            if generation and d["generations"] and generation not in d["generations"]:
+                continue
+            if family and d["families"] and family_of(family) not in d["families"]:
+                continue
+            if axis and axis not in d["axes"]:
+                continue
+            out.add(doc_id)
+        return out
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        generation: str | None = None,
+        family: str | None = None,
+        axis: str | None = None,
+        kind: str | None = None,
+    ) -> list[Result]:
+        """Hybrid search: BM25 (FTS5) and vector KNN (sqlite-vec), fused by reciprocal rank."""
+        db = self.db
+        allowed = self._allowed(generation, family, axis)
+        docs = self._documents()
+        if kind:
+            allowed = {d for d in (allowed if allowed is not None else docs) if docs[d]["kind"] == kind}
+        n_chunks = db.execute("select count(*) from chunks").fetchone()[0]
+        want = CANDIDATES if allowed is None else n_chunks  # filters: rank everything, then keep the allowed
+        ranked: dict[int, float] = {}
+        words = re.findall(r"[a-z0-9]+", query.lower())
+        if words:
+            match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+            rows = db.execute(
+                "select rowid from chunks_fts where chunks_fts match ? order by bm25(chunks_fts) limit ?",
+                [match, want],
+            ).fetchall()
+            self._fuse(ranked, [r[0] for r in rows], allowed)
+        qv = self.embedder.embed([query])[0].astype(np.float32).tobytes()
+        rows = db.execute(
+            "select rowid from chunk_vec where embedding match ? and k = ? order by distance", [qv, want]
+        ).fetchall()
+        self._fuse(ranked, [r[0] for r in rows], allowed)
+        top = sorted(ranked.items(), key=lambda kv: -kv[1])[:k]
+        if not top:
+            return []
+        ids = [cid for cid, _ in top]
+        marks = ",".join("?" * len(ids))
+        found = {
+            r[0]: r for r in db.execute(f"select id, doc_id, heading, text from chunks where id in ({marks})", ids)
+        }
+        out = []
+        for cid, score in top:
+            _, doc_id, heading, text = found[cid]
+            d = docs.get(doc_id, {"source": doc_id, "kind": "extra", "title": doc_id})
+            out.append(Result(d["source"], doc_id, d["kind"], d["title"], heading, text, score))
+        return out
+
+    def _fuse(self, ranked: dict[int, float], ids: list[int], allowed: set[str] | None) -> None:
+        if allowed is not None:
+            marks = ",".join("?" * len(ids)) or "NULL"
+            owner = dict(self.db.execute(f"select id, doc_id from chunks where id in ({marks})", ids).fetchall())
+            ids = [i for i in ids if owner.get(i) in allowed]
+        for rank, cid in enumerate(ids[:CANDIDATES], start=1):
+            ranked[cid] = ranked.get(cid, 0.0) + 1.0 / (RRF_K + rank)
+
+    # -- history ----------------------------------------------------------------------------------------
+    def records(self) -> list[Record]:
+        return [Record.model_validate_json(r["record"]) for r in self.db["history"].rows]
+
+    def similar_history(self, s: Situation, k: int = 3) -> list[tuple[Record, float, list[str]]]:
+        """Past optimizations whose situation is closest: model size (log ratio), generation, slice size,
+        bottleneck and the mesh axes in use. Weights sum to 1; the reasons say what matched."""
+        gen = generation_of(s.slice)
+        axes = {key.split("_", 1)[1] for key, v in s.mesh.items() if v not in (1,)}
+        size = _chips(s.slice) * s.num_slices
+        scored = []
+        for r in self.records():
+            why = []
+            size_sim = math.exp(-abs(math.log(max(s.params_b, 1e-3) / r.model.params_b)))
+            score = 0.35 * size_sim
+            if size_sim > 0.5:
+                why.append(f"similar model size ({r.model.params_b:g}B)")
+            if gen and r.slice.generation == gen:
+                score += 0.2
+                why.append(f"same generation ({gen})")
+            rsize = _chips(r.slice.name) * r.slice.num_slices
+            if size and rsize:
+                score += 0.1 * math.exp(-abs(math.log(size / rsize)))
+            if s.bottleneck and r.bottleneck == s.bottleneck:
+                score += 0.25
+                why.append(f"same bottleneck ({s.bottleneck})")
+            raxes = {key.split("_", 1)[1] for key, v in r.before.mesh.items() if v not in (1,)}
+            if axes or raxes:
+                jac = len(axes & raxes) / len(axes | raxes)
+                score += 0.1 * jac
+                if jac >= 0.5:
+                    why.append("similar mesh")
+            scored.append((r, score, why))
+        scored.sort(key=lambda t: -t[1])
+        return scored[:k]
+
+    def stats(self) -> dict[str, Any]:
+        db = self.db
+        meta = self._meta(db)
+        return {
+            "path": str(self.path),
+            "bytes": self.path.stat().st_size if self.path.exists() else 0,
+            "kb_dir": meta.get("kb_dir"),
+            "model": meta.get("model"),
+            "dim": int(meta.get("dim", 0) or 0),
+            "built_at": float(meta.get("built_at", 0) or 0),
+            "documents": db.execute("select count(*) from documents where kind = 'doc'").fetchone()[0],
+            "records": db.execute("select count(*) from history").fetchone()[0],
+            "chunks": db.execute("select count(*) from chunks").fetchone()[0],
+            "stale": self.stale_reason(),
+        }
+
+
+def _chips(slice_name: str) -> int:
+    m = re.search(r"-(\d+)$", slice_name)
+    if not m:
+        return 0
+    n = int(m.group(1))
+    gen = generation_of(slice_name)
+    return n // 2 if gen in ("v4", "v5p") else n  # v4/v5p names count TensorCores
