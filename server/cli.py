@@ -3,6 +3,7 @@
     asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256]
     asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
     asap profile PATH [--config CONFIG.yml] [--json]
+    asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
 
 Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
@@ -361,6 +362,99 @@ def cmd_kb(args: argparse.Namespace) -> int:
     return 0
 
 
+def _analyze_human(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    sl, mesh = doc["slice"], doc["mesh"]
+    con.print(f"[bold]{doc['config']}[/bold]")
+    if sl:
+        con.print(f"slice {sl['name']} ({sl['chips']} chips x {sl['num_slices']}, topology {sl['topology']})")
+    if mesh:
+        ici = " x ".join(f"{a}={d}" for a, d in mesh["ici"].items() if d != 1) or "all 1"
+        dcn = " x ".join(f"{a}={d}" for a, d in mesh["dcn"].items() if d != 1)
+        con.print(f"mesh: ICI {ici}" + (f"; DCN {dcn}" if dcn else ""))
+    for f in doc["findings"]:
+        if f["severity"] in ("error", "warning"):
+            color = "red" if f["severity"] == "error" else "yellow"
+            con.print(f"[{color}]{f['severity']}[/{color}] {f['code']} line {f['line']}: {f['message']}")
+    est = doc["estimate"]
+    if est:
+        con.print(
+            f"estimate: step {est['time']['step_s'] * 1e3:,.0f} ms, MFU {est['mfu']:.1%}, {est['bottleneck']}-bound, "
+            f"HBM {est['memory']['total_bytes'] / 2**30:.1f} of {est['memory']['usable_bytes'] / 2**30:.1f} GiB"
+        )
+    d = doc["diagnosis"]
+    if d:
+        con.print(
+            f"\n[bold]Diagnosis[/bold] ({d['source']}): [bold]{d['bottleneck']}[/bold], "
+            f"confidence {d['confidence']:.0%}"
+        )
+        con.print(f"  {d['summary']}")
+        for e in d["evidence"]:
+            con.print(f"  - {e['text']} [dim]({e['source']})[/dim]")
+        if d["keys"]:
+            con.print(f"  keys: {', '.join(d['keys'])}")
+    if doc["calibration"]:
+        con.print(f"[dim]{doc['calibration']}[/dim]")
+    if doc["proposals"]:
+        t = Table(title="Proposals", show_lines=False)
+        for col in ("#", "mesh and changes", "step", "MFU", "speedup", "confidence"):
+            t.add_column(col)
+        for p in doc["proposals"]:
+            ici = " x ".join(f"{a}={v}" for a, v in p["ici"].items()) or "all 1"
+            dcn = " x ".join(f"{a}={v}" for a, v in p["dcn"].items())
+            other = ", ".join(f"{k}={v}" for k, v in p["other_changes"].items())
+            label = (
+                ("keep: " if p["keep_current"] else "")
+                + ici
+                + (f"; DCN {dcn}" if dcn else "")
+                + (f"; {other}" if other else "")
+            )
+            ex = p["expected"]
+            sp = f"x{ex['speedup']:.2f}" if ex["speedup"] is not None else "-"
+            t.add_row(
+                str(p["rank"]), label, f"{ex['step_s'] * 1e3:,.0f} ms", f"{ex['mfu']:.1%}", sp, f"{p['confidence']:.0%}"
+            )
+        con.print(t)
+        for p in doc["proposals"]:
+            con.print(f"[bold]{p['rank']}.[/bold] {p['rationale']}")
+            for tr in p["tradeoffs"]:
+                con.print(f"   trade-off: {tr}")
+            con.print(f"   [dim]confidence rests on: {p['confidence_basis']}[/dim]")
+    b = doc["backend"]
+    con.print(f"\nbackend: {b['name']}" + (f" ({b['fallback_reason']})" if b["fallback_reason"] else ""))
+    for n in doc["notes"]:
+        con.print(f"[dim]note: {n}[/dim]")
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from server.agents.coordinator import run_json
+    from server.agents.types import Experiment
+
+    path = Path(args.config)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
+        return 2
+    exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd())
+    if args.json or not sys.stderr.isatty():
+        doc, _ = run_json(exp, args.llm)
+    else:
+        from rich.console import Console
+
+        with Console(stderr=True).status("analyzing") as status:
+            doc, _ = run_json(exp, args.llm, progress=lambda m: status.update(m))
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _analyze_human(doc)
+    errors = any(f["severity"] == "error" for f in doc["findings"])
+    return 1 if errors else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -385,6 +479,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     pr.set_defaults(func=cmd_profile)
+    an = sub.add_parser("analyze", help="diagnose a config (and its profile) and propose up to three better meshes")
+    an.add_argument("config", metavar="CONFIG.yml")
+    an.add_argument("--profile", metavar="PATH", help="an XProf profile to use instead of the config's link")
+    an.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
+    an.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    an.set_defaults(func=cmd_analyze)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")
     kb.add_argument("--index", metavar="PATH", help="index file (default: $ASAP_KB_PATH or the cache's kb.sqlite)")

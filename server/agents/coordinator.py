@@ -1,0 +1,284 @@
+"""The Coordinator: the one entry point for the CLI and the language server. It runs the Analyzer, then the
+Proposal agent (offline, or Claude checked by the offline engine), reports progress, and caches each
+result by the hash of everything it depends on (the config and its parents' text, the slice, the profile's
+content key, the knowledge index, the backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from server import __version__
+from server.agents import analyzer
+from server.agents.proposal import calibration, propose
+from server.agents.tools import Context, compact
+from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
+from server.analysis import Analysis, analyze
+from server.perf import profile_convert
+from server.perf.findings import Severity
+from server.perf.profile import ProfileError, Report
+from server.profile_analysis import analyze_tools
+from server.profile_analysis import run as run_profile
+
+log = logging.getLogger("asap")
+Progress = Callable[[str], None]
+
+
+def _kb(notes: list[str]) -> Any:
+    from server.kb.store import KbError, KnowledgeStore
+
+    try:
+        kb = KnowledgeStore().ensure()
+        notes += kb.notices
+        return kb
+    except (KbError, OSError, ValueError) as e:
+        notes.append(f"knowledge store unavailable ({e}); proposals cite no sources")
+        return None
+
+
+def _profile(an: Analysis, exp: Experiment, notes: list[str], progress: Progress | None) -> tuple[Report | None, str]:
+    """The profile report (explicit path, else the config's link) and its cache identity."""
+    try:
+        if exp.profile is not None:
+            pf = profile_convert.find_profile(exp.profile)
+            if progress:
+                progress(f"reading profile {pf.describe()}")
+            tools, _ = profile_convert.load_tools(pf)
+            report, findings = analyze_tools(tools, an, pf.describe())
+            notes += [f.message for f in findings]
+            return report, pf.describe()
+        res = run_profile(an, exp.workspace)
+        notes += [f.message for f in res.findings if f.severity <= Severity.WARNING]
+        return res.report, res.files.describe() if res.files else ""
+    except ProfileError as e:
+        notes.append(f"profile not read: {e}")
+        return None, ""
+
+
+def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
+    """Everything a result depends on: ASAP's version, the backend, the config's and its parents' text, the
+    slice override, the profile files (path, size, mtime) and the knowledge content."""
+    from server.kb.store import content_hash, kb_dir
+    from server.perf import profile_link
+
+    h = hashlib.sha256(f"{__version__}|{backend}|{exp.slice}|{exp.workspace}".encode())
+    h.update((exp.text or "").encode())
+    for p in an.config.chain:
+        with contextlib.suppress(OSError):
+            h.update(p.read_bytes())
+    target = exp.profile
+    if target is None:
+        link, _ = profile_link.resolve(an.config, exp.workspace)
+        target = link.path if link else None
+    if target is not None:
+        with contextlib.suppress(ProfileError, OSError):
+            h.update(repr(profile_convert.files_key(profile_convert.find_profile(target))).encode())
+    with contextlib.suppress(OSError):
+        h.update(content_hash(kb_dir(), "").encode())
+    return h.hexdigest()
+
+
+def run_json(
+    exp: Experiment, llm: str = "off", progress: Progress | None = None, client: Any = None
+) -> tuple[dict[str, Any], bool]:
+    """The result as JSON, from ASAP's store when nothing it depends on changed: (result, cached)."""
+    from server import store
+
+    text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
+    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace)
+    an = analyze(exp.config, text, default_slice=exp.slice)
+    backend = "offline" if llm == "off" else "auto"
+    key = cache_key(exp, an, backend)
+    try:
+        db = store.connect()
+        if "analyses" in db.table_names():
+            rows = list(db.query("select result from analyses where key = ?", [key]))
+            if rows:
+                return json.loads(rows[0]["result"]), True
+    except Exception as e:
+        log.warning("analysis cache unavailable: %s", e)
+        db = None
+    result = run(exp, llm, progress, client).to_json()
+    if db is not None and result["backend"]["fallback_reason"] is None:  # a fallback is retried next time
+        with contextlib.suppress(Exception):
+            db.table("analyses").upsert({"key": key, "created": time.time(), "result": json.dumps(result)}, pk="key")
+    return result, False
+
+
+def _slice_json(an: Analysis) -> dict[str, Any] | None:
+    sl = an.check.slice
+    if sl is None:
+        return None
+    return {
+        "name": sl.name,
+        "chips": sl.chips,
+        "devices": sl.devices,
+        "num_slices": sl.num_slices,
+        "topology": list(sl.topology),
+    }
+
+
+def _mesh_json(an: Analysis) -> dict[str, Any] | None:
+    if an.check.slice is None or not an.check.consistent:
+        return None
+    return {
+        "ici": {d.axis.name: int(d.degree or 1) for d in an.check.ici},
+        "dcn": {d.axis.name: int(d.degree or 1) for d in an.check.dcn},
+    }
+
+
+def run(
+    exp: Experiment,
+    llm: str = "off",
+    progress: Progress | None = None,
+    client: Any = None,
+    use_kb: bool = True,
+) -> Result:
+    """Analyze one experiment. `llm`: "off" (offline engine) or "auto" (Claude when a key is set, checked by
+    the offline engine, offline on any failure). `client`: an anthropic client to use (tests)."""
+    t0 = time.perf_counter()
+    text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
+    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace)
+    if progress:
+        progress("checking the config")
+    an = analyze(exp.config, text, default_slice=exp.slice)
+    notes: list[str] = []
+    findings = [
+        {"code": f.code, "severity": f.severity.label, "message": f.message, "key": f.key, "line": f.span.line + 1}
+        for f in an.diagnostics
+    ]
+    report, _ = _profile(an, exp, notes, progress) if an.config.is_maxtext else (None, "")
+    kb = _kb(notes) if use_kb and an.config.is_maxtext else None
+    ctx = Context(an, report, kb)
+    est = an.estimate
+    if progress:
+        progress("diagnosing")
+    matching = report is not None and (report.comparison is not None or est is None)
+    if report is not None and matching:
+        diag: Diagnosis | None = analyzer.from_profile(report, est)
+    elif est is not None:
+        diag = analyzer.from_estimate(est)
+        if report is not None:
+            diag.evidence.append(
+                Evidence(
+                    f"the linked profile says {report.verdict.bottleneck}-bound, but it is not of this config's slice "
+                    "and mesh",
+                    f"profile: {report.source}",
+                )
+            )
+    elif an.check.slice is not None and an.config.is_maxtext:
+        errors = [f for f in an.diagnostics if f.severity == Severity.ERROR]
+        diag = Diagnosis(
+            "invalid",
+            0.95,
+            [Evidence(f"{f.code}: {f.message}", f"static check at line {f.span.line + 1}") for f in errors[:3]],
+            [f.key for f in errors if f.key],
+            "config",
+            "the current mesh does not launch on the slice; every proposal is a valid alternative",
+        )
+    else:
+        diag = None
+    proposals: list[Proposal] = []
+    backend = Backend("offline")
+    cal = calibration(est, report.comparison if report is not None and matching else None) if est else None
+    if diag is not None and an.check.slice is not None:
+        if progress:
+            progress("pricing candidate meshes")
+        try:
+            proposals = propose(ctx, diag, cal or calibration_none())
+        except Exception as e:
+            log.exception("proposal engine failed")
+            notes.append(f"no proposals: {type(e).__name__}: {e}")
+        if llm == "auto":
+            proposals, backend = _claude(ctx, diag, proposals, cal, client, progress)
+    log.info("analysis of %s took %.2f s", exp.config, time.perf_counter() - t0)
+    return Result(
+        exp.config,
+        _slice_json(an),
+        _mesh_json(an),
+        findings,
+        est,
+        diag,
+        proposals,
+        backend,
+        report if an.config.is_maxtext else None,
+        cal.note if cal else None,
+        notes,
+    )
+
+
+def calibration_none() -> Any:
+    from server.agents.proposal import Calibration
+
+    return Calibration()
+
+
+def _claude(
+    ctx: Context, diag: Diagnosis, offline: list[Proposal], cal: Any, client: Any, progress: Progress | None
+) -> tuple[list[Proposal], Backend]:
+    """Claude's proposals, re-validated and re-priced by the offline engine; the offline ones on any failure."""
+    try:
+        from server.agents import claude
+    except ImportError as e:  # pragma: no cover - the module ships with ASAP
+        return offline, Backend("offline", f"Claude backend unavailable: {e}")
+    key = claude.api_key()
+    if client is None and not key:
+        return offline, Backend("offline", "no Anthropic API key (set ANTHROPIC_API_KEY or ASAP: Set API key)")
+    if progress:
+        progress("asking Claude")
+    brief = {
+        "slice": _slice_json(ctx.analysis),
+        "mesh": _mesh_json(ctx.analysis),
+        "diagnosis": diag.to_json(),
+        "offline_proposals": [p.to_json() for p in offline],
+    }
+    try:
+        c = client if client is not None else claude.make_client(key or "")
+        ans = claude.run(ctx, brief, c, log=log)
+    except claude.ClaudeUnavailable as e:
+        log.warning("Claude unavailable, using the offline engine: %s", e.reason)
+        return offline, Backend("offline", f"Claude unavailable: {e.reason}")
+    cur = ctx.current
+    out: list[Proposal] = []
+    for ev, raw in ans.proposals:
+        pe = ev.estimate
+        if pe is None:
+            continue
+        step = (cal or calibration_none()).step(pe)
+        speed = (
+            (pe.tokens_per_step / step) / (cur.tokens_per_step / (cal or calibration_none()).step(cur))
+            if cur
+            else math.nan
+        )
+        out.append(
+            Proposal(
+                len(out) + 1,
+                compact(pe.layout.ici),
+                compact(pe.layout.dcn),
+                ev.other_changes,
+                step,
+                pe.mfu * pe.time.step_s / step,
+                speed,
+                pe.memory.total,
+                pe.memory.usable,
+                [f"HBM {pe.memory.total / 1024**3:.1f} of {pe.memory.usable / 1024**3:.1f} GiB per chip"],
+                str(raw.get("rationale", "")),
+                [str(r) for r in raw.get("references", [])],
+                float(raw.get("confidence", 0.5)),
+                "Claude's proposal, re-validated and re-priced by the deterministic engine",
+            )
+        )
+    for raw, why in ans.dropped:
+        log.info("dropped Claude proposal %s: %s", json.dumps(raw)[:200], why)
+    if not out and not ans.keep_current:
+        return offline, Backend(
+            "offline", "Claude proposed no valid mesh that fits; offline proposals shown", ans.model
+        )
+    return out or offline, Backend("claude", None, ans.model)

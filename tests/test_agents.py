@@ -1,0 +1,145 @@
+"""The offline engine (Analyzer + Proposal behind the Coordinator) on scenarios whose right direction is
+known from DOMAIN.md, on the synthetic compute/HBM/communication profiles, and the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from profiles.synth import write_profile
+
+from server.agents.coordinator import run, run_json
+from server.agents.types import Experiment, Result
+from server.cli import main
+from server.perf.axes import AXES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def analyze_text(tmp_path: Path, text: str, name: str = "c.yml", **kw: object) -> Result:
+    p = tmp_path / name
+    p.write_text(text)
+    return run(Experiment(p, text, workspace=tmp_path, **kw), use_kb=False)  # type: ignore[arg-type]
+
+
+def degree(p: dict, axis: str) -> int:
+    return int(p["ici"].get(axis, 1)) * int(p["dcn"].get(axis, 1))
+
+
+def test_tensor_parallelism_above_the_mlp_ceiling_is_cut(tmp_path: Path) -> None:
+    # Llama 2 7B (MLP 11008) with 16-way TP on v5e-256: far above the ceiling Y < M_Y F / alpha (DOMAIN.md §4)
+    r = analyze_text(
+        tmp_path,
+        "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 4\n"
+        "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n",
+    )
+    assert r.diagnosis is not None and r.diagnosis.bottleneck == "communication"
+    assert "ici_tensor_parallelism" in r.diagnosis.keys
+    assert any("tensor collectives" in e.text for e in r.diagnosis.evidence)
+    best = r.proposals[0].to_json()
+    assert degree(best, "tensor") < 16 and best["expected"]["speedup"] > 1.2
+    assert "tensor" in r.proposals[0].rationale
+    assert len({json.dumps([p.ici, p.dcn, p.other_changes], sort_keys=True) for p in r.proposals}) == len(r.proposals)
+
+
+def test_hbm_bound_data_parallel_job_is_sharded(tmp_path: Path) -> None:
+    # A 1.1B model with pure data parallelism on v6e-16: every chip updates the whole replicated optimizer
+    # state each step (memory-bound); sharding the weights divides that traffic (DOMAIN.md §4, memory per chip).
+    r = analyze_text(
+        tmp_path,
+        "compile_topology: v6e-16\nper_device_batch_size: 2\nmax_target_length: 1024\n"
+        "ici_data_parallelism: 16\nici_fsdp_parallelism: 1\n",
+    )
+    assert r.diagnosis is not None and r.diagnosis.bottleneck == "hbm"
+    assert {"per_device_batch_size", "remat_policy"} <= set(r.diagnosis.keys)
+    best = r.proposals[0].to_json()
+    assert degree(best, "fsdp") * degree(best, "fsdp_transpose") > 1
+    assert best["expected"]["speedup"] > 1.03
+
+
+def test_model_that_does_not_fit_with_pure_data_parallelism(tmp_path: Path) -> None:
+    r = analyze_text(
+        tmp_path,
+        "compile_topology: v5e-256\nmodel_name: llama2-70b\nper_device_batch_size: 1\n"
+        "ici_data_parallelism: 256\nici_fsdp_parallelism: 1\n",
+    )
+    assert r.diagnosis is not None and r.diagnosis.bottleneck == "memory"
+    assert r.proposals and all(p.hbm_bytes <= p.hbm_usable_bytes for p in r.proposals)
+    shards_weights = [a.name for a in AXES if a.shards_weights]
+    for p in r.proposals:
+        assert math.prod(degree(p.to_json(), a) for a in shards_weights) > 1
+    assert r.proposals[0].ici == {"fsdp": 256}
+
+
+def test_current_mesh_is_kept_when_it_is_already_best(tmp_path: Path) -> None:
+    text = (ROOT / "examples" / "llama2-7b-v5e-256.yml").read_text()
+    r = analyze_text(tmp_path, text.replace("base_config: common.yml\n", ""))
+    first = r.proposals[0]
+    assert first.keep_current and first.speedup == 1.0 and first.ici == {"fsdp": 256}
+    assert "Keep the current mesh" in first.rationale
+    assert all(p.speedup >= 1.0 for p in r.proposals[1:])
+
+
+def test_invalid_mesh_gets_valid_alternatives_and_keeps_the_users_axis(tmp_path: Path) -> None:
+    r = analyze_text(
+        tmp_path,
+        "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 4\n"
+        "ici_fsdp_parallelism: 32\nici_tensor_parallelism: 16\n",
+    )
+    assert r.diagnosis is not None and r.diagnosis.bottleneck == "invalid"
+    assert r.proposals[0].ici == {"fsdp": 256}  # not the equally priced fsdp_transpose spelling
+    assert all(math.isnan(p.speedup) for p in r.proposals)
+    assert r.to_json()["proposals"][0]["expected"]["speedup"] is None  # valid JSON, no NaN
+
+
+@pytest.mark.parametrize(
+    ("scenario", "bottleneck"), [("compute", "compute"), ("hbm", "hbm"), ("comm", "communication")]
+)
+def test_profiles_drive_the_diagnosis_and_calibrate_the_pricing(tmp_path: Path, scenario: str, bottleneck: str) -> None:
+    write_profile(tmp_path / "run", scenario, seed=hash(scenario) % 1000)
+    text = (
+        "# asap: profile=run\ncompile_topology: v5e-4\nmodel_name: llama2-7b\nper_device_batch_size: 1\n"
+        "ici_fsdp_parallelism: 4\n"
+    )
+    r = analyze_text(tmp_path, text)
+    assert r.diagnosis is not None
+    assert (r.diagnosis.source, r.diagnosis.bottleneck) == ("profile", bottleneck)
+    assert r.diagnosis.gap is not None and r.calibration is not None and "calibrated on the profile" in r.calibration
+    assert any(e.source.startswith("profile") for e in r.diagnosis.evidence)
+    if bottleneck == "communication":
+        assert "ici_fsdp_parallelism" in r.diagnosis.keys
+        cur = r.estimate
+        assert cur is not None
+        for p in r.proposals:
+            if not p.keep_current:
+                assert p.speedup >= 1.0
+
+
+def test_cli_json_contract_and_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "c.yml"
+    p.write_text(
+        "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 4\n"
+        "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n"
+    )
+    assert main(["analyze", str(p), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc) >= {"config", "slice", "mesh", "findings", "estimate", "diagnosis", "proposals", "backend"}
+    assert set(doc["slice"]) >= {"name", "chips", "devices", "topology"}
+    assert doc["mesh"]["ici"]["fsdp"] == 16 and doc["mesh"]["ici"]["tensor"] == 16
+    assert set(doc["diagnosis"]) >= {"bottleneck", "confidence", "evidence", "source"}
+    prop = doc["proposals"][0]
+    assert set(prop) >= {"rank", "ici", "dcn", "other_changes", "expected", "confidence", "rationale", "references"}
+    assert set(prop["expected"]) == {"step_s", "mfu", "speedup"}
+    assert doc["backend"] == {"name": "offline", "fallback_reason": None, "model": None}
+    exp = Experiment(p, p.read_text(), workspace=Path.cwd())  # as the CLI runs it
+    assert run_json(exp)[1]  # the same inputs: from the store
+    p.write_text(p.read_text().replace("per_device_batch_size: 4", "per_device_batch_size: 2"))
+    assert not run_json(Experiment(p, p.read_text(), workspace=Path.cwd()))[1]
+
+
+def test_cli_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml")]) == 0
+    out = capsys.readouterr().out
+    assert "Diagnosis" in out and "Proposals" in out and "backend: offline" in out
