@@ -342,8 +342,10 @@ class KnowledgeStore:
         family: str | None = None,
         axis: str | None = None,
         kind: str | None = None,
+        retrievers: tuple[str, ...] = ("bm25", "vector"),
     ) -> list[Result]:
-        """Hybrid search: BM25 (FTS5) and vector KNN (sqlite-vec), fused by reciprocal rank."""
+        """Hybrid search: BM25 (FTS5) and vector KNN (sqlite-vec), fused by reciprocal rank. `retrievers`
+        selects either alone (the benchmark's baselines)."""
         db = self.db
         allowed = self._allowed(generation, family, axis)
         docs = self._documents()
@@ -353,18 +355,19 @@ class KnowledgeStore:
         want = CANDIDATES if allowed is None else n_chunks  # filters: rank everything, then keep the allowed
         ranked: dict[int, float] = {}
         words = re.findall(r"[a-z0-9]+", query.lower())
-        if words:
+        if words and "bm25" in retrievers:
             match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
             rows = db.execute(
                 "select rowid from chunks_fts where chunks_fts match ? order by bm25(chunks_fts) limit ?",
                 [match, want],
             ).fetchall()
             self._fuse(ranked, [r[0] for r in rows], allowed)
-        qv = self.embedder.embed([query])[0].astype(np.float32).tobytes()
-        rows = db.execute(
-            "select rowid from chunk_vec where embedding match ? and k = ? order by distance", [qv, want]
-        ).fetchall()
-        self._fuse(ranked, [r[0] for r in rows], allowed)
+        if "vector" in retrievers:
+            qv = self.embedder.embed([query])[0].astype(np.float32).tobytes()
+            rows = db.execute(
+                "select rowid from chunk_vec where embedding match ? and k = ? order by distance", [qv, want]
+            ).fetchall()
+            self._fuse(ranked, [r[0] for r in rows], allowed)
         top = sorted(ranked.items(), key=lambda kv: -kv[1])[:k]
         if not top:
             return []
