@@ -27,6 +27,9 @@ $(EXT_BUNDLE): $(EXT_STAMP) $(wildcard $(EXT)/src/*.ts) $(EXT)/tsconfig.json
 	npm --prefix $(EXT) run --silent build
 
 demo: $(STAMP)
+	@echo "== ASAP's analysis of Llama3-8B on v6e-16 (fsdp 4 x tensor 4): diagnosis and proposed meshes (offline engine)"
+	$(VENV)/bin/asap analyze examples/llama3-8b-v6e-16.yml
+	@echo
 	@echo "== A correct config: Llama2-7B, FSDP over a v5e-256 slice"
 	$(VENV)/bin/asap check examples/llama2-7b-v5e-256.yml
 	@echo
