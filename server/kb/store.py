@@ -22,8 +22,10 @@ import math
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,10 +38,69 @@ from server.kb.embed import Embedder
 from server.kb.embed import default as default_embedder
 from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: chunk titles in the keyword index
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
 CANDIDATES = 50  # per retriever, before fusion
+FTS_POOL = 400  # BM25 results looked at when filters drop some
 REPO_KB = Path(__file__).resolve().parents[2] / "kb"
+# Abbreviations engineers type, spelled out as the notes write them (added to the query, not replacing it).
+ABBREVIATIONS = {
+    "oom": "out of memory",
+    "moe": "mixture of experts",
+    "tp": "tensor parallelism",
+    "dp": "data parallelism",
+    "pp": "pipeline parallelism",
+    "cp": "context parallelism",
+    "ep": "expert parallelism",
+    "sp": "sequence parallelism",
+    "ga": "gradient accumulation",
+    "pdbs": "per_device_batch_size",
+}
+# Words that carry no topic in a question ("how do I ..."): left out of the BM25 query, where they would
+# otherwise match every note. The embedding still sees the whole query.
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "my",
+        "of",
+        "on",
+        "or",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "this",
+        "to",
+        "use",
+        "vs",
+        "what",
+        "when",
+        "which",
+        "why",
+        "will",
+        "with",
+    ]
+)
 
 
 class KbError(RuntimeError):
@@ -154,6 +215,8 @@ class KnowledgeStore:
         self.notices: list[str] = []
         self._db: sqlite_utils.Database | None = None
         self._docs: dict[str, dict[str, Any]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._local = threading.local()
 
     # -- opening and building --------------------------------------------------------------------------
     def _meta(self, db: sqlite_utils.Database) -> dict[str, str]:
@@ -193,6 +256,14 @@ class KnowledgeStore:
             self._db.close()
             self._db = None
         self._docs = None
+        if self._executor is not None:
+            self._executor.submit(self._close_local).result()
+
+    def _close_local(self) -> None:
+        conn = getattr(self._local, "db", None)
+        if conn is not None:
+            conn.close()
+            self._local.db = None
 
     def ensure(self) -> KnowledgeStore:
         """Build or rebuild when the index is missing, stale, of another model, or damaged."""
@@ -247,7 +318,9 @@ class KnowledgeStore:
                 }
             )
             for i, part in enumerate(n.chunks):
-                chunks.append({"doc_id": n.id, "position": i, "heading": part.heading, "text": part.text})
+                chunks.append(
+                    {"doc_id": n.id, "title": n.title, "position": i, "heading": part.heading, "text": part.text}
+                )
         history_rows = []
         for r in records:
             gen = r.slice.generation
@@ -264,13 +337,12 @@ class KnowledgeStore:
                     "sources": json.dumps([r.source]),
                 }
             )
-            chunks.append({"doc_id": r.id, "position": 0, "heading": r.title, "text": r.text()})
+            chunks.append({"doc_id": r.id, "title": r.title, "position": 0, "heading": r.title, "text": r.text()})
             history_rows.append({"id": r.id, "record": r.model_dump_json()})
-        chunks += extra_chunks or []
+        chunks += [{"title": "", **c} for c in extra_chunks or []]
         for i, c in enumerate(chunks, start=1):
             c["id"] = i
-        titles = {d["id"]: d["title"] for d in docs}
-        vectors = self.embedder.embed([f"{titles.get(c['doc_id'], '')}. {c['heading']}. {c['text']}" for c in chunks])
+        vectors = self.embedder.embed([f"{c['title']}. {c['heading']}. {c['text']}" for c in chunks])
         t_embed = time.perf_counter() - t0
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -351,43 +423,75 @@ class KnowledgeStore:
         docs = self._documents()
         if kind:
             allowed = {d for d in (allowed if allowed is not None else docs) if docs[d]["kind"] == kind}
-        n_chunks = db.execute("select count(*) from chunks").fetchone()[0]
-        want = CANDIDATES if allowed is None else n_chunks  # filters: rank everything, then keep the allowed
-        ranked: dict[int, float] = {}
-        words = re.findall(r"[a-z0-9]+", query.lower())
-        if words and "bm25" in retrievers:
-            match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
-            rows = db.execute(
-                "select rowid from chunks_fts where chunks_fts match ? order by bm25(chunks_fts) limit ?",
-                [match, want],
-            ).fetchall()
-            self._fuse(ranked, [r[0] for r in rows], allowed)
+        # The two retrievers run at once: vector KNN on a second connection in a worker thread (SQLite
+        # releases the GIL while it steps), BM25 here. Filters restrict the KNN scan (vec0 takes a rowid IN
+        # list); BM25 ranks over everything and keeps the allowed chunks of its first FTS_POOL.
+        allowed_ids: set[int] | None = None
+        if allowed is not None:
+            marks = ",".join("?" * len(allowed)) or "NULL"
+            allowed_ids = {
+                r[0] for r in db.execute(f"select id from chunks where doc_id in ({marks})", sorted(allowed))
+            }
+        extra = [ABBREVIATIONS[w] for w in re.findall(r"[a-z0-9]+", query.lower()) if w in ABBREVIATIONS]
+        query = " ".join([query, *extra])
+        vec_job = None
         if "vector" in retrievers:
             qv = self.embedder.embed([query])[0].astype(np.float32).tobytes()
-            rows = db.execute(
-                "select rowid from chunk_vec where embedding match ? and k = ? order by distance", [qv, want]
-            ).fetchall()
-            self._fuse(ranked, [r[0] for r in rows], allowed)
-        top = sorted(ranked.items(), key=lambda kv: -kv[1])[:k]
-        if not top:
+            vec_job = self._pool().submit(self._knn, qv, sorted(allowed_ids) if allowed_ids is not None else None)
+        ranked: dict[int, float] = {}
+        words = [w for w in re.findall(r"[a-z0-9]+", query.lower()) if w not in STOPWORDS]
+        if words and "bm25" in retrievers:
+            match = " OR ".join(f'"{w}"' for w in dict.fromkeys(words))
+            limit = CANDIDATES if allowed_ids is None else FTS_POOL
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "select rowid from chunks_fts where chunks_fts match ? order by bm25(chunks_fts) limit ?",
+                    [match, limit],
+                )
+            ]
+            self._fuse(ranked, [i for i in ids if allowed_ids is None or i in allowed_ids])
+        if vec_job is not None:
+            self._fuse(ranked, vec_job.result())
+        if not ranked:
             return []
-        ids = [cid for cid, _ in top]
+        ids = list(ranked)
         marks = ",".join("?" * len(ids))
         found = {
             r[0]: r for r in db.execute(f"select id, doc_id, heading, text from chunks where id in ({marks})", ids)
         }
+        # One result per note or record: its best section, so three results are three sources.
+        best: dict[str, tuple[int, float]] = {}
+        for cid, score in ranked.items():
+            doc_id = found[cid][1]
+            if doc_id not in best or score > best[doc_id][1]:
+                best[doc_id] = (cid, score)
         out = []
-        for cid, score in top:
-            _, doc_id, heading, text = found[cid]
+        for doc_id, (cid, score) in sorted(best.items(), key=lambda kv: -kv[1][1])[:k]:
+            _, _, heading, text = found[cid]
             d = docs.get(doc_id, {"source": doc_id, "kind": "extra", "title": doc_id})
             out.append(Result(d["source"], doc_id, d["kind"], d["title"], heading, text, score))
         return out
 
-    def _fuse(self, ranked: dict[int, float], ids: list[int], allowed: set[str] | None) -> None:
-        if allowed is not None:
-            marks = ",".join("?" * len(ids)) or "NULL"
-            owner = dict(self.db.execute(f"select id, doc_id from chunks where id in ({marks})", ids).fetchall())
-            ids = [i for i in ids if owner.get(i) in allowed]
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="asap-kb-knn")
+        return self._executor
+
+    def _knn(self, qv: bytes, only: list[int] | None) -> list[int]:
+        """Vector KNN on the worker thread's own connection."""
+        conn = getattr(self._local, "db", None)
+        if conn is None or getattr(self._local, "path", None) != self.path:
+            conn = self._local.db = _connect(self.path)
+            self._local.path = self.path
+        where = f" and rowid in ({','.join('?' * len(only)) or 'NULL'})" if only is not None else ""
+        rows = conn.execute(
+            f"select rowid from chunk_vec where embedding match ? and k = ?{where} order by distance",
+            [qv, CANDIDATES, *(only or [])],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _fuse(self, ranked: dict[int, float], ids: list[int]) -> None:
         for rank, cid in enumerate(ids[:CANDIDATES], start=1):
             ranked[cid] = ranked.get(cid, 0.0) + 1.0 / (RRF_K + rank)
 
