@@ -30,12 +30,15 @@ log = logging.getLogger("asap")
 DEBOUNCE_S = 0.25
 ESTIMATE_CODE = "ASAP120"  # the estimate's information line, hidden by `asap.showEstimate: false`
 LINK_PROFILE_COMMAND = "asap.server.linkProfile"  # (config uri, profile path or null to unlink)
+ANALYZE_COMMAND = "asap.server.analyze"  # (config uri) -> the `asap analyze --json` document
 
 
 @dataclass(frozen=True)
 class Settings:
     default_slice: str | None = None
     show_estimate: bool = True
+    kb_path: str | None = None  # asap.kbPath: the knowledge index file
+    llm: str = "off"  # asap.llm: "off" or "auto"
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
@@ -43,9 +46,13 @@ class Settings:
             return cls()
         ds = raw.get("defaultSlice")
         show = raw.get("showEstimate", True)
+        kb = raw.get("kbPath")
+        llm = raw.get("llm", "off")
         return cls(
             default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
             show_estimate=show if isinstance(show, bool) else True,
+            kb_path=kb.strip() if isinstance(kb, str) and kb.strip() else None,
+            llm=llm if llm in ("off", "auto") else "off",
         )
 
 
@@ -327,6 +334,41 @@ def _reanalyze_all(ls: AsapServer) -> None:
 def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
     ls.failed.clear()  # reopening a config retries a profile that failed or was cancelled
     ls.schedule(params.text_document.uri)
+
+
+@server.command(ANALYZE_COMMAND)
+async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
+    """Diagnosis and proposals for an open config (the Coordinator), off the event loop, with progress."""
+    from server.agents.coordinator import run_json
+    from server.agents.types import Experiment
+
+    path = to_fs_path(uri)
+    doc = ls.workspace.text_documents.get(uri)
+    if not path or doc is None:
+        raise ValueError("analysis needs a saved config open in the editor")
+    loop = asyncio.get_running_loop()
+    token = f"asap-analyze-{loop.time()}"
+    window = ls.client_capabilities.window
+    progress = bool(window and window.work_done_progress)
+    if progress:
+        await ls.work_done_progress.create_async(token)
+        ls.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title="ASAP: analyzing", message=Path(path).name))
+
+    def report(message: str) -> None:
+        if progress:
+            loop.call_soon_threadsafe(ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=message))
+
+    settings = ls.settings
+    exp = Experiment(Path(path), doc.source, settings.default_slice, None, ls.workspace_root(uri))
+    kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
+    try:
+        result, cached = await loop.run_in_executor(None, lambda: run_json(exp, settings.llm, report, kb_path=kb_path))
+    finally:
+        if progress:
+            ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
+            ls.work_done_progress.tokens.pop(token, None)
+    log.info("analysis of %s (%s)", path, "cached" if cached else result["backend"]["name"])
+    return result
 
 
 @server.command(LINK_PROFILE_COMMAND)

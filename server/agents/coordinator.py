@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from server import __version__
@@ -31,11 +32,11 @@ log = logging.getLogger("asap")
 Progress = Callable[[str], None]
 
 
-def _kb(notes: list[str]) -> Any:
+def _kb(notes: list[str], path: Path | None = None) -> Any:
     from server.kb.store import KbError, KnowledgeStore
 
     try:
-        kb = KnowledgeStore().ensure()
+        kb = KnowledgeStore(path=path).ensure()
         notes += kb.notices
         return kb
     except (KbError, OSError, ValueError) as e:
@@ -86,7 +87,11 @@ def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
 
 
 def run_json(
-    exp: Experiment, llm: str = "off", progress: Progress | None = None, client: Any = None
+    exp: Experiment,
+    llm: str = "off",
+    progress: Progress | None = None,
+    client: Any = None,
+    kb_path: Path | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """The result as JSON, from ASAP's store when nothing it depends on changed: (result, cached)."""
     from server import store
@@ -105,7 +110,7 @@ def run_json(
     except Exception as e:
         log.warning("analysis cache unavailable: %s", e)
         db = None
-    result = run(exp, llm, progress, client).to_json()
+    result = run(exp, llm, progress, client, kb_path=kb_path).to_json()
     if db is not None and result["backend"]["fallback_reason"] is None:  # a fallback is retried next time
         with contextlib.suppress(Exception):
             db.table("analyses").upsert({"key": key, "created": time.time(), "result": json.dumps(result)}, pk="key")
@@ -140,6 +145,7 @@ def run(
     progress: Progress | None = None,
     client: Any = None,
     use_kb: bool = True,
+    kb_path: Path | None = None,
 ) -> Result:
     """Analyze one experiment. `llm`: "off" (offline engine) or "auto" (Claude when a key is set, checked by
     the offline engine, offline on any failure). `client`: an anthropic client to use (tests)."""
@@ -155,7 +161,7 @@ def run(
         for f in an.diagnostics
     ]
     report, _ = _profile(an, exp, notes, progress) if an.config.is_maxtext else (None, "")
-    kb = _kb(notes) if use_kb and an.config.is_maxtext else None
+    kb = _kb(notes, kb_path) if use_kb and an.config.is_maxtext else None
     ctx = Context(an, report, kb)
     est = an.estimate
     if progress:

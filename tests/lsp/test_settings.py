@@ -107,3 +107,30 @@ async def test_settings_show_estimate_false_hides_the_information_line_only(fres
     )
     diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP120" for d in ds), timeout=5)
     assert [d.code for d in diags] == ["ASAP120"]
+
+
+async def test_analyze_command_runs_the_coordinator_with_progress(fresh: AsapClient, tmp_path: Path):
+    """asap.server.analyze returns the `asap analyze --json` document for the buffer as it is now, reporting
+    progress, and uses asap.kbPath for the knowledge index."""
+    kb_index = tmp_path / "kb-index" / "kb.sqlite"
+    await initialize(fresh, {"settings": {"kbPath": str(kb_index)}})
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(
+        "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 4\n"
+        "ici_fsdp_parallelism: 16\nici_tensor_parallelism: 16\n"
+    )
+    doc = Doc(fresh, cfg).open()
+    await doc.diagnostics(version=1)
+    doc.replace_all(doc.text.replace("per_device_batch_size: 4", "per_device_batch_size: 2"))  # unsaved edit
+    before = set(fresh.progress_reports)
+    result = await fresh.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="asap.server.analyze", arguments=[doc.uri])
+    )
+    assert result["diagnosis"]["bottleneck"] == "communication"
+    assert result["estimate"]["mesh"]["ici"]["tensor"] == 16
+    assert result["proposals"][0]["ici"].get("tensor", 1) < 16
+    assert "per_device_batch_size: 2" in doc.text and result["estimate"]["tokens_per_step"] == 2 * 2048 * 256
+    assert kb_index.exists()  # the index went where asap.kbPath says
+    (token,) = set(fresh.progress_reports) - before
+    kinds = [type(v).__name__ for v in fresh.progress_reports[token]]
+    assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
