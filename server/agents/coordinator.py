@@ -64,12 +64,12 @@ def _profile(an: Analysis, exp: Experiment, notes: list[str], progress: Progress
 
 
 def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
-    """Everything a result depends on: ASAP's version, the backend, the config's and its parents' text, the
-    slice override, the profile files (path, size, mtime) and the knowledge content."""
+    """Everything a result depends on: ASAP's version, the backend, the config's path and its and its parents'
+    text, the slice override, the profile files (path, size, mtime) and the knowledge content."""
     from server.kb.store import content_hash, kb_dir
     from server.perf import profile_link
 
-    h = hashlib.sha256(f"{__version__}|{backend}|{exp.slice}|{exp.workspace}".encode())
+    h = hashlib.sha256(f"{__version__}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
     h.update((exp.text or "").encode())
     for p in an.config.chain:
         with contextlib.suppress(OSError):
