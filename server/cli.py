@@ -516,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import logging
+
+    logging.getLogger("asap").setLevel(logging.WARNING)  # the CLI prints its own report; the editor wants the log
     args = build_parser().parse_args(argv)
     return int(args.func(args))
 
