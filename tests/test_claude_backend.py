@@ -380,3 +380,47 @@ def test_claude_api_key_and_client_from_env(monkeypatch: pytest.MonkeyPatch) -> 
     assert str(c.base_url).startswith("http://127.0.0.1:9") and c.timeout == 7.0 and c.max_retries == 1
     with pytest.raises(ClaudeUnavailable, match="no API key"):
         claude.make_client("")
+
+
+# -- through the Coordinator ----------------------------------------------------------------------------
+def test_coordinator_uses_claudes_verified_proposals(scripted: Any) -> None:
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+
+    server = scripted([submit("s1", submission(proposal({"fsdp": 16}, rationale="FSDP everywhere")))])
+    res = run(Experiment(CONFIG), llm="auto", client=client(server), use_kb=False)
+    assert res.backend.name == "claude" and res.backend.fallback_reason is None
+    (p,) = res.proposals
+    assert p.ici == {"fsdp": 16} and p.rationale == "FSDP everywhere"
+    assert p.speedup > 1.2  # re-priced by the deterministic engine, not taken from the model
+    assert "re-validated" in p.confidence_basis
+
+
+def test_coordinator_falls_back_to_offline_and_says_why(scripted: Any) -> None:
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+
+    server = scripted([{"status": 500, "body": {"type": "error", "error": {"type": "api_error", "message": "x"}}}])
+    res = run(Experiment(CONFIG), llm="auto", client=client(server), use_kb=False)
+    offline = run(Experiment(CONFIG), llm="off", use_kb=False)
+    assert res.backend.name == "offline" and "Claude unavailable" in (res.backend.fallback_reason or "")
+    assert [p.ici for p in res.proposals] == [p.ici for p in offline.proposals]
+
+
+def test_coordinator_without_a_key_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    res = run(Experiment(CONFIG), llm="auto", use_kb=False)
+    assert res.backend.name == "offline" and "no Anthropic API key" in (res.backend.fallback_reason or "")
+
+
+def test_coordinator_falls_back_on_a_reply_that_is_not_a_message(scripted: Any) -> None:
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+
+    server = scripted([{"status": 200, "body": {"unexpected": True}}])
+    res = run(Experiment(CONFIG), llm="auto", client=client(server), use_kb=False)
+    assert res.backend.name == "offline" and (res.backend.fallback_reason or "").startswith("Claude unavailable")
+    assert res.proposals  # the offline ones

@@ -251,6 +251,9 @@ def _claude(
     except claude.ClaudeUnavailable as e:
         log.warning("Claude unavailable, using the offline engine: %s", e.reason)
         return offline, Backend("offline", f"Claude unavailable: {e.reason}")
+    except Exception as e:  # any other failure (a reply the SDK parsed into nonsense): offline
+        log.warning("Claude backend failed (%s), using the offline engine", type(e).__name__)
+        return offline, Backend("offline", f"Claude unavailable: unexpected reply ({type(e).__name__})")
     cur = ctx.current
     out: list[Proposal] = []
     for ev, raw in ans.proposals:
