@@ -11,6 +11,7 @@ import {
   TransportKind,
 } from 'vscode-languageclient/node';
 
+import { serverEnv } from './apiKey';
 import { findInterpreter } from './interpreter';
 import type { Logger } from './log';
 import { pythonExtensionInterpreter } from './pythonExtension';
@@ -96,7 +97,8 @@ export class AsapClient implements vscode.Disposable {
       command: interpreter.path,
       args: ['-m', 'server'],
       transport: TransportKind.stdio,
-      options: { cwd: folders[0] },
+      // The Anthropic key (SecretStorage) reaches the server in its environment only: never a setting or a log.
+      options: { cwd: folders[0], env: await serverEnv(this.context.secrets, process.env) },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [

@@ -1,6 +1,7 @@
 /** Entry point: wire the output channel, commands and settings to the ASAP language client. */
 import * as vscode from 'vscode';
 
+import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
 import { redactingLogger } from './log';
@@ -24,6 +25,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
     vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
+    vscode.commands.registerCommand('asap.setApiKey', () =>
+      setApiKey(context.secrets, () => asap?.restart() ?? Promise.resolve(), log),
+    ),
     vscode.workspace.onDidChangeConfiguration((e) => {
       // Other asap.* settings reach the running server through workspace/didChangeConfiguration.
       if (e.affectsConfiguration('asap.python')) {

@@ -55,7 +55,8 @@ function fakePython(name: string, exitCode: number, stderr = ''): string {
 
 function makeClient() {
   const log = memoryLogger();
-  const context = { extensionPath: path.join(tmp, 'extension') };
+  const secrets = { get: vi.fn(async () => 'sk-ant-test-SECRET123') };
+  const context = { extensionPath: path.join(tmp, 'extension'), secrets };
   const channel = { show: vi.fn() };
   return { log, client: new AsapClient(context as never, channel as never, log) };
 }
@@ -77,6 +78,9 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     const [id, , serverOptions, clientOptions] = lc.instances[0].args as [string, string, any, any];
     expect(id).toBe('asap'); // makes asap.trace.server work
     expect(serverOptions).toMatchObject({ command: py, args: ['-m', 'server'] });
+    // the stored API key reaches the server's environment, and no log line
+    expect(serverOptions.options.env.ANTHROPIC_API_KEY).toBe('sk-ant-test-SECRET123');
+    expect(log.lines.join('\n')).not.toContain('SECRET123');
     expect(clientOptions.documentSelector).toEqual([
       { scheme: 'file', language: 'yaml' },
       { scheme: 'untitled', language: 'yaml' },
