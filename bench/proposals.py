@@ -58,6 +58,14 @@ def resolved(text: str) -> tuple[dict[str, int], dict[str, int]]:
     return ici, dcn
 
 
+def fold(mesh: dict[str, int]) -> dict[str, int]:
+    """fsdp_transpose folded into fsdp."""
+    out = {a: d for a, d in mesh.items() if a != "fsdp_transpose"}
+    if "fsdp_transpose" in mesh:
+        out["fsdp"] = out.get("fsdp", 1) * mesh["fsdp_transpose"]
+    return out
+
+
 def naive(ref: object, kind: str) -> str:
     cfg = {k: v for k, v in ref.config.items() if k not in MESH_KEYS}  # type: ignore[attr-defined]
     if kind == "data":
@@ -71,7 +79,7 @@ def naive(ref: object, kind: str) -> str:
 def main() -> None:
     refs = [r for r in (*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT) if any(r.name.startswith(d) for d in DEV)]
     print(f"{'reference':<60} {'start':<7} {'tuned mesh':<42} rank  speedup(tuned) top-1")
-    found = first = total = 0
+    found = first = total = found_alike = first_alike = 0
     special_found = special_total = 0
     with tempfile.TemporaryDirectory() as tmp:
         for ref in refs:
@@ -85,6 +93,16 @@ def main() -> None:
                 rank = next(
                     (pr.rank for pr in res.proposals if (pr.ici, pr.dcn) == tuned and not pr.keep_current), None
                 )
+                alike = next(
+                    (
+                        pr.rank
+                        for pr in res.proposals
+                        if (fold(pr.ici), fold(pr.dcn)) == (fold(tuned[0]), fold(tuned[1]))
+                    ),
+                    None,
+                )
+                found_alike += alike is not None
+                first_alike += alike == 1
                 tuned_speed = next((pr.speedup for pr in res.proposals if (pr.ici, pr.dcn) == tuned), None)
                 total += 1
                 found += rank is not None
@@ -104,14 +122,37 @@ def main() -> None:
         f"first: {first}/{total} ({first / total:.0%}; target >= 80%); among the 3 for references with tensor, "
         f"expert, fsdp_transpose or DCN: {special_found}/{special_total}"
     )
-    # -- end-to-end time -------------------------------------------------------------------------------------
-    cfg = ROOT / "examples" / "llama3-8b-v6e-16.yml"
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        run(Experiment(cfg))
-        times.append(time.perf_counter() - t0)
-    print(f"asap analyze (offline, no profile, knowledge store warm): median {statistics.median(times):.2f} s over 5")
+    print(
+        "counting fsdp and fsdp_transpose of the same degree as one mesh (MaxText shards a weight's embed dimension "
+        f"with either; the cost model cannot tell them apart): among the 3 {found_alike}/{total}, first "
+        f"{first_alike}/{total}"
+    )
+    # -- end-to-end time: `asap analyze` as a user runs it (a new process each time) -------------------------
+    import subprocess
+
+    from tests.profiles.synth import write_profile
+
+    asap = str(Path(sys.executable).with_name("asap"))
+    with tempfile.TemporaryDirectory() as tmp:
+        write_profile(Path(tmp) / "run", "comm")
+        base = "compile_topology: v5e-4\nmodel_name: llama2-7b\nper_device_batch_size: 1\nici_fsdp_parallelism: 4\n"
+        results = {}
+        for label, link in (("no profile", ""), ("cached profile", "# asap: profile=run\n")):
+            times = []
+            for i in range(6):
+                cfg = Path(tmp) / "c.yml"
+                cfg.write_text(f"# run {i} {label}\n{link}{base}")  # new text: the analysis cache cannot answer
+                t0 = time.perf_counter()
+                out = subprocess.run([asap, "analyze", str(cfg), "--json"], capture_output=True, cwd=tmp, text=True)
+                assert out.returncode in (0, 1), out.stderr  # 1: the config has errors (here: HBM)
+                if i or not link:  # the first run with a profile converts it: not counted
+                    times.append(time.perf_counter() - t0)
+            results[label] = statistics.median(times)
+        print(
+            f"asap analyze end to end (new process, offline): no profile {results['no profile']:.2f} s, "
+            f"cached profile {results['cached profile']:.2f} s (target < 2 s) "
+            f"{'PASS' if results['cached profile'] < 2 else 'MISS'}"
+        )
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ class ChipSpec:
     pcie_bw: float  # host <-> chip bytes/s (host offload of activations)
     mxu_efficiency: float  # sustained fraction of peak on large matmuls in MaxText training (calibrated)
     tensorcores: int = 1  # TensorCores per chip; XProf reports one device plane (and its peaks) per TensorCore
+    mxu_dim: int = 128  # side of the systolic matmul array: a local matmul dimension below it leaves MXU rows idle
     low_precision_peak: dict[str, float] = field(default_factory=dict)  # 'int8'/'fp8' -> dense ops/s per chip
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
@@ -92,6 +93,7 @@ CHIPS: dict[str, ChipSpec] = {
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v4",
+            "mxu_dim": "scaling-book",
             "topology": "maxtext-accel",
         },
     ),
@@ -121,6 +123,7 @@ CHIPS: dict[str, ChipSpec] = {
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v5e",
+            "mxu_dim": "scaling-book",
             "low_precision_peak": "gcp-v5e",
             "topology": "maxtext-accel",
         },
@@ -152,6 +155,7 @@ CHIPS: dict[str, ChipSpec] = {
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v5p",
+            "mxu_dim": "scaling-book",
             "low_precision_peak": "gcp-v5p",
             "topology": "maxtext-accel",
         },
@@ -171,6 +175,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
         mxu_efficiency=0.70,
+        mxu_dim=256,
         low_precision_peak={"int8": 1836e12},
         sources={
             "peak_bf16_flops": "gcp-v6e",
@@ -182,6 +187,7 @@ CHIPS: dict[str, ChipSpec] = {
             "pcie_bw": "scaling-book",
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v6e",
+            "mxu_dim": "scaling-book",
             "low_precision_peak": "gcp-v6e",
             "topology": "maxtext-accel",
         },
@@ -201,6 +207,7 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
         mxu_efficiency=0.70,
+        mxu_dim=256,
         tensorcores=2,
         low_precision_peak={"fp8": 4614e12},
         sources={
@@ -213,6 +220,7 @@ CHIPS: dict[str, ChipSpec] = {
             "pcie_bw": "assumed-pcie",
             "mxu_efficiency": "assumed-mxu",
             "tensorcores": "gcp-tpu7x",
+            "mxu_dim": "scaling-book",
             "low_precision_peak": "gcp-tpu7x",
             "topology": "maxtext-accel",
         },

@@ -120,12 +120,21 @@ def _work(
         "mlpwi": s.emb + s.n_mlp_in * s.mlp / tp,
         "mlpwo": s.emb + s.mlp / tp,
     }
+    # The dimension tensor parallelism splits, per chip: below the MXU's side (128 on v4/v5e/v5p, 256 on
+    # v6e/tpu7x) part of the systolic array idles (scaling book, TPU chapter: matmuls want multiples of it).
+    mlp_dim = s.moe_mlp if s.moe else s.mlp
+    split_dim = {
+        "qkv": s.q_heads * s.head_dim / tp,
+        "out_proj": s.q_heads * s.head_dim / tp,
+        "mlpwi": mlp_dim / tp,
+        "mlpwo": mlp_dim / tp,
+    }
     compute = 0.0
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
         # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16.
-        eff = chip.mxu_efficiency * matmul_speedup
+        eff = chip.mxu_efficiency * matmul_speedup * min(1.0, split_dim[k] / chip.mxu_dim)
         pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, eff, HBM_EFFICIENCY)
         points.append(pt)
         compute += pt.seconds
