@@ -309,3 +309,23 @@ def test_axis_hover_prices_its_collectives():
     assert md is not None and "Collectives (tensor group, estimate)" in md[0] and "exposed" in md[0]
     fsdp = hover(an, 4, 3)
     assert fsdp is not None and "hidden behind compute" in fsdp[0]
+
+
+def test_tensor_split_below_the_mxu_side_slows_the_matmuls() -> None:
+    """v6e's MXU is 256 wide: an MLP of 2048 split 16 ways leaves 128 columns per chip, half the array."""
+    from server.analysis import analyze as analyze_text
+
+    base = (
+        "compile_topology: v6e-16\nbase_emb_dim: 2048\nbase_num_query_heads: 16\nbase_num_kv_heads: 16\n"
+        "head_dim: 128\nbase_mlp_dim: 2048\nbase_num_decoder_layers: 2\nper_device_batch_size: 4\n"
+        "ici_fsdp_parallelism: {f}\nici_tensor_parallelism: {t}\n"
+    )
+
+    def mlp_seconds_per_flop(f: int, t: int) -> float:
+        an = analyze_text(None, base.format(f=f, t=t))
+        assert an.estimate is not None
+        pt = next(p for p in an.estimate.time.points if p.name == "mlpwi")
+        return pt.seconds / pt.flops
+
+    wide, narrow = mlp_seconds_per_flop(4, 4), mlp_seconds_per_flop(1, 16)  # 512 vs 128 columns per chip
+    assert narrow == pytest.approx(2 * wide, rel=0.05)
