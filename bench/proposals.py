@@ -89,7 +89,7 @@ def main() -> None:
                 text = naive(ref, kind)
                 p = Path(tmp) / "c.yml"
                 p.write_text(text)
-                res = run(Experiment(p, text), use_kb=False)
+                res = run(Experiment(p, text))  # with the knowledge store, as users run it
                 rank = next(
                     (pr.rank for pr in res.proposals if (pr.ici, pr.dcn) == tuned and not pr.keep_current), None
                 )
