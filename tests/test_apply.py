@@ -191,9 +191,10 @@ def test_applying_keeps_everything_else_byte_identical(text: str, proposal: tupl
     ici, dcn = proposal
     out = apply(text, ici, dcn)
     assert mesh_of(out) == (ici, dcn)
-    strip = lambda s: [
-        ln for ln in s.splitlines() if not ln.split("#")[0].strip().split(":")[0].endswith("_parallelism")
-    ]
+
+    def strip(s: str) -> list[str]:
+        return [ln for ln in s.splitlines() if not ln.split("#")[0].strip().split(":")[0].endswith("_parallelism")]
+
     assert strip(out) == strip(text)  # every non-mesh line, comment and blank line unchanged, in order
     for ln in text.splitlines():  # comments on mesh lines survive too
         if "_parallelism" in ln and "#" in ln:

@@ -42,7 +42,7 @@ def proposal_edits(
             want[key] = int(degrees.get(a.name, 1))
             if _effective(cfg, key) == -1:
                 minus_one[part].append(key)
-    for part, keys in minus_one.items():
+    for keys in minus_one.values():
         if len(keys) == 1:  # a single -1 resolves to what is left of the slice: the proposal's degree
             want.pop(keys[0])
     for k, v in (other or {}).items():
