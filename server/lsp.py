@@ -17,7 +17,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from server import __version__, explain, lsp_convert, profile_analysis
+from server import __version__, agent_findings, explain, lsp_convert, profile_analysis
 from server.analysis import Analysis, analyze
 from server.perf import placement, profile_convert, profile_link
 from server.perf.findings import Finding, Severity
@@ -65,6 +65,9 @@ class AsapServer(LanguageServer):
         self.profiles: dict[str, ProfileResult] = {}  # uri -> its linked profile's result
         self.conversions: dict[Path, asyncio.Task[None]] = {}  # profile run dir -> conversion in flight
         self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
+        self.agent: dict[str, tuple[int | None, dict[str, Any]]] = {}  # uri -> (version analysed, result JSON)
+        self.agent_tasks: dict[str, asyncio.Task[None]] = {}
+        self.shutting_down = False
 
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:
@@ -111,8 +114,13 @@ class AsapServer(LanguageServer):
         return res
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
+        if self.shutting_down:  # background work finishing after shutdown has no one to tell
+            return
         prof = self.profiles.get(doc.uri)
         findings: list[Finding] = [*an.diagnostics, *(prof.findings if prof else [])]
+        agent = self.agent.get(doc.uri)
+        if agent is not None:
+            findings += agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version)
         diags = [
             lsp_convert.diagnostic(f, doc)
             for f in findings
@@ -154,6 +162,44 @@ class AsapServer(LanguageServer):
         if prof.files is not None and prof.report is None and not prof.findings:
             self.start_conversion(prof.files)
 
+    def start_agents(self, uri: str) -> None:
+        """Diagnosis and proposals in the background (on open and save, never on a keystroke)."""
+        old = self.agent_tasks.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        self.agent_tasks[uri] = asyncio.ensure_future(self.run_agents(uri))
+
+    async def run_agents(self, uri: str) -> None:
+        from server.agents.coordinator import run_json
+        from server.agents.types import Experiment
+
+        doc = self.workspace.text_documents.get(uri)
+        path = to_fs_path(uri)
+        if doc is None or not path:
+            return
+        version, text = doc.version, doc.source
+        settings = self.settings
+        exp = Experiment(Path(path), text, settings.default_slice, None, self.workspace_root(uri))
+        kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
+        loop = asyncio.get_running_loop()
+        try:
+            an = await loop.run_in_executor(None, self._analyze, uri, text)
+            if not an.config.is_maxtext or an.check.slice is None:
+                return
+            result, _ = await loop.run_in_executor(None, lambda: run_json(exp, settings.llm, kb_path=kb_path))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("agents failed on %s", uri)
+            return
+        current = self.workspace.text_documents.get(uri)
+        if current is None:
+            return
+        self.agent[uri] = (version, result)
+        cached = self.analyses.get(uri)
+        if cached is not None and cached[0] == current.version:  # else the pending refresh publishes it
+            self.publish(current, cached[1])
+
     def start_conversion(self, pf: ProfileFiles) -> None:
         if pf.run_dir not in self.conversions:
             self.conversions[pf.run_dir] = asyncio.ensure_future(self.convert(pf))
@@ -190,6 +236,9 @@ class AsapServer(LanguageServer):
         try:
             log.info("reading profile %s", pf.describe())
             await loop.run_in_executor(None, lambda: profile_convert.load_tools(pf, progress, cancel))
+        except asyncio.CancelledError:  # the server is shutting down: kill the XProf child too
+            cancel.cancel()
+            raise
         except Cancelled:
             outcome = "cancelled"
             self.failed[profile_convert.files_key(pf)] = (
@@ -284,6 +333,14 @@ async def _pull_settings(ls: AsapServer) -> None:
     log.info("settings: %s", ls.settings)
 
 
+@server.feature(lsp.SHUTDOWN)
+def shutdown(ls: AsapServer, params: None) -> None:
+    """Stop background work: analyses, agents and profile conversions (their child processes are killed)."""
+    ls.shutting_down = True
+    for task in [*ls.pending.values(), *ls.agent_tasks.values(), *ls.conversions.values()]:
+        task.cancel()
+
+
 @server.feature(lsp.INITIALIZE)
 def initialize(ls: AsapServer, params: lsp.InitializeParams) -> None:
     opts = params.initialization_options
@@ -334,6 +391,7 @@ def _reanalyze_all(ls: AsapServer) -> None:
 def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
     ls.failed.clear()  # reopening a config retries a profile that failed or was cancelled
     ls.schedule(params.text_document.uri)
+    ls.start_agents(params.text_document.uri)
 
 
 @server.command(ANALYZE_COMMAND)
@@ -401,6 +459,7 @@ def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
 @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:
     ls.schedule(params.text_document.uri, invalidate=True)  # parents on disk may have changed too
+    ls.start_agents(params.text_document.uri)
 
 
 @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
@@ -411,6 +470,10 @@ def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
         task.cancel()
     ls.analyses.pop(uri, None)
     ls.profiles.pop(uri, None)
+    ls.agent.pop(uri, None)
+    agent_task = ls.agent_tasks.pop(uri, None)
+    if agent_task is not None:
+        agent_task.cancel()
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     ls.refresh_dependents(uri)  # children now read this parent from disk
 
@@ -432,7 +495,7 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 @server.feature(
     lsp.TEXT_DOCUMENT_CODE_ACTION,
-    lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix]),
+    lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix], resolve_provider=True),
 )
 def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
     doc = ls.workspace.get_text_document(params.text_document.uri)
@@ -448,7 +511,43 @@ def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
                 action = lsp_convert.code_action(fix, doc, diag)
                 if action is not None:
                     actions.append(action)
+    agent = ls.agent.get(doc.uri)
+    if agent is not None and agent[0] == doc.version:  # proposals never apply to text they were not made for
+        on = [d for d in params.context.diagnostics if d.code == agent_findings.DIAGNOSIS_CODE]
+        resolve = _can_resolve_edits(ls)
+        for fix in agent_findings.proposal_fixes(agent[1], an, doc.source, ls.read):
+            action = lsp_convert.code_action(fix, doc, on[0] if on else None)
+            if action is None:
+                continue
+            if resolve:  # the edit is computed on codeAction/resolve
+                action.data = {"uri": doc.uri, "version": doc.version, "title": fix.title}
+                action.edit = None
+            actions.append(action)
     return actions
+
+
+def _can_resolve_edits(ls: AsapServer) -> bool:
+    td = ls.client_capabilities.text_document
+    ca = td.code_action if td else None
+    props = ca.resolve_support.properties if ca and ca.resolve_support else []
+    return "edit" in props
+
+
+@server.feature(lsp.CODE_ACTION_RESOLVE)
+def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeAction:
+    """The proposal's edit, for the document as it is now (nothing when it moved on since the action was listed)."""
+    data = action.data if isinstance(action.data, dict) else {}
+    doc = ls.workspace.text_documents.get(str(data.get("uri", "")))
+    agent = ls.agent.get(doc.uri) if doc is not None else None
+    if doc is None or agent is None or doc.version != data.get("version") or agent[0] != doc.version:
+        return action
+    an = ls.analyze_doc(doc)
+    for fix in agent_findings.proposal_fixes(agent[1], an, doc.source, ls.read):
+        if fix.title == data.get("title"):
+            resolved = lsp_convert.code_action(fix, doc, action.diagnostics[0] if action.diagnostics else None)
+            if resolved is not None:
+                action.edit = resolved.edit
+    return action
 
 
 def main() -> None:

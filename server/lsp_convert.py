@@ -52,7 +52,7 @@ def diagnostic(finding: Finding, doc: TextDocument) -> lsp.Diagnostic:
     )
 
 
-def code_action(fix: Fix, doc: TextDocument, diag: lsp.Diagnostic) -> lsp.CodeAction | None:
+def code_action(fix: Fix, doc: TextDocument, diag: lsp.Diagnostic | None) -> lsp.CodeAction | None:
     """A quick fix as a versioned edit of this document; None if it would touch another file."""
     here = Path(doc.path).resolve() if doc.path else None
     edits = []
@@ -67,7 +67,7 @@ def code_action(fix: Fix, doc: TextDocument, diag: lsp.Diagnostic) -> lsp.CodeAc
     return lsp.CodeAction(
         title=fix.title,
         kind=lsp.CodeActionKind.QuickFix,
-        diagnostics=[diag],
+        diagnostics=[diag] if diag is not None else None,
         is_preferred=fix.preferred or None,
         edit=lsp.WorkspaceEdit(document_changes=[change]),
     )

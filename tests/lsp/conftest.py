@@ -277,9 +277,12 @@ async def wait_for_publish(
 ESTIMATE = "ASAP120"  # the performance model's information line, published with every valid mesh
 
 
+AGENTS = "ASAP300"  # the background diagnosis: arrives on its own schedule (tests/lsp/test_agents.py)
+
+
 def codes(diags: Iterable[lsp.Diagnostic]) -> list[str]:
-    """Codes of the rule findings (the estimate's information line aside: see test_estimate_*)."""
-    return sorted(str(d.code) for d in diags if d.code != ESTIMATE)
+    """Codes of the rule findings (the estimate's information line and the agents' diagnosis aside)."""
+    return sorted(str(d.code) for d in diags if d.code not in (ESTIMATE, AGENTS))
 
 
 def by_code(diags: Iterable[lsp.Diagnostic], code: str) -> lsp.Diagnostic:

@@ -1,0 +1,92 @@
+"""The agents in the editor: the diagnosis arrives in the background on the keys it implicates, proposals are
+quick fixes that rewrite only the mesh, an edited config marks the diagnosis stale and withdraws them, and a
+save refreshes it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+
+from .conftest import AGENTS, AsapClient, Doc, codes
+
+module_loop = pytest.mark.asyncio(loop_scope="module")  # tests on the module's `shared` server
+
+TP_HEAVY = """\
+# Llama 2 7B: tensor parallelism far above what its MLP needs
+compile_topology: v5e-256
+model_name: llama2-7b
+per_device_batch_size: 4
+ici_fsdp_parallelism: 16   # tuned by hand
+ici_tensor_parallelism: 16
+remat_policy: full
+"""
+
+
+def has_agents(diags: list[lsp.Diagnostic]) -> bool:
+    return any(d.code == AGENTS for d in diags)
+
+
+@module_loop
+async def test_diagnosis_then_apply_proposal_one(shared: AsapClient, tmp_path: Path):
+    cfg = tmp_path / "tp.yml"
+    cfg.write_text(TP_HEAVY)
+    doc = Doc(shared, cfg).open()
+    diags = await doc.diagnostics(version=1, where=has_agents, timeout=60)
+    (diag,) = [d for d in diags if d.code == AGENTS]
+    assert diag.severity == lsp.DiagnosticSeverity.Warning
+    assert diag.range.start.line == 5  # ici_tensor_parallelism: the key the tensor all-reduces implicate
+    assert "communication-bound" in diag.message and "proposal 1:" in diag.message and "%" in diag.message
+
+    actions = await doc.code_actions([diag])
+    proposals = [a for a in actions if a.title.startswith("Apply proposal")]
+    assert proposals and proposals[0].title.startswith("Apply proposal 1: ") and "confidence" in proposals[0].title
+    first = proposals[0]
+    assert first.is_preferred and first.edit is not None
+    (change,) = first.edit.document_changes or []
+    assert isinstance(change, lsp.TextDocumentEdit) and change.text_document.version == 1
+    v2 = doc.edit(change.edits)
+    assert "# tuned by hand" in doc.text and "# Llama 2 7B" in doc.text and "remat_policy: full" in doc.text
+    assert "ici_tensor_parallelism: 16" not in doc.text
+    after = await doc.diagnostics(version=v2)
+    assert codes(after) == []  # the applied proposal launches: no mesh errors
+
+    # edited since the analysis: the diagnosis says it is stale and proposals are withdrawn
+    stale = [d for d in after if d.code == AGENTS]
+    assert stale and all(d.message.startswith("[stale") for d in stale)
+    assert not [a for a in await doc.code_actions(stale) if a.title.startswith("Apply proposal")]
+
+    # a save runs the agents again on the new text
+    doc.save()
+    fresh = await doc.diagnostics(
+        version=v2,
+        where=lambda ds: any(d.code == AGENTS and not d.message.startswith("[stale") for d in ds),
+        timeout=60,
+    )
+    assert fresh
+    doc.close()
+
+
+async def test_proposal_edits_are_computed_on_resolve(fresh: AsapClient, tmp_path: Path):
+    from .conftest import ROOT, capabilities
+
+    caps = capabilities()
+    assert caps.text_document is not None and caps.text_document.code_action is not None
+    caps.text_document.code_action.resolve_support = lsp.ClientCodeActionResolveOptions(properties=["edit"])
+    await asyncio.wait_for(
+        fresh.initialize_session(lsp.InitializeParams(capabilities=caps, root_uri=ROOT.as_uri())), 30
+    )
+    cfg = tmp_path / "tp.yml"
+    cfg.write_text(TP_HEAVY)
+    doc = Doc(fresh, cfg).open()
+    diags = await doc.diagnostics(version=1, where=has_agents, timeout=60)
+    actions = [a for a in await doc.code_actions(diags) if a.title.startswith("Apply proposal")]
+    assert actions and all(a.edit is None and isinstance(a.data, dict) for a in actions)
+    resolved = await asyncio.wait_for(fresh.code_action_resolve_async(actions[0]), 30)
+    assert resolved.edit is not None and resolved.edit.document_changes
+    (change,) = resolved.edit.document_changes
+    assert isinstance(change, lsp.TextDocumentEdit) and change.text_document.version == 1
+    doc.edit(change.edits)
+    assert "ici_tensor_parallelism: 16" not in doc.text and "# tuned by hand" in doc.text
