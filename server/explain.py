@@ -5,6 +5,7 @@ behind the verdict and where they come from. No editor types here.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from server.analysis import Analysis
 from server.perf import profile as prof
@@ -327,3 +328,45 @@ def profile_md(report: prof.Report, source: str) -> str:
         ]
     out += ["", "Shares are of the step; op utilizations are against the declared chip's per-TensorCore peaks."]
     return "\n".join(out)
+
+
+def agent_md(result: dict[str, Any], stale: bool) -> str:
+    """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic)."""
+    d = result["diagnosis"]
+    out = []
+    if stale:
+        out += ["*Stale: the config changed since this analysis; save to refresh.*", ""]
+    out += [
+        f"**{d['bottleneck']}-bound** ({d['source']}, confidence {d['confidence']:.0%}): {d['summary']}",
+        "",
+    ]
+    out += [f"- {e['text']} *({e['source']})*" for e in d["evidence"]]
+    if result.get("calibration"):
+        out += ["", f"*{result['calibration']}*"]
+    props = result.get("proposals", [])
+    if props:
+        out += ["", "| # | mesh and changes | expected | confidence |", "|---|---|---|---|"]
+        for p in props:
+            sp = p["expected"]["speedup"]
+            exp = f"x{sp:.2f}, MFU {p['expected']['mfu']:.1%}" if sp is not None else f"MFU {p['expected']['mfu']:.1%}"
+            label = "keep the current mesh" if p["keep_current"] else agent_label(p)
+            out.append(f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |")
+        best = props[0]
+        out += ["", best["rationale"], "", f"Confidence rests on: {best['confidence_basis']}."]
+        refs = sorted({r for p in props for r in p["references"]})
+        if refs:
+            out += ["", "Sources: " + ", ".join(f"`{r}`" for r in refs)]
+    backend = result["backend"]
+    out += [
+        "",
+        f"*Backend: {backend['name']}"
+        + (f" ({backend['fallback_reason']})" if backend["fallback_reason"] else "")
+        + "*",
+    ]
+    return "\n".join(out)
+
+
+def agent_label(p: dict[str, Any]) -> str:
+    from server.agent_findings import mesh_label
+
+    return mesh_label(p)

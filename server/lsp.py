@@ -483,7 +483,15 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     doc = ls.workspace.get_text_document(params.text_document.uri)
     line, col = lsp_convert.server_position(doc, params.position)
     prof = ls.profiles.get(doc.uri)
-    found = (explain.profile_hover(prof, line, col) if prof else None) or explain.hover(ls.analyze_doc(doc), line, col)
+    an = ls.analyze_doc(doc)
+    found = (explain.profile_hover(prof, line, col) if prof else None) or explain.hover(an, line, col)
+    agent = ls.agent.get(doc.uri)
+    if agent is not None:  # on a key the diagnosis implicates: the diagnosis first, then the key's own hover
+        for f in agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version):
+            if f.span.line == line and f.span.column <= col <= f.span.end_column:
+                md = explain.agent_md(agent[1], stale=agent[0] != doc.version)
+                found = (md + ("\n\n---\n\n" + found[0] if found else ""), f.span)
+                break
     if found is None:
         return None
     md, span = found

@@ -40,6 +40,13 @@ async def test_diagnosis_then_apply_proposal_one(shared: AsapClient, tmp_path: P
     assert diag.range.start.line == 5  # ici_tensor_parallelism: the key the tensor all-reduces implicate
     assert "communication-bound" in diag.message and "proposal 1:" in diag.message and "%" in diag.message
 
+    hover = await doc.hover(5, 3)  # on ici_tensor_parallelism: the diagnosis, its numbers and sources, then the key
+    assert hover is not None
+    md = hover.contents.value
+    assert md.startswith("**communication-bound**") and "confidence" in md and "| 1 |" in md
+    assert "Confidence rests on:" in md and "Backend: offline" in md
+    assert "ici_tensor_parallelism" in md and "Degree:" in md  # the key's own hover follows
+
     actions = await doc.code_actions([diag])
     proposals = [a for a in actions if a.title.startswith("Apply proposal")]
     assert proposals and proposals[0].title.startswith("Apply proposal 1: ") and "confidence" in proposals[0].title
