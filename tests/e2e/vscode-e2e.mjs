@@ -4,6 +4,7 @@
 import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
+// Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, and "Apply proposal 1".
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
@@ -35,25 +36,25 @@ async function palette(key, text, row) {
   await page.keyboard.press('Enter');
 }
 
-async function applyQuickFix() {
+async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
   // Ctrl+. can race the light bulb: retry a few times.
   for (let attempt = 1; ; attempt++) {
     try {
       await page.mouse.move(0, 0);
-      await line('ici_fsdp_parallelism').locator('span', { hasText: '# tuned' }).last().click();
+      await line(anchorLine).locator('span', { hasText: anchorSpan }).last().click();
       await page.keyboard.press('Control+.');
       const rows = page.locator('.action-widget .monaco-list-row.action');
-      await rows.filter({ hasText: FIX }).first().waitFor({ timeout: 5000 });
+      await rows.filter({ hasText: fix }).first().waitFor({ timeout: 5000 });
       log('QUICK FIXES: ' + (await rows.allInnerTexts()).join(' | '));
       // Walk the keyboard focus to our fix (clicking rows is unreliable); bounded by the row count.
       const n = await rows.count();
       for (let i = 0; i <= n; i++) {
-        if (await page.locator('.action-widget .monaco-list-row.action.focused', { hasText: FIX }).count()) break;
-        if (i === n) throw new Error(`could not focus "${FIX}"`);
+        if (await page.locator('.action-widget .monaco-list-row.action.focused', { hasText: fix }).count()) break;
+        if (i === n) throw new Error(`could not focus "${fix}"`);
         await page.keyboard.press('ArrowDown');
       }
       await page.keyboard.press('Enter');
-      await line('ici_fsdp_parallelism: 16').waitFor({ timeout: 5000 });
+      await line(expectLine).waitFor({ timeout: 5000 });
       return;
     } catch (e) {
       if (attempt >= 4) throw e;
@@ -83,7 +84,7 @@ try {
   log('HOVER: ' + (await hover.innerText()));
   await page.screenshot({ path: `${shots}/hover.png` });
 
-  await applyQuickFix();
+  await applyQuickFix('ici_fsdp_parallelism', '# tuned', FIX, 'ici_fsdp_parallelism: 16');
   const fixed = await lineText(line('ici_fsdp_parallelism'));
   if (fixed !== FIXED_LINE) throw new Error(`line 7 is ${JSON.stringify(fixed)}, expected ${JSON.stringify(FIXED_LINE)}`);
   log(`QUICK FIX applied: ${fixed}`);
@@ -92,6 +93,28 @@ try {
   await problemRow().waitFor({ state: 'detached', timeout: 30_000 });
   log('ASAP101 gone from the Problems panel: ' + (await page.locator('.markers-panel').innerText()));
   await page.screenshot({ path: `${shots}/fixed.png` });
+
+  // Save: the agents analyse the valid config in the background; their diagnosis lands on the tensor key.
+  await page.keyboard.press('Control+S');
+  const agentRow = page.locator('.markers-panel .monaco-list-row', { hasText: /ASAP300/ }).first();
+  await agentRow.waitFor({ timeout: 90_000 });
+  log('AGENTS: ' + (await agentRow.innerText()));
+
+  await page.mouse.move(0, 0);
+  await line('ici_tensor_parallelism').locator('span', { hasText: /^ici_tensor_parallelism$/ }).last().hover();
+  const agentHover = page.locator('.monaco-hover', { hasText: 'Confidence rests on' }).first();
+  await agentHover.waitFor({ timeout: 20_000 });
+  log('AGENT HOVER: ' + (await agentHover.innerText()).slice(0, 400));
+  await page.screenshot({ path: `${shots}/agent-hover.png` });
+  await page.keyboard.press('Escape');
+
+  await applyQuickFix('ici_tensor_parallelism', /^ici_tensor_parallelism$/, 'Apply proposal 1', 'ici_fsdp_parallelism: 256');
+  const mesh = await lineText(line('ici_fsdp_parallelism'));
+  const tensor = await lineText(line('ici_tensor_parallelism'));
+  if (mesh !== 'ici_fsdp_parallelism: 256   # tuned by hand last week') throw new Error(`fsdp line: ${JSON.stringify(mesh)}`);
+  if (tensor !== 'ici_tensor_parallelism: 1') throw new Error(`tensor line: ${JSON.stringify(tensor)}`);
+  log(`PROPOSAL 1 applied: ${mesh} / ${tensor}`);
+  await page.screenshot({ path: `${shots}/proposal-applied.png` });
   log('PASS');
 } catch (e) {
   console.error('FAIL', e);
