@@ -31,6 +31,7 @@ DEBOUNCE_S = 0.25
 ESTIMATE_CODE = "ASAP120"  # the estimate's information line, hidden by `asap.showEstimate: false`
 LINK_PROFILE_COMMAND = "asap.server.linkProfile"  # (config uri, profile path or null to unlink)
 ANALYZE_COMMAND = "asap.server.analyze"  # (config uri) -> the `asap analyze --json` document
+RUN_AGENTS_COMMAND = "asap.server.runAgents"  # (config uri): re-run the background analysis now
 
 
 @dataclass(frozen=True)
@@ -427,6 +428,44 @@ async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
             ls.work_done_progress.tokens.pop(token, None)
     log.info("analysis of %s (%s)", path, "cached" if cached else result["backend"]["name"])
     return result
+
+
+@server.command(RUN_AGENTS_COMMAND)
+def run_agents_command(ls: AsapServer, uri: str) -> None:
+    """Re-run the agents on the open document now (the code lens' "Analyze")."""
+    ls.start_agents(uri)
+
+
+@server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    """Above the mesh block: the estimate's one-line summary, the agents' verdict when fresh, and "Analyze"."""
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    an = ls.analyze_doc(doc)
+    if not an.config.is_maxtext or an.config.document is None:
+        return []
+    mesh = [e for k, e in an.config.document.entries.items() if k.endswith("_parallelism")]
+    anchor = min((e.key_span for e in mesh), key=lambda sp: sp.line) if mesh else None
+    if anchor is None:
+        return []
+    rng = lsp_convert.client_range(doc, anchor)
+    lenses = []
+    if an.estimate is not None:
+        lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(title=an.estimate.summary(), command="")))
+    agent = ls.agent.get(doc.uri)
+    if agent is not None and agent[0] == doc.version:
+        props = [p for p in agent[1].get("proposals", []) if not p["keep_current"]]
+        if any(p["keep_current"] for p in agent[1].get("proposals", [])):
+            title = "ASAP: keep this mesh (no clearly better one)"
+        elif props and props[0]["expected"]["speedup"] is not None:
+            label, speedup = agent_findings.mesh_label(props[0]), props[0]["expected"]["speedup"]
+            title = f"ASAP: proposal 1 {label} x{speedup:.2f} (quick fix)"
+        else:
+            title = "ASAP: proposals available (quick fix)"
+        lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command="")))
+    lenses.append(
+        lsp.CodeLens(range=rng, command=lsp.Command(title="Analyze", command=RUN_AGENTS_COMMAND, arguments=[doc.uri]))
+    )
+    return lenses
 
 
 @server.command(LINK_PROFILE_COMMAND)

@@ -97,3 +97,24 @@ async def test_proposal_edits_are_computed_on_resolve(fresh: AsapClient, tmp_pat
     assert isinstance(change, lsp.TextDocumentEdit) and change.text_document.version == 1
     doc.edit(change.edits)
     assert "ici_tensor_parallelism: 16" not in doc.text and "# tuned by hand" in doc.text
+
+
+@module_loop
+async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path):
+    cfg = tmp_path / "lens.yml"
+    cfg.write_text(TP_HEAVY)
+    doc = Doc(shared, cfg).open()
+    await doc.diagnostics(version=1, where=has_agents, timeout=60)
+    lenses = await shared.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    assert lenses and {lens.range.start.line for lens in lenses} == {4}  # the first mesh key
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert titles[0].startswith("Estimated:") and "MFU" in titles[0]
+    assert any(t.startswith("ASAP: proposal 1 fsdp=") for t in titles)
+    analyze = next(lens for lens in lenses if lens.command and lens.command.title == "Analyze")
+    mark = len(shared.publishes)
+    await shared.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=analyze.command.command, arguments=analyze.command.arguments)
+    )
+    doc.mark = mark
+    assert await doc.diagnostics(version=1, where=has_agents, timeout=60)  # the agents ran again and published
+    doc.close()
