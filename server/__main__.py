@@ -2,4 +2,5 @@
 
 from server.lsp import main
 
-main()
+if __name__ == "__main__":  # not when a worker process (the agents' pool) imports it
+    main()

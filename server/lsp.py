@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import sys
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -69,6 +72,7 @@ class AsapServer(LanguageServer):
         self.agent: dict[str, tuple[int | None, dict[str, Any]]] = {}  # uri -> (version analysed, result JSON)
         self.agent_tasks: dict[str, asyncio.Task[None]] = {}
         self.shutting_down = False
+        self._agent_pool: ProcessPoolExecutor | None = None
 
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:
@@ -163,6 +167,13 @@ class AsapServer(LanguageServer):
         if prof.files is not None and prof.report is None and not prof.findings:
             self.start_conversion(prof.files)
 
+    def agent_pool(self) -> ProcessPoolExecutor:
+        """The agents run in a worker process: their CPU-bound pricing must not hold this process' GIL while
+        the editor waits for a hover or diagnostics (bench/lsp_latency.py measures it)."""
+        if self._agent_pool is None:
+            self._agent_pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return self._agent_pool
+
     def start_agents(self, uri: str) -> None:
         """Diagnosis and proposals in the background (on open and save, never on a keystroke)."""
         old = self.agent_tasks.pop(uri, None)
@@ -187,7 +198,7 @@ class AsapServer(LanguageServer):
             an = await loop.run_in_executor(None, self._analyze, uri, text)
             if not an.config.is_maxtext or an.check.slice is None:
                 return
-            result, _ = await loop.run_in_executor(None, lambda: run_json(exp, settings.llm, kb_path=kb_path))
+            result, _ = await loop.run_in_executor(self.agent_pool(), run_json, exp, settings.llm, None, None, kb_path)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -310,6 +321,8 @@ class _ClientLogHandler(logging.Handler):
         self.ls, self.loop = ls, loop
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.ls.shutting_down:  # the client stopped reading
+            return
         kind = next((t for lvl, t in self.LEVELS.items() if record.levelno >= lvl), lsp.MessageType.Log)
         params = lsp.LogMessageParams(type=kind, message=self.format(record))
         try:
@@ -340,6 +353,8 @@ def shutdown(ls: AsapServer, params: None) -> None:
     ls.shutting_down = True
     for task in [*ls.pending.values(), *ls.agent_tasks.values(), *ls.conversions.values()]:
         task.cancel()
+    if ls._agent_pool is not None:
+        ls._agent_pool.shutdown(wait=False, cancel_futures=True)
 
 
 @server.feature(lsp.INITIALIZE)
@@ -599,4 +614,7 @@ def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeActio
 
 def main() -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)
+    # Analyses run in worker threads; a short GIL switch interval lets the event loop answer a hover or a
+    # code action while one runs (the default 5 ms slices add up to tens of ms of waiting).
+    sys.setswitchinterval(0.0005)
     server.start_io()
