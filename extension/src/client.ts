@@ -13,6 +13,7 @@ import {
 
 import { serverEnv } from './apiKey';
 import { findInterpreter } from './interpreter';
+import type { ServerState } from './statusBar';
 import type { Logger } from './log';
 import { pythonExtensionInterpreter } from './pythonExtension';
 import { cappedErrorHandler, RestartBudget } from './restartBudget';
@@ -30,6 +31,7 @@ export class AsapClient implements vscode.Disposable {
     private readonly context: vscode.ExtensionContext,
     private readonly channel: vscode.LogOutputChannel,
     private readonly log: Logger,
+    private readonly onState: (state: ServerState) => void = () => undefined,
   ) {}
 
   /** Start, stop and restart run one at a time, in the order asked. */
@@ -113,10 +115,13 @@ export class AsapClient implements vscode.Disposable {
     this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
     const client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
     this.client = client;
+    this.onState('starting');
     try {
       await client.start();
       this.log.info('The ASAP server is running');
+      this.onState('running');
     } catch (err) {
+      this.onState('failed');
       this.log.error(`The ASAP server failed to start: ${String(err)}`);
       this.offerOutput('The ASAP server failed to start. See the ASAP output for details.');
     }
@@ -126,6 +131,7 @@ export class AsapClient implements vscode.Disposable {
     const client = this.client;
     this.client = undefined;
     if (!client) return;
+    this.onState('stopped');
     try {
       if (client.needsStop()) await client.stop(5000);
     } catch (err) {

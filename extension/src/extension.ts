@@ -5,6 +5,7 @@ import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
 import { redactingLogger } from './log';
+import { AsapStatus } from './statusBar';
 
 let asap: AsapClient | undefined;
 
@@ -16,10 +17,12 @@ function runServerCommand(command: string, args: unknown[]): Promise<unknown> {
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const channel = vscode.window.createOutputChannel('ASAP', { log: true });
   const log = redactingLogger(channel);
-  asap = new AsapClient(context, channel, log);
+  const status = new AsapStatus();
+  asap = new AsapClient(context, channel, log, (state) => status.setState(state));
 
   context.subscriptions.push(
     channel,
+    status,
     asap,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
