@@ -194,16 +194,28 @@ class AsapServer(LanguageServer):
         exp = Experiment(Path(path), text, settings.default_slice, None, self.workspace_root(uri))
         kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
         loop = asyncio.get_running_loop()
+        token: str | None = None
         try:
             an = await loop.run_in_executor(None, self._analyze, uri, text)
             if not an.config.is_maxtext or an.check.slice is None:
                 return
-            result, _ = await loop.run_in_executor(self.agent_pool(), run_json, exp, settings.llm, None, None, kb_path)
+            token = await self._begin_progress("ASAP: diagnosing and pricing meshes", Path(path).name)
+            job = loop.run_in_executor(self.agent_pool(), run_json, exp, settings.llm, None, None, kb_path)
+            if token is not None:  # a cancel from the progress bar drops this run (the worker finishes alone)
+                fut = self.work_done_progress.tokens.get(token)
+                task = self.agent_tasks.get(uri)
+                if fut is not None and task is not None:
+                    fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
+            result, _ = await job
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("agents failed on %s", uri)
             return
+        finally:
+            if token is not None:
+                self.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
+                self.work_done_progress.tokens.pop(token, None)
         current = self.workspace.text_documents.get(uri)
         if current is None:
             return
@@ -211,6 +223,19 @@ class AsapServer(LanguageServer):
         cached = self.analyses.get(uri)
         if cached is not None and cached[0] == current.version:  # else the pending refresh publishes it
             self.publish(current, cached[1])
+
+    async def _begin_progress(self, title: str, message: str) -> str | None:
+        """A cancellable work-done progress, when the client shows them."""
+        window = self.client_capabilities.window
+        if self.shutting_down or window is None or not window.work_done_progress:
+            return None
+        token = f"asap-{title.split(':')[-1].strip().split()[0]}-{id(message)}-{asyncio.get_running_loop().time()}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception:
+            return None
+        self.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, message=message, cancellable=True))
+        return token
 
     def start_conversion(self, pf: ProfileFiles) -> None:
         if pf.run_dir not in self.conversions:

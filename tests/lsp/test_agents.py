@@ -118,3 +118,19 @@ async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path
     doc.mark = mark
     assert await doc.diagnostics(version=1, where=has_agents, timeout=60)  # the agents ran again and published
     doc.close()
+
+
+@module_loop
+async def test_background_analysis_reports_cancellable_progress(shared: AsapClient, tmp_path: Path):
+    cfg = tmp_path / "progress.yml"
+    cfg.write_text(TP_HEAVY.replace("per_device_batch_size: 4", "per_device_batch_size: 2"))
+    before = set(shared.progress_reports)
+    doc = Doc(shared, cfg).open()
+    await doc.diagnostics(version=1, where=has_agents, timeout=60)
+    new = [t for t in set(shared.progress_reports) - before if "diagnosing" in str(t)]
+    assert new, "the agents' background run reports progress"
+    reports = shared.progress_reports[new[0]]
+    begin = reports[0]
+    assert isinstance(begin, lsp.WorkDoneProgressBegin) and begin.cancellable and "pricing meshes" in begin.title
+    assert isinstance(reports[-1], lsp.WorkDoneProgressEnd)
+    doc.close()

@@ -46,6 +46,11 @@ ici_fsdp_parallelism: 4
 """
 
 
+def profile_tokens(client: AsapClient) -> set[str]:
+    """Progress tokens of profile conversions (the agents' background runs report progress of their own)."""
+    return {str(t) for t in client.progress_reports if str(t).startswith("asap-profile-")}
+
+
 def synth(run_dir: Path, scenario: str = "comm") -> Path:
     """A synthetic one-host profile in `run_dir`, with content no other test has."""
     write_profile(run_dir, scenario, step_jitter=0.02, seed=next(_SEEDS))
@@ -140,14 +145,14 @@ async def test_reopen_is_served_from_the_cache(shared: AsapClient, tmp_path: Pat
     cfg = config_with_comment(tmp_path / "reopened.yml", str(comm_run))
     doc = Doc(shared, cfg).open()
     await doc.diagnostics(version=1, where=has(SUMMARY), timeout=CONVERSION_S)  # converted here or before
-    tokens = set(shared.progress_reports)
+    tokens = profile_tokens(shared)
 
     doc.close()
     await doc.diagnostics(version=None, where=lambda ds: ds == [])
     doc.open()
     diags = await doc.diagnostics(version=1)  # the first publish after reopening: no conversion to wait for
     assert "communication-bound" in by_code(diags, SUMMARY).message
-    assert set(shared.progress_reports) == tokens, "a cached profile starts no progress"
+    assert profile_tokens(shared) == tokens, "a cached profile starts no progress"
     doc.close()
 
 
@@ -243,7 +248,7 @@ async def test_profile_without_steps_adds_a_note(shared: AsapClient, tmp_path: P
 @pytest.mark.skipif(not REAL.is_dir(), reason="shared/fixtures not checked out")
 async def test_exported_tool_json_is_read_at_once(shared: AsapClient, tmp_path: Path):
     """XProf's exported tool JSON needs no conversion: the first publish has the summary, no progress."""
-    tokens = set(shared.progress_reports)
+    tokens = profile_tokens(shared)
     cfg = tmp_path / "real.yml"
     cfg.write_text(
         f"model_name: llama2-7b\ncompile_topology: v5p-8\nper_device_batch_size: 1\nici_fsdp_parallelism: -1\n"
@@ -263,7 +268,7 @@ async def test_exported_tool_json_is_read_at_once(shared: AsapClient, tmp_path: 
     assert len(mismatches) == 2, [d.message for d in mismatches]
     assert all(d.severity == lsp.DiagnosticSeverity.Warning and d.range.start.line == 1 for d in mismatches)
     assert "than estimated" not in by_code(diags, SUMMARY).message
-    assert set(shared.progress_reports) == tokens
+    assert profile_tokens(shared) == tokens
     doc.close()
 
 
@@ -326,13 +331,13 @@ async def test_maxtext_output_directory_outside_workspace_is_only_hinted(shared:
     synth(tmp_path / "out" / "r1" / "tensorboard" / "plugins" / "profile" / "2026_01_02_03_04_05")
     cfg = tmp_path / "run.yml"
     cfg.write_text(f"{MESH}base_output_directory: {tmp_path / 'out'}\nrun_name: r1\n")
-    before = set(shared.progress_reports)
+    before = profile_tokens(shared)
     doc = Doc(shared, cfg).open()
     diags = await doc.diagnostics(version=1)
     hint = by_code(diags, OUTSIDE)
     assert hint.severity == lsp.DiagnosticSeverity.Hint
     assert hint.range.start == position_of(doc.text, "base_output_directory")
-    assert lacks(SUMMARY)(diags) and set(shared.progress_reports) == before
+    assert lacks(SUMMARY)(diags) and profile_tokens(shared) == before
     doc.close()
 
 
