@@ -65,6 +65,7 @@ vitest: $(EXT_STAMP)
 
 e2e: $(STAMP) $(EXT_BUNDLE)
 	bash tests/e2e/run.sh
+	bash tests/nvim/run.sh
 
 test: lint typecheck pytest vitest e2e
 
