@@ -1,6 +1,7 @@
 /** Entry point: wire the output channel, commands and settings to the ASAP language client. */
 import * as vscode from 'vscode';
 
+import { analyzeActive } from './analyze';
 import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
@@ -26,6 +27,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     asap,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
+    vscode.commands.registerCommand('asap.analyze', () => analyzeActive(runServerCommand, log)),
     vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.setApiKey', () =>

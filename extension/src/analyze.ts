@@ -1,0 +1,25 @@
+/** "ASAP: Analyze": run the agents (diagnosis and proposals) on the config in the editor now. */
+import * as vscode from 'vscode';
+
+import type { RunServerCommand } from './linkProfile';
+import type { Logger } from './log';
+
+export const SERVER_RUN_AGENTS = 'asap.server.runAgents';
+
+export async function analyzeActive(run: RunServerCommand, log: Logger): Promise<boolean> {
+  const doc = vscode.window.activeTextEditor?.document;
+  if (!doc || doc.languageId !== 'yaml') {
+    void vscode.window.showErrorMessage('ASAP: open a MaxText config (YAML) to analyze it.');
+    return false;
+  }
+  try {
+    await run(SERVER_RUN_AGENTS, [doc.uri.toString()]);
+    log.info(`analysis started for ${doc.uri.fsPath}; results arrive as diagnostics (ASAP300) and quick fixes`);
+    return true;
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    log.error(`analysis failed to start: ${why}`);
+    void vscode.window.showErrorMessage(`ASAP: ${why}`);
+    return false;
+  }
+}

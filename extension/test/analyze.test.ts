@@ -1,0 +1,33 @@
+import { describe, expect, it, vi } from 'vitest';
+
+const vscode = vi.hoisted(() => ({
+  window: { activeTextEditor: undefined as unknown, showErrorMessage: vi.fn(() => Promise.resolve(undefined)) },
+}));
+vi.mock('vscode', () => vscode);
+
+import { analyzeActive, SERVER_RUN_AGENTS } from '../src/analyze';
+import { memoryLogger } from './helpers';
+
+describe('ASAP: Analyze', () => {
+  it('asks the server to run the agents on the active config', async () => {
+    vscode.window.activeTextEditor = {
+      document: { languageId: 'yaml', uri: { toString: () => 'file:///c.yml', fsPath: '/c.yml' } },
+    };
+    const run = vi.fn(async () => null);
+    expect(await analyzeActive(run, memoryLogger())).toBe(true);
+    expect(run).toHaveBeenCalledWith(SERVER_RUN_AGENTS, ['file:///c.yml']);
+  });
+
+  it('refuses other documents and reports a server failure', async () => {
+    vscode.window.activeTextEditor = { document: { languageId: 'python', uri: {} } };
+    const run = vi.fn();
+    expect(await analyzeActive(run, memoryLogger())).toBe(false);
+    expect(run).not.toHaveBeenCalled();
+    vscode.window.activeTextEditor = {
+      document: { languageId: 'yaml', uri: { toString: () => 'file:///c.yml', fsPath: '/c.yml' } },
+    };
+    const log = memoryLogger();
+    expect(await analyzeActive(vi.fn(async () => Promise.reject(new Error('server stopped'))), log)).toBe(false);
+    expect(vscode.window.showErrorMessage).toHaveBeenCalledWith('ASAP: server stopped');
+  });
+});
