@@ -447,10 +447,20 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         with Console(stderr=True).status("analyzing") as status:
             doc, _ = run_json(exp, args.llm, progress=lambda m: status.update(m))
+    if args.plot:
+        from server.roofline_chart import write
+
+        try:
+            write(doc, Path(args.plot))
+        except ValueError as e:
+            print(f"asap: --plot: {e}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
         _analyze_human(doc)
+        if args.plot:
+            print(f"roofline chart: {args.plot}")
     errors = any(f["severity"] == "error" for f in doc["findings"])
     return 1 if errors else 0
 
@@ -485,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
     an.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.set_defaults(func=cmd_analyze)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")

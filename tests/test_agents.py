@@ -143,3 +143,17 @@ def test_cli_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml")]) == 0
     out = capsys.readouterr().out
     assert "Diagnosis" in out and "Proposals" in out and "backend: offline" in out
+
+
+def test_cli_plot_writes_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from server.roofline_chart import spec
+
+    svg = tmp_path / "roof.svg"
+    assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(svg)]) == 0
+    text = svg.read_text()
+    assert text.startswith("<svg") and "Roofline of v6e-16 per chip" in text and "mlpwi" in text
+    assert "operational intensity" in text
+    doc, _ = run_json(Experiment(ROOT / "examples" / "llama3-8b-v6e-16.yml"))
+    s = spec(doc)
+    assert s["usermeta"]["hbm_ridge"] == pytest.approx(doc["estimate"]["roofline"]["ridge_points"]["hbm"])
+    assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(tmp_path / "x.gif")]) == 2
