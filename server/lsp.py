@@ -43,6 +43,7 @@ class Settings:
     show_estimate: bool = True
     kb_path: str | None = None  # asap.kbPath: the knowledge index file
     llm: str = "off"  # asap.llm: "off" or "auto"
+    profile_search_paths: tuple[str, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
@@ -52,11 +53,15 @@ class Settings:
         show = raw.get("showEstimate", True)
         kb = raw.get("kbPath")
         llm = raw.get("llm", "off")
+        paths = raw.get("profileSearchPaths", [])
         return cls(
             default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
             show_estimate=show if isinstance(show, bool) else True,
             kb_path=kb.strip() if isinstance(kb, str) and kb.strip() else None,
             llm=llm if llm in ("off", "auto") else "off",
+            profile_search_paths=tuple(str(p) for p in paths if isinstance(p, str) and p.strip())
+            if isinstance(paths, list)
+            else (),
         )
 
 
@@ -109,7 +114,8 @@ class AsapServer(LanguageServer):
         """The linked profile from the cache only (safe in a worker thread); conversion is started apart."""
         if not an.config.is_maxtext:
             return ProfileResult(None, None, None)
-        res = profile_analysis.run(an, self.workspace_root(uri), cached_only=True)
+        search = [Path(p) for p in self.settings.profile_search_paths]
+        res = profile_analysis.run(an, self.workspace_root(uri), cached_only=True, search_paths=search)
         if res.files is not None and res.report is None and res.link is not None:
             why = self.failed.get(profile_convert.files_key(res.files))
             if why is not None:

@@ -164,10 +164,11 @@ def run(
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
     cached_only: bool = False,
+    search_paths: list[Path] | None = None,
 ) -> ProfileResult:
     """The profile result for a config. With `cached_only`, a profile that needs converting is left
     for later (result with files set and report None)."""
-    link, findings = profile_link.resolve(an.config, workspace)
+    link, findings = profile_link.resolve(an.config, workspace, search_paths)
     if link is None:
         return ProfileResult(None, None, None, findings)
 

@@ -310,3 +310,18 @@ def test_unwritable_cache_still_analyses(tmp_path: Path, monkeypatch: pytest.Mon
     tools, cached = profile_convert.load_tools(pf)
     assert not cached and "hlo_stats" in tools
     assert profile_convert.load_tools(pf)[1]  # kept in memory for this process
+
+
+def test_profile_search_paths_find_a_local_copy_of_a_remote_run(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    write_profile(mirror / "r1" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "comm", seed=21)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    c = config(ws, "base_output_directory: gs://my-bucket/runs\nrun_name: r1\n" + V5E4)
+    an = analyze(c, c.read_text())
+    assert run(an, ws).link is None  # gs:// is not local and nothing is listed
+    res = run(an, ws, search_paths=[mirror])
+    assert res.link is not None and res.link.origin == "search_path" and res.link.key == "run_name"
+    assert res.report is not None and res.report.verdict.bottleneck == "communication"
+    (summary,) = [f for f in res.findings if f.code == "ASAP200"]
+    assert summary.span.line == 1  # at run_name

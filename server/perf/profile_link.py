@@ -32,20 +32,21 @@ OUTSIDE = "ASAP204"
 @dataclass(frozen=True)
 class Link:
     path: Path
-    origin: str  # "comment" | "workspace" | "maxtext"
+    origin: str  # "comment" | "workspace" | "maxtext" | "search_path"
     file: Path | None  # where findings about the link are shown
     span: Span
     key: str | None
 
     @property
     def explicit(self) -> bool:
-        return self.origin != "maxtext"
+        return self.origin not in ("maxtext",)
 
     def describe(self) -> str:
         return {
             "comment": "the '# asap: profile=' comment",
             "workspace": f"the workspace link in {LINKS_FILE}",
             "maxtext": "base_output_directory/run_name",
+            "search_path": "run_name found under asap.profileSearchPaths",
         }[self.origin]
 
 
@@ -121,6 +122,21 @@ def _workspace_link(cfg: Config, workspace: Path | None) -> Link | None:
     return Link(p if p.is_absolute() else workspace / p, "workspace", cfg.path, Span.point(0), None)
 
 
+def _search_path_link(cfg: Config, search_paths: list[Path]) -> Link | None:
+    """`<search path>/<run_name>/tensorboard/plugins/profile` in a directory the user listed in
+    `asap.profileSearchPaths` (e.g. a local copy of a gs:// base_output_directory). Listed by the user, so
+    it may be outside the workspace."""
+    run = cfg.get("run_name")
+    if not isinstance(run, str) or not run:
+        return None
+    for sp in search_paths:
+        run_dir = Path(os.path.expanduser(str(sp))) / run
+        if (run_dir / "tensorboard" / "plugins" / "profile").is_dir():
+            file, span = cfg.anchor("run_name")
+            return Link(run_dir, "search_path", file, span, "run_name")
+    return None
+
+
 def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, list[Finding]]:
     base, run = cfg.get("base_output_directory"), cfg.get("run_name")
     if not isinstance(base, str) or not base or not isinstance(run, str) or not run:
@@ -151,11 +167,18 @@ def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, lis
     return Link(run_dir, "maxtext", file, span, "base_output_directory"), []
 
 
-def resolve(cfg: Config, workspace: Path | None = None) -> tuple[Link | None, list[Finding]]:
+def resolve(
+    cfg: Config, workspace: Path | None = None, search_paths: list[Path] | None = None
+) -> tuple[Link | None, list[Finding]]:
     """The config's profile link (None when it has none) and findings about it."""
     link = _comment_link(cfg) or _workspace_link(cfg, workspace)
     if link is None:
-        return _maxtext_link(cfg, workspace)
+        found, findings = _maxtext_link(cfg, workspace)
+        if found is None and search_paths:
+            found = _search_path_link(cfg, search_paths)
+            if found is not None:
+                findings = []
+        return found, findings
     if not link.path.exists():
         return None, [
             Finding(

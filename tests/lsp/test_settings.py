@@ -134,3 +134,24 @@ async def test_analyze_command_runs_the_coordinator_with_progress(fresh: AsapCli
     (token,) = set(fresh.progress_reports) - before
     kinds = [type(v).__name__ for v in fresh.progress_reports[token]]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
+
+
+async def test_profile_search_paths_setting(fresh: AsapClient, tmp_path: Path):
+    """asap.profileSearchPaths: a run found by its run_name in a listed directory is read like a linked one."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from profiles.synth import write_profile
+
+    mirror = tmp_path / "mirror"
+    write_profile(mirror / "r7" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "hbm", seed=77)
+    await initialize(fresh, {"settings": {"profileSearchPaths": [str(mirror)]}})
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(
+        "base_output_directory: gs://bucket/runs\nrun_name: r7\ncompile_topology: v5e-4\nmodel_name: llama2-7b\n"
+        "per_device_batch_size: 1\nici_fsdp_parallelism: 4\n"
+    )
+    doc = Doc(fresh, cfg).open()
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP200" for d in ds), timeout=60)
+    summary = by_code(diags, "ASAP200")
+    assert summary.range.start.line == 1 and "hbm-bound" in summary.message
