@@ -214,6 +214,7 @@ class AsapServer(LanguageServer):
                     fut.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
             result, _ = await job
         except asyncio.CancelledError:
+            log.info("analysis of %s cancelled", path)
             raise
         except Exception:
             log.exception("agents failed on %s", uri)

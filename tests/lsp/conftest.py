@@ -48,6 +48,7 @@ class AsapClient(LanguageClient):
         self.publishes: list[lsp.PublishDiagnosticsParams] = []
         self.published = asyncio.Event()
         self.logged = asyncio.Event()
+        self.progressed = asyncio.Event()
 
     def history(self, uri: str, start: int = 0) -> list[lsp.PublishDiagnosticsParams]:
         return [p for p in self.publishes[start:] if p.uri == uri]
@@ -64,6 +65,11 @@ def _record_log(client: AsapClient, params: lsp.LogMessageParams) -> None:
     client.logged.set()
 
 
+def _record_progress(client: AsapClient, params: lsp.ProgressParams) -> None:
+    DEFAULT_CLIENT_FEATURES[lsp.PROGRESS](client, params)  # pytest-lsp's record in client.progress_reports
+    client.progressed.set()
+
+
 def make_client() -> AsapClient:
     client = AsapClient(converter_factory=default_converter)
     register_lsp_features(
@@ -72,9 +78,26 @@ def make_client() -> AsapClient:
             **DEFAULT_CLIENT_FEATURES,
             lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _record_diagnostics,
             lsp.WINDOW_LOG_MESSAGE: _record_log,
+            lsp.PROGRESS: _record_progress,
         },
     )
     return client
+
+
+async def wait_for_progress(
+    client: AsapClient, match: Callable[[str, list[Any]], bool], timeout: float = TIMEOUT_S
+) -> str:
+    """Wait (bounded) for a progress token whose reports satisfy `match`; returns the token."""
+
+    async def scan() -> str:
+        while True:
+            client.progressed.clear()
+            for token, reports in list(client.progress_reports.items()):
+                if match(str(token), reports):
+                    return str(token)
+            await client.progressed.wait()
+
+    return await asyncio.wait_for(scan(), timeout)
 
 
 async def wait_for_log(client: AsapClient, text: str, start: int = 0, timeout: float = TIMEOUT_S) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
-from .conftest import AGENTS, AsapClient, Doc, codes
+from .conftest import AGENTS, AsapClient, Doc, codes, wait_for_log, wait_for_progress
 
 module_loop = pytest.mark.asyncio(loop_scope="module")  # tests on the module's `shared` server
 
@@ -133,4 +133,21 @@ async def test_background_analysis_reports_cancellable_progress(shared: AsapClie
     begin = reports[0]
     assert isinstance(begin, lsp.WorkDoneProgressBegin) and begin.cancellable and "pricing meshes" in begin.title
     assert isinstance(reports[-1], lsp.WorkDoneProgressEnd)
+    doc.close()
+
+
+@module_loop
+async def test_cancelling_the_background_analysis_drops_its_result(shared: AsapClient, tmp_path: Path):
+    """A cancel from the progress bar (window/workDoneProgress/cancel) ends the run: no diagnosis is published
+    for it, and the progress ends."""
+    cfg = tmp_path / "cancel.yml"
+    cfg.write_text(TP_HEAVY.replace("per_device_batch_size: 4", "per_device_batch_size: 8"))
+    before = set(shared.progress_reports)
+    doc = Doc(shared, cfg).open()
+
+    token = await wait_for_progress(shared, lambda t, r: "diagnosing" in t and t not in before and bool(r), timeout=60)
+    shared.protocol.notify(lsp.WINDOW_WORK_DONE_PROGRESS_CANCEL, lsp.WorkDoneProgressCancelParams(token=token))
+    await wait_for_progress(shared, lambda t, r: t == token and isinstance(r[-1], lsp.WorkDoneProgressEnd), 60)
+    await wait_for_log(shared, f"analysis of {cfg} cancelled")  # the run itself was cancelled, not just its bar
+    assert not any(p.uri == doc.uri and any(d.code == AGENTS for d in p.diagnostics) for p in shared.publishes)
     doc.close()
