@@ -439,7 +439,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
         return 2
-    exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd())
+    search = tuple(Path(p) for p in args.profile_search_path or [])
+    exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd(), search)
     if args.json or not sys.stderr.isatty():
         doc, _ = run_json(exp, args.llm)
     else:
@@ -493,6 +494,12 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("config", metavar="CONFIG.yml")
     an.add_argument("--profile", metavar="PATH", help="an XProf profile to use instead of the config's link")
     an.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    an.add_argument(
+        "--profile-search-path",
+        action="append",
+        metavar="DIR",
+        help="where <run_name>/tensorboard/plugins/profile may be (repeatable; like asap.profileSearchPaths)",
+    )
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
     an.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")

@@ -197,7 +197,14 @@ class AsapServer(LanguageServer):
             return
         version, text = doc.version, doc.source
         settings = self.settings
-        exp = Experiment(Path(path), text, settings.default_slice, None, self.workspace_root(uri))
+        exp = Experiment(
+            Path(path),
+            text,
+            settings.default_slice,
+            None,
+            self.workspace_root(uri),
+            tuple(Path(p) for p in settings.profile_search_paths),
+        )
         kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
         loop = asyncio.get_running_loop()
         token: str | None = None
@@ -465,7 +472,14 @@ async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
             loop.call_soon_threadsafe(ls.work_done_progress.report, token, lsp.WorkDoneProgressReport(message=message))
 
     settings = ls.settings
-    exp = Experiment(Path(path), doc.source, settings.default_slice, None, ls.workspace_root(uri))
+    exp = Experiment(
+        Path(path),
+        doc.source,
+        settings.default_slice,
+        None,
+        ls.workspace_root(uri),
+        tuple(Path(p) for p in settings.profile_search_paths),
+    )
     kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
     try:
         result, cached = await loop.run_in_executor(None, lambda: run_json(exp, settings.llm, report, kb_path=kb_path))

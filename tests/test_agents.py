@@ -157,3 +157,18 @@ def test_cli_plot_writes_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixt
     s = spec(doc)
     assert s["usermeta"]["hbm_ridge"] == pytest.approx(doc["estimate"]["roofline"]["ridge_points"]["hbm"])
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(tmp_path / "x.gif")]) == 2
+
+
+def test_cli_profile_search_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mirror = tmp_path / "mirror"
+    write_profile(mirror / "r9" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "comm", seed=99)
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(
+        "base_output_directory: gs://bucket/runs\nrun_name: r9\ncompile_topology: v5e-4\nmodel_name: llama2-7b\n"
+        "per_device_batch_size: 1\nici_fsdp_parallelism: 4\n"
+    )
+    main(["analyze", str(cfg), "--json"])
+    assert json.loads(capsys.readouterr().out)["diagnosis"]["source"] == "estimate"  # gs:// alone: no profile
+    main(["analyze", str(cfg), "--json", "--profile-search-path", str(mirror)])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["diagnosis"]["source"] == "profile" and doc["diagnosis"]["bottleneck"] == "communication"

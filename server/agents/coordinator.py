@@ -55,7 +55,7 @@ def _profile(an: Analysis, exp: Experiment, notes: list[str], progress: Progress
             report, findings = analyze_tools(tools, an, pf.describe())
             notes += [f.message for f in findings]
             return report, pf.describe()
-        res = run_profile(an, exp.workspace)
+        res = run_profile(an, exp.workspace, search_paths=list(exp.profile_search_paths))
         notes += [f.message for f in res.findings if f.severity <= Severity.WARNING]
         return res.report, res.files.describe() if res.files else ""
     except ProfileError as e:
@@ -76,7 +76,7 @@ def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
             h.update(p.read_bytes())
     target = exp.profile
     if target is None:
-        link, _ = profile_link.resolve(an.config, exp.workspace)
+        link, _ = profile_link.resolve(an.config, exp.workspace, list(exp.profile_search_paths))
         target = link.path if link else None
     if target is not None:
         with contextlib.suppress(ProfileError, OSError):
@@ -97,7 +97,7 @@ def run_json(
     from server import store
 
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
-    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace)
+    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace, exp.profile_search_paths)
     an = analyze(exp.config, text, default_slice=exp.slice)
     backend = "offline" if llm == "off" else "auto"
     key = cache_key(exp, an, backend)
@@ -151,7 +151,7 @@ def run(
     the offline engine, offline on any failure). `client`: an anthropic client to use (tests)."""
     t0 = time.perf_counter()
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
-    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace)
+    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace, exp.profile_search_paths)
     if progress:
         progress("checking the config")
     an = analyze(exp.config, text, default_slice=exp.slice)

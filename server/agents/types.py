@@ -21,6 +21,7 @@ class Experiment:
     slice: str | None = None
     profile: Path | None = None
     workspace: Path | None = None
+    profile_search_paths: tuple[Path, ...] = ()  # asap.profileSearchPaths / --profile-search-path
 
 
 @dataclass(frozen=True)
