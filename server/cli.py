@@ -55,6 +55,16 @@ def _human(an: Analysis) -> str:
     return "\n".join(out)
 
 
+def _read_config(name: str) -> tuple[Path, str] | None:
+    """The config's path and text, or None after saying why it cannot be read (exit status 2)."""
+    path = Path(name)
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"asap: cannot read {name}: {e.strerror}", file=sys.stderr)
+        return None
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     results = []
     for name in args.configs:
@@ -116,12 +126,10 @@ def _estimate_human(path: Path, est: Estimate) -> str:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    path = Path(args.config)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
+    read = _read_config(args.config)
+    if read is None:
         return 2
+    path, text = read
     an = analyze(path, text, default_slice=args.slice)
     cfg = an.config
     if args.mesh:
@@ -433,12 +441,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from server.agents.coordinator import run_json
     from server.agents.types import Experiment
 
-    path = Path(args.config)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
+    read = _read_config(args.config)
+    if read is None:
         return 2
+    path, text = read
     search = tuple(Path(p) for p in args.profile_search_path or [])
     exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd(), search)
     if args.json or not sys.stderr.isatty():

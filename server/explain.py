@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from server.agent_findings import mesh_label
 from server.analysis import Analysis
 from server.perf import profile as prof
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
@@ -349,7 +350,7 @@ def agent_md(result: dict[str, Any], stale: bool) -> str:
         for p in props:
             sp = p["expected"]["speedup"]
             exp = f"x{sp:.2f}, MFU {p['expected']['mfu']:.1%}" if sp is not None else f"MFU {p['expected']['mfu']:.1%}"
-            label = "keep the current mesh" if p["keep_current"] else agent_label(p)
+            label = "keep the current mesh" if p["keep_current"] else mesh_label(p)
             out.append(f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |")
         best = props[0]
         out += ["", best["rationale"], "", f"Confidence rests on: {best['confidence_basis']}."]
@@ -364,9 +365,3 @@ def agent_md(result: dict[str, Any], stale: bool) -> str:
         + "*",
     ]
     return "\n".join(out)
-
-
-def agent_label(p: dict[str, Any]) -> str:
-    from server.agent_findings import mesh_label
-
-    return mesh_label(p)

@@ -209,7 +209,10 @@ class AsapServer(LanguageServer):
         loop = asyncio.get_running_loop()
         token: str | None = None
         try:
-            an = await loop.run_in_executor(None, self._analyze, uri, text)
+            cached = self.analyses.get(uri)  # refresh() usually has this version's analysis already
+            an = cached[1] if cached is not None and cached[0] == version else None
+            if an is None:
+                an = await loop.run_in_executor(None, self._analyze, uri, text)
             if not an.config.is_maxtext or an.check.slice is None:
                 return
             token = await self._begin_progress("ASAP: diagnosing and pricing meshes", Path(path).name)

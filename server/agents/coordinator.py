@@ -18,7 +18,7 @@ from typing import Any
 
 from server import __version__
 from server.agents import analyzer
-from server.agents.proposal import calibration, propose
+from server.agents.proposal import Calibration, calibration, propose
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.analysis import Analysis, analyze
@@ -198,7 +198,7 @@ def run(
         if progress:
             progress("pricing candidate meshes")
         try:
-            proposals = propose(ctx, diag, cal or calibration_none())
+            proposals = propose(ctx, diag, cal or Calibration())
         except Exception as e:
             log.exception("proposal engine failed")
             notes.append(f"no proposals: {type(e).__name__}: {e}")
@@ -218,12 +218,6 @@ def run(
         cal.note if cal else None,
         notes,
     )
-
-
-def calibration_none() -> Any:
-    from server.agents.proposal import Calibration
-
-    return Calibration()
 
 
 def _claude(
@@ -260,11 +254,9 @@ def _claude(
         pe = ev.estimate
         if pe is None:
             continue
-        step = (cal or calibration_none()).step(pe)
+        step = (cal or Calibration()).step(pe)
         speed = (
-            (pe.tokens_per_step / step) / (cur.tokens_per_step / (cal or calibration_none()).step(cur))
-            if cur
-            else math.nan
+            (pe.tokens_per_step / step) / (cur.tokens_per_step / (cal or Calibration()).step(cur)) if cur else math.nan
         )
         out.append(
             Proposal(

@@ -30,7 +30,7 @@ _OPCODE = re.compile(r"(?:\)|\]|\})\s*(?P<op>[a-z][\w\-]*)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
-def _stats(space: Any, plane: Any, container: Any) -> dict[str, Any]:
+def _stats(plane: Any, container: Any) -> dict[str, Any]:
     names = {k: m.name for k, m in plane.stat_metadata.items()}
     out: dict[str, Any] = {}
     for st in container:
@@ -77,7 +77,7 @@ def summarize(paths: list[str]) -> dict[str, Any]:
             md = plane.event_metadata
             for line in plane.lines:
                 for ev in line.events:
-                    st = _stats(space, plane, ev.stats)
+                    st = _stats(plane, ev.stats)
                     if "hlo_op" not in st:
                         continue
                     op = str(st.get("hlo_op") or md[ev.metadata_id].name)
