@@ -458,7 +458,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         from server.roofline_chart import write
 
         try:
-            write(doc, Path(args.plot))
+            write(doc, Path(args.plot), analyze(path, text, default_slice=args.slice), args.plot_theme)
         except ValueError as e:
             print(f"asap: --plot: {e}", file=sys.stderr)
             return 2
@@ -509,6 +509,7 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
     an.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
+    an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
     an.set_defaults(func=cmd_analyze)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")

@@ -35,6 +35,9 @@ ESTIMATE_CODE = "ASAP120"  # the estimate's information line, hidden by `asap.sh
 LINK_PROFILE_COMMAND = "asap.server.linkProfile"  # (config uri, profile path or null to unlink)
 ANALYZE_COMMAND = "asap.server.analyze"  # (config uri) -> the `asap analyze --json` document
 RUN_AGENTS_COMMAND = "asap.server.runAgents"  # (config uri): re-run the background analysis now
+ROOFLINE_COMMAND = "asap.server.roofline"  # (config uri, "light"|"dark") -> {title, spec (Vega-Lite), fresh}
+SHOW_ROOFLINE = "asap.showRoofline"  # the client's command: opens the roofline view (config uri)
+SHOW_PROPOSALS = "asap.showProposals"  # the client's command: the proposals' quick fixes (config uri, line)
 
 
 @dataclass(frozen=True)
@@ -500,9 +503,35 @@ def run_agents_command(ls: AsapServer, uri: str) -> None:
     ls.start_agents(uri)
 
 
+@server.command(ROOFLINE_COMMAND)
+def roofline_command(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
+    """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
+    profile's top ops, and the agents' proposals when their analysis is of this version."""
+    from server import roofline_chart
+
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is None:
+        raise ValueError("the roofline needs the config open in the editor")
+    an = ls.analyze_doc(doc)
+    if an.estimate is None:
+        raise ValueError("no estimate for this config: declare its slice and fix the mesh errors first")
+    agent = ls.agent.get(uri)
+    fresh = agent is not None and agent[0] == doc.version
+    prof = ls.profiles.get(uri)
+    result: dict[str, Any] = {
+        "slice": {"name": an.estimate.layout.slice.name},
+        "estimate": an.estimate.to_json(),
+        "profile": prof.report.to_json() if prof is not None and prof.report is not None else None,
+        "proposals": agent[1].get("proposals", []) if fresh and agent is not None else [],
+    }
+    name = Path(to_fs_path(uri) or uri).name
+    return {"title": f"ASAP roofline: {name}", "spec": roofline_chart.spec(result, an, theme), "fresh": fresh}
+
+
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-    """Above the mesh block: the estimate's one-line summary, the agents' verdict when fresh, and "Analyze"."""
+    """Above the mesh block: the estimate's one-line summary, the agents' verdict when fresh, and the actions
+    "Analyze", "Show roofline" and "Proposals" (the last two are the client's commands)."""
     doc = ls.workspace.get_text_document(params.text_document.uri)
     an = ls.analyze_doc(doc)
     if not an.config.is_maxtext or an.config.document is None:
@@ -529,6 +558,18 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     lenses.append(
         lsp.CodeLens(range=rng, command=lsp.Command(title="Analyze", command=RUN_AGENTS_COMMAND, arguments=[doc.uri]))
     )
+    if an.estimate is not None:
+        lenses.append(
+            lsp.CodeLens(
+                range=rng, command=lsp.Command(title="Show roofline", command=SHOW_ROOFLINE, arguments=[doc.uri])
+            )
+        )
+    if agent is not None and agent[0] == doc.version and any(not p["keep_current"] for p in agent[1]["proposals"]):
+        # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
+        args = [doc.uri, rng.start.line, rng.start.character]
+        lenses.append(
+            lsp.CodeLens(range=rng, command=lsp.Command(title="Proposals", command=SHOW_PROPOSALS, arguments=args))
+        )
     return lenses
 
 

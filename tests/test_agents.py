@@ -12,6 +12,7 @@ from profiles.synth import write_profile
 
 from server.agents.coordinator import run, run_json
 from server.agents.types import Experiment, Result
+from server.analysis import analyze
 from server.cli import main
 from server.perf.axes import AXES
 
@@ -151,11 +152,33 @@ def test_cli_plot_writes_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixt
     svg = tmp_path / "roof.svg"
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(svg)]) == 0
     text = svg.read_text()
-    assert text.startswith("<svg") and "Roofline of v6e-16 per chip" in text and "mlpwi" in text
-    assert "operational intensity" in text
+    assert text.startswith("<svg") and "Roofline of v6e-16 per device" in text and "mlpwi" in text
+    assert "operational intensity" in text and "P1: " in text and "ICI ridge" in text
     doc, _ = run_json(Experiment(ROOT / "examples" / "llama3-8b-v6e-16.yml"))
-    s = spec(doc)
+    an = analyze(ROOT / "examples" / "llama3-8b-v6e-16.yml")
+    s = spec(doc, an)
     assert s["usermeta"]["hbm_ridge"] == pytest.approx(doc["estimate"]["roofline"]["ridge_points"]["hbm"])
+    # one point per mesh: the current one at the estimate's FLOP rate (FLOPs / modelled step time)
+    points = {
+        m["name"]: m for layer in s["layer"] for m in layer["data"]["values"] if m.get("source") == "meshes (estimate)"
+    }
+    est = doc["estimate"]
+    flops = sum(p["flops"] for p in est["roofline"]["points"])
+    assert points["now"]["flops"] == pytest.approx(flops / est["time"]["step_s"])
+    assert points["now"]["flops"] == pytest.approx(est["mfu"] * s["usermeta"]["peak_flops_per_s"], rel=0.35)
+    ranks = [f"P{p['rank']}" for p in doc["proposals"] if not p["keep_current"]]
+    assert ranks and set(ranks) <= set(points)
+    # a proposal expected faster than the current mesh sits higher on the chart
+    p1 = next(p for p in doc["proposals"] if p["rank"] == 1)
+    assert (points["P1"]["flops"] > points["now"]["flops"]) == (p1["expected"]["speedup"] > 1)
+    with pytest.raises(ValueError, match="theme"):
+        spec(doc, an, theme="sepia")
+    dark = tmp_path / "dark.svg"
+    assert (
+        main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(dark), "--plot-theme", "dark"])
+        == 0
+    )
+    assert "#1e1e1e" in dark.read_text() and "#1e1e1e" not in text
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(tmp_path / "x.gif")]) == 2
 
 

@@ -110,6 +110,12 @@ async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path
     titles = [lens.command.title for lens in lenses if lens.command]
     assert titles[0].startswith("Estimated:") and "MFU" in titles[0]
     assert any(t.startswith("ASAP: proposal 1 fsdp=") for t in titles)
+    assert titles[-3:] == ["Analyze", "Show roofline", "Proposals"]
+    by_title = {lens.command.title: lens.command for lens in lenses if lens.command}
+    assert by_title["Show roofline"].command == "asap.showRoofline" and list(
+        by_title["Show roofline"].arguments or []
+    ) == [doc.uri]
+    assert list(by_title["Proposals"].arguments or []) == [doc.uri, 4, 0]  # the client opens the quick fixes there
     analyze = next(lens for lens in lenses if lens.command and lens.command.title == "Analyze")
     mark = len(shared.publishes)
     await shared.workspace_execute_command_async(
@@ -150,4 +156,39 @@ async def test_cancelling_the_background_analysis_drops_its_result(shared: AsapC
     await wait_for_progress(shared, lambda t, r: t == token and isinstance(r[-1], lsp.WorkDoneProgressEnd), 60)
     await wait_for_log(shared, f"analysis of {cfg} cancelled")  # the run itself was cancelled, not just its bar
     assert not any(p.uri == doc.uri and any(d.code == AGENTS for d in p.diagnostics) for p in shared.publishes)
+    doc.close()
+
+
+@module_loop
+async def test_roofline_command_plots_the_estimate_and_fresh_proposals(shared: AsapClient, tmp_path: Path):
+    cfg = tmp_path / "roof.yml"
+    cfg.write_text(TP_HEAVY)
+    doc = Doc(shared, cfg).open()
+    await doc.diagnostics(version=1, where=has_agents, timeout=60)
+
+    async def roofline(theme: str) -> dict:
+        return await shared.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="asap.server.roofline", arguments=[doc.uri, theme])
+        )
+
+    light, dark = await roofline("light"), await roofline("dark")
+    assert light["fresh"] and light["title"] == "ASAP roofline: roof.yml"
+    spec = light["spec"]
+    assert spec["title"]["text"] == "Roofline of v5e-256 per device"
+    names = {m["name"] for layer in spec["layer"] for m in layer["data"]["values"] if "name" in m}
+    assert {"now", "P1"} <= names  # the current mesh and proposal 1, as whole-step points
+    assert "P1: fsdp=" in spec["title"]["subtitle"]
+    assert light["spec"]["config"]["background"] != dark["spec"]["config"]["background"]
+    assert light["spec"]["layer"][0]["data"] == dark["spec"]["layer"][0]["data"]  # same data, other colours
+
+    v2 = doc.replace_all(
+        doc.text.replace("v5e-256", "v5e-128").replace("fsdp_parallelism: 16", "fsdp_parallelism: 8")
+    )  # unsaved edit: no fresh proposals
+    await doc.diagnostics(version=v2)
+    stale = await roofline("light")
+    assert not stale["fresh"] and stale["spec"]["title"]["text"] == "Roofline of v5e-128 per device"
+    assert "P1" not in {m.get("name") for layer in stale["spec"]["layer"] for m in layer["data"]["values"]}
+    await doc.diagnostics(version=doc.replace_all(doc.text.replace("v5e-128", "nonsense-3")))
+    with pytest.raises(Exception, match="no estimate"):
+        await roofline("light")
     doc.close()
