@@ -5,13 +5,17 @@ behind the verdict and where they come from. No editor types here.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+from server import codes
 from server.agent_findings import mesh_label
 from server.analysis import Analysis
 from server.perf import profile as prof
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
-from server.perf.findings import Span
+from server.perf.findings import Finding, Span
 from server.perf.placement import jax_physical_shape
 from server.perf.slices import GB, SOURCES, Slice
 from server.profile_analysis import ProfileResult
@@ -35,10 +39,23 @@ def _within(span: Span | None, line: int, column: int) -> bool:
     return span is not None and span.line == line and span.column <= column <= span.end_column
 
 
-def hover(an: Analysis, line: int, column: int) -> tuple[str, Span] | None:
-    """Markdown and the span it explains, or None where ASAP has nothing to say."""
+def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | None = None) -> tuple[str, Span] | None:
+    """Markdown and the span it explains, or None where ASAP has nothing to say. With `findings` (the
+    diagnostics published for the document), the explanation of those at the position comes first
+    (diagnostic_md) and the key's own list names them without repeating their messages."""
     if not an.config.is_maxtext:
         return None
+    diag = diagnostic_md(findings, line, column) if findings else None
+    here = {f.code for f in findings or () if _covers(f.span, line, column)} if diag else set()
+    key = _key_md(an, line, column, here)
+    if diag is None:
+        return key
+    if key is None:
+        return diag
+    return diag[0] + "\n\n---\n\n" + key[0], key[1]
+
+
+def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[str, Span] | None:
     if _within(an.config.declared_slice_span, line, column):
         return _slice_md(an), an.config.declared_slice_span  # type: ignore[return-value]
     key = key_at(an, line, column)
@@ -60,8 +77,75 @@ def hover(an: Analysis, line: int, column: int) -> tuple[str, Span] | None:
         return None
     notes = [f for f in an.diagnostics if f.key == key and f.code != "ASAP120"]
     if notes:
-        md += "\n\n" + "\n".join(f"- ⚠ `{f.code}` {f.message}" for f in notes)
+        md += "\n\n" + "\n".join(_note_line(f, f.code in explained) for f in notes)
     return md, span
+
+
+def _note_line(f: Finding, explained: bool) -> str:
+    """One diagnostic on the hovered key: its code and catalog title, and its message unless the
+    same hover explains it above."""
+    c = codes.lookup(f.code)
+    title = f" **{c.title}**" if c else ""
+    return f"- ⚠ `{f.code}`{title}" + (" (explained above)" if explained else f": {f.message}")
+
+
+def _covers(span: Span, line: int, column: int) -> bool:
+    """Whether the editor shows a finding at (line, column): inside its span, or anywhere on the line
+    of an empty span (a finding about the whole file, shown on line 1)."""
+    if (span.line, span.column) == (span.end_line, span.end_column):
+        return span.line == line
+    return (span.line, span.column) <= (line, column) <= (span.end_line, span.end_column)
+
+
+def diagnostic_md(findings: Sequence[Finding], line: int, column: int) -> tuple[str, Span] | None:
+    """What the ASAP diagnostics at (line, column) mean: per code its title, the findings' own messages
+    (the measured and expected numbers), the meaning, what the verdict rests on, the fix and the knowledge
+    notes that explain it. None where no diagnostic is. The span is the first finding's (errors first)."""
+    here = sorted(
+        (f for f in findings if f.code.startswith("ASAP") and _covers(f.span, line, column)),
+        key=lambda f: (f.severity, f.code, f.span),
+    )
+    if not here:
+        return None
+    by_code: dict[str, list[Finding]] = {}
+    for f in here:
+        by_code.setdefault(f.code, []).append(f)
+    sections = [_code_md(code, [f.message for f in fs]) for code, fs in by_code.items()]
+    return "\n\n---\n\n".join(sections), here[0].span
+
+
+def _code_md(code: str, messages: list[str]) -> str:
+    c = codes.lookup(code)
+    if c is None:  # a code without a catalog entry (a test keeps this from shipping): the messages alone
+        return "\n\n".join([f"**{code}**", *dict.fromkeys(messages)])
+    out = [f"**{code}** {c.title} — _{c.layer}_", ""]
+    out += [*(f"> {m}" for m in dict.fromkeys(messages)), "", c.meaning, ""]
+    out += [f"- **Rests on:** {c.basis}", f"- **Fix:** {c.fix}"]
+    if c.notes:
+        out += ["", "Sources: " + ", ".join(_note_link(n) for n in c.notes)]
+    return "\n".join(out)
+
+
+def _note_link(name: str) -> str:
+    found = note_title(name)
+    if found is None:
+        return f"`{name}`"
+    title, path = found
+    return f"[{title}]({path.as_uri()})"
+
+
+@cache
+def note_title(name: str) -> tuple[str, Path] | None:
+    """The title (front matter) and path of a knowledge note, by file name under the knowledge content's
+    docs/; None if it is not there or does not parse. Read once per process."""
+    from server.kb.records import RecordError, load_note
+    from server.kb.store import kb_dir
+
+    path = kb_dir() / "docs" / name
+    try:
+        return load_note(path).title, path.resolve()
+    except (OSError, RecordError):
+        return None
 
 
 def _phys_desc(sl: Slice, assignment: tuple[tuple[int, int], ...]) -> str:
