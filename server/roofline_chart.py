@@ -140,7 +140,7 @@ def spec(result: dict[str, Any], an: Analysis | None = None, theme: str = "light
     }
     legend = [f"{m['name']}: {m['mesh']}" for m in marks if m.get("mesh")]
     if legend:
-        title["subtitle"] = "  ·  ".join(legend)
+        title["subtitle"] = legend  # one line per mesh
     x_enc = {"field": "intensity", "type": "quantitative"}
     y_enc = {"field": "flops", "type": "quantitative"}
     return {
@@ -205,7 +205,7 @@ def spec(result: dict[str, Any], an: Analysis | None = None, theme: str = "light
                 "domainColor": pal["rule"],
                 "tickColor": pal["rule"],
             },
-            "legend": {"labelColor": pal["text"], "titleColor": pal["text"]},
+            "legend": {"labelColor": pal["text"], "titleColor": pal["text"], "orient": "bottom"},
         },
         "usermeta": {"peak_flops_per_s": peak, "hbm_bytes_per_s": bw, "hbm_ridge": ridge, "theme": theme},
     }

@@ -6,7 +6,9 @@ import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
 import { redactingLogger } from './log';
-import { AsapStatus } from './statusBar';
+import { showProposals } from './proposals';
+import { RooflineViews } from './roofline';
+import { AsapStatus, showStatusMenu } from './statusBar';
 
 let asap: AsapClient | undefined;
 
@@ -20,14 +22,21 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const log = redactingLogger(channel);
   const status = new AsapStatus();
   asap = new AsapClient(context, channel, log, (state) => status.setState(state));
+  const roofline = new RooflineViews(context.extensionUri, runServerCommand, log);
 
   context.subscriptions.push(
     channel,
     status,
     asap,
+    roofline,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
     vscode.commands.registerCommand('asap.analyze', () => analyzeActive(runServerCommand, log)),
+    vscode.commands.registerCommand('asap.showRoofline', (uri?: unknown) => roofline.show(uri)),
+    vscode.commands.registerCommand('asap.showProposals', (uri?: unknown, line?: unknown, ch?: unknown) =>
+      showProposals(uri, line, ch),
+    ),
+    vscode.commands.registerCommand('asap.statusMenu', () => showStatusMenu(status.current)),
     vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.setApiKey', () =>

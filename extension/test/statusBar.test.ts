@@ -22,7 +22,7 @@ const vscode = vi.hoisted(() => {
 });
 vi.mock('vscode', () => vscode);
 
-import { AsapStatus, verdictText } from '../src/statusBar';
+import { AsapStatus, menuItems, verdictText } from '../src/statusBar';
 
 const diag = (code: string, message: string) => ({ code, message });
 
@@ -51,5 +51,17 @@ describe('status bar', () => {
     expect(vscode.item.text).toBe('$(pulse) ASAP: compute-bound 70%');
     status.setState('failed');
     expect(vscode.item.text.startsWith('$(error) ASAP')).toBe(true);
+  });
+
+  it('opens a menu of actions: config actions while running, the restart first when the server failed', () => {
+    const running = menuItems('running', true).map((i) => i.command);
+    expect(running.slice(0, 3)).toEqual(['asap.analyze', 'asap.showRoofline', 'asap.linkProfile']);
+    expect(running).toContain('asap.showOutput');
+    expect(menuItems('running', false).map((i) => i.command)).not.toContain('asap.analyze');
+    const failed = menuItems('failed', true).map((i) => i.command);
+    expect(failed[0]).toBe('asap.restartServer');
+    expect(failed).not.toContain('asap.analyze');
+    new AsapStatus();
+    expect(vscode.item.command).toBe('asap.statusMenu');
   });
 });

@@ -4,7 +4,8 @@
 import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
-// Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, and "Apply proposal 1".
+// Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
+// "Apply proposal 1" (the view redraws).
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
@@ -108,12 +109,32 @@ try {
   await page.screenshot({ path: `${shots}/agent-hover.png` });
   await page.keyboard.press('Escape');
 
+  // The roofline view: the current mesh and the proposals as points, drawn by vega-embed in a webview.
+  await palette('F1', 'ASAP: Show Roofline', 'Show Roofline');
+  const view = page.frameLocator('iframe.webview').frameLocator('#active-frame');
+  const chartTitle = view.locator('#chart svg text', { hasText: 'Roofline of v5e-256 per device' });
+  await chartTitle.waitFor({ timeout: 30_000 });
+  const subtitle = await view.locator('#chart svg text', { hasText: 'P1: ' }).first().textContent();
+  log(`ROOFLINE: ${await view.locator('#status').innerText()} | ${subtitle}`);
+  await page.screenshot({ path: `${shots}/roofline.png` });
+  // A dark colour theme, picked as a user would: the chart follows it.
+  await page.keyboard.press('Control+K');
+  await page.keyboard.press('Control+T');
+  await page.keyboard.type('Default Dark Modern');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Default Dark Modern' }).first().click();
+  await view.locator('#chart svg[style*="30, 30, 30"], #chart svg[style*="1e1e1e"]').waitFor({ timeout: 30_000 });
+  log('ROOFLINE redrawn in the dark palette');
+  await page.screenshot({ path: `${shots}/roofline-dark.png` });
+
   await applyQuickFix('ici_tensor_parallelism', /^ici_tensor_parallelism$/, 'Apply proposal 1', 'ici_fsdp_parallelism: 256');
   const mesh = await lineText(line('ici_fsdp_parallelism'));
   const tensor = await lineText(line('ici_tensor_parallelism'));
   if (mesh !== 'ici_fsdp_parallelism: 256   # tuned by hand last week') throw new Error(`fsdp line: ${JSON.stringify(mesh)}`);
   if (tensor !== 'ici_tensor_parallelism: 1') throw new Error(`tensor line: ${JSON.stringify(tensor)}`);
   log(`PROPOSAL 1 applied: ${mesh} / ${tensor}`);
+  // The edit is not analysed by the agents until saved: the roofline redraws with the new mesh alone.
+  await view.locator('#status', { hasText: 'proposals appear once' }).waitFor({ timeout: 30_000 });
+  log('ROOFLINE redrawn for the edited mesh');
   await page.screenshot({ path: `${shots}/proposal-applied.png` });
   log('PASS');
 } catch (e) {
