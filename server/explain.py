@@ -15,7 +15,7 @@ from server.agent_findings import mesh_label
 from server.analysis import Analysis
 from server.perf import profile as prof
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
-from server.perf.findings import Finding, Span
+from server.perf.findings import Finding, Severity, Span
 from server.perf.placement import jax_physical_shape
 from server.perf.slices import GB, SOURCES, Slice
 from server.profile_analysis import ProfileResult
@@ -45,14 +45,17 @@ def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | No
     (diagnostic_md) and the key's own list names them without repeating their messages."""
     if not an.config.is_maxtext:
         return None
-    diag = diagnostic_md(findings, line, column) if findings else None
-    here = {f.code for f in findings or () if _covers(f.span, line, column)} if diag else set()
+    found = list(findings or ())
+    # errors and warnings lead; an information line (the estimate) follows the key's own explanation
+    urgent = diagnostic_md([f for f in found if f.severity < Severity.INFORMATION], line, column)
+    info = diagnostic_md([f for f in found if f.severity >= Severity.INFORMATION], line, column)
+    here = {f.code for f in found if _covers(f.span, line, column)}
     key = _key_md(an, line, column, here)
-    if diag is None:
-        return key
-    if key is None:
-        return diag
-    return diag[0] + "\n\n---\n\n" + key[0], key[1]
+    parts = [p for p in (urgent, key, info) if p is not None]
+    if not parts:
+        return None
+    span = key[1] if key is not None else parts[0][1]
+    return "\n\n---\n\n".join(p[0] for p in parts), span
 
 
 def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[str, Span] | None:
@@ -132,6 +135,13 @@ def _note_link(name: str) -> str:
         return f"`{name}`"
     title, path = found
     return f"[{title}]({path.as_uri()})"
+
+
+def warm_up() -> None:
+    """Read every note the code catalog cites (the first diagnostic hover would otherwise pay for it)."""
+    for c in codes.CODES.values():
+        for n in c.notes:
+            note_title(n)
 
 
 @cache

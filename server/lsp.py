@@ -127,19 +127,23 @@ class AsapServer(LanguageServer):
                 )
         return res
 
-    def publish(self, doc: TextDocument, an: Analysis) -> None:
-        if self.shutting_down:  # background work finishing after shutdown has no one to tell
-            return
+    def shown(self, doc: TextDocument, an: Analysis, agents: bool = True) -> list[Finding]:
+        """The findings the editor shows for this document: static and estimate, profile, and the agents'."""
         prof = self.profiles.get(doc.uri)
         findings: list[Finding] = [*an.diagnostics, *(prof.findings if prof else [])]
         agent = self.agent.get(doc.uri)
-        if agent is not None:
+        if agent is not None and agents:
             findings += agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version)
-        diags = [
-            lsp_convert.diagnostic(f, doc)
+        return [
+            f
             for f in findings
             if (f.file is None or _same(f.file, doc)) and (self.settings.show_estimate or f.code != ESTIMATE_CODE)
         ]
+
+    def publish(self, doc: TextDocument, an: Analysis) -> None:
+        if self.shutting_down:  # background work finishing after shutdown has no one to tell
+            return
+        diags = [lsp_convert.diagnostic(f, doc) for f in self.shown(doc, an)]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
         )
@@ -416,8 +420,9 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.info("ASAP language server %s started", __version__)
-    # JAX's placement code takes about a second to import: pay it now, off the loop.
-    warm = asyncio.get_running_loop().run_in_executor(None, placement.warm_up)
+    # JAX's placement code takes about a second to import, and the knowledge notes' titles (cited by the
+    # diagnostics' hovers) need pydantic: pay both now, off the loop.
+    warm = asyncio.get_running_loop().run_in_executor(None, _warm_up)
     warm.add_done_callback(_log_warm_up)
     caps = ls.client_capabilities.workspace
     if caps is not None and caps.configuration:
@@ -425,6 +430,11 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
         await _pull_settings(ls)
         if ls.settings != before:  # documents opened meanwhile were analysed with the old settings
             _reanalyze_all(ls)
+
+
+def _warm_up() -> None:
+    placement.warm_up()
+    explain.warm_up()
 
 
 def _log_warm_up(fut: asyncio.Future[None]) -> None:
@@ -628,7 +638,9 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     line, col = lsp_convert.server_position(doc, params.position)
     prof = ls.profiles.get(doc.uri)
     an = ls.analyze_doc(doc)
-    found = (explain.profile_hover(prof, line, col) if prof else None) or explain.hover(an, line, col)
+    # each diagnostic under the cursor explained (the agents' diagnosis has its own section below)
+    shown = ls.shown(doc, an, agents=False)
+    found = (explain.profile_hover(prof, line, col) if prof else None) or explain.hover(an, line, col, shown)
     agent = ls.agent.get(doc.uri)
     if agent is not None:  # on a key the diagnosis implicates: the diagnosis first, then the key's own hover
         for f in agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version):

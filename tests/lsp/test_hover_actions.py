@@ -38,7 +38,10 @@ async def test_hover_resolved_numbers(shared: AsapClient, workdir: Path):
     fsdp = await hover_md(doc, "ici_fsdp_parallelism")
     assert "Degree: **256**" in fsdp and "fills 256" in fsdp, fsdp
     assert "16x16" in fsdp  # the physical axes it lands on
-    assert fsdp == await hover_md(doc, "ici_fsdp_parallelism", on_value=True)
+    # the estimate's information line sits on the key (not the value): its explanation follows the key's own
+    on_value = await hover_md(doc, "ici_fsdp_parallelism", on_value=True)
+    assert fsdp.startswith(on_value) and "**ASAP120**" in fsdp and "**ASAP120**" not in on_value
+    assert fsdp.index("Degree:") < fsdp.index("**ASAP120**")
 
     tensor = await hover_md(doc, "ici_tensor_parallelism")
     assert "Degree: **1**" in tensor and "`tensor`" in tensor
@@ -160,3 +163,24 @@ async def test_quick_fix_ignores_other_sources(shared: AsapClient, workdir: Path
     product = by_code(await doc.diagnostics(version=1), "ASAP101")
     foreign = lsp.Diagnostic(range=product.range, message="yaml-language-server says hi", source="yaml", code="ASAP101")
     assert await doc.code_actions([foreign]) == []
+
+
+async def test_hover_explains_a_diagnostic_off_any_key(shared: AsapClient, tmp_path: Path):
+    """A diagnostic that is not on a key (here a profile link to nothing) is explained where it is shown:
+    its code and title, its own message, what it rests on and the fix."""
+    cfg = tmp_path / "linked.yml"
+    cfg.write_text(
+        "# asap: profile=runs/missing\ncompile_topology: v5e-16\nmodel_name: llama2-7b\n"
+        "per_device_batch_size: 1\nici_fsdp_parallelism: 16\n"
+    )
+    doc = Doc(shared, cfg).open()
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP201" for d in ds))
+    (link,) = [d for d in diags if d.code == "ASAP201"]
+    hover = await doc.hover(link.range.start.line, link.range.start.character + 2)
+    assert hover is not None and hover.range == link.range
+    md = hover.contents.value
+    assert md.startswith("**ASAP201**") and link.message in md
+    assert "**Rests on:**" in md and "**Fix:**" in md
+    elsewhere = await doc.hover(4, 3)  # ici_fsdp_parallelism: its own hover, without the link's explanation
+    assert elsewhere is not None and "ASAP201" not in elsewhere.contents.value
+    doc.close()
