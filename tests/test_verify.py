@@ -13,6 +13,7 @@ import sqlite_utils
 from server.perf import config as config_mod
 from server.perf.hlo_program import summarize, trip_count, walk
 from server.perf.mesh import check
+from server.perf.profile_convert import CancelToken
 from server.perf.ref_model import logical_to_mesh
 from server.perf.verify import combine, layer_plan, libtpu_available, verify
 from server.perf.verify_worker import parse_oom
@@ -214,3 +215,41 @@ def test_verify_unplaceable_mesh_gives_the_static_message(small: Path, db: sqlit
     static = [f for f in check(config_mod.with_overrides(config_mod.load(small), mesh)).findings if f.code == "ASAP106"]
     assert len(static) == 1 and r.message == static[0].message
     assert "Failed to find assignment" in r.detail  # JAX's own words, from the verifier's mesh build
+
+
+@pytest.mark.tpu
+@needs_libtpu
+def test_verify_layer_extrapolation_matches_a_full_compile(tmp_path: Path, db: sqlite_utils.Database) -> None:
+    p = tmp_path / "four_layers.yml"
+    p.write_text(SMALL.replace("base_num_decoder_layers: 2", "base_num_decoder_layers: 4"))
+    full = verify(p, db=db)
+    ext = verify(p, db=db, max_layers=3)
+    assert full.compiled is not None and ext.compiled is not None
+    assert not full.compiled.extrapolated and ext.compiled.extrapolated and ext.compiled.layers_compiled == [2, 3]
+    assert "extrapolated from 2 and 3 of 4 layers" in ext.message
+    assert ext.compiled.components["argument"] == pytest.approx(full.compiled.components["argument"], rel=0.01)
+    assert ext.compiled.memory_per_chip_bytes == pytest.approx(full.compiled.memory_per_chip_bytes, rel=0.05)
+    for axis, kinds in full.compiled.collectives_by_axis().items():
+        for kind, nbytes in kinds.items():
+            assert ext.compiled.collectives_by_axis()[axis][kind] == pytest.approx(nbytes, rel=0.05), (axis, kind)
+
+
+@pytest.mark.tpu
+@needs_libtpu
+def test_verify_cancel_stops_the_compile(small: Path) -> None:
+    token = CancelToken()
+    seen: list[str] = []
+
+    def progress(message: str, fraction: float | None) -> None:
+        seen.append(message)
+        token.cancel()  # kills the child at its first progress line
+
+    r = verify(
+        small,
+        {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4},
+        progress=progress,
+        cancel=token,
+        use_cache=False,
+    )
+    assert r.status == "cancelled" and r.compiled is None
+    assert seen and seen[0].startswith("loading libtpu")

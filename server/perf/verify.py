@@ -161,8 +161,10 @@ def layer_plan(layers: int, max_layers: int) -> list[int]:
     """The layer counts to compile: all of them, or two reduced depths to extrapolate from."""
     if layers <= max_layers:
         return [layers]
-    high = max(2, max_layers)
-    return [max(1, high // 2), high]
+    # Two layers at least in the smaller compile: XLA simplifies a one-iteration scan away, and its
+    # temporaries then do not lie on the line through the deeper compiles.
+    high = max(3, max_layers)
+    return [max(2, high // 2), high]
 
 
 def topology_job(sl: Slice) -> dict[str, Any]:
