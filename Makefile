@@ -23,7 +23,7 @@ ext: $(EXT_BUNDLE)
 $(EXT_STAMP): $(EXT)/package.json $(EXT)/package-lock.json
 	npm --prefix $(EXT) ci --no-audit --no-fund --loglevel=error
 	touch $@
-$(EXT_BUNDLE): $(EXT_STAMP) $(wildcard $(EXT)/src/*.ts) $(EXT)/tsconfig.json
+$(EXT_BUNDLE): $(EXT_STAMP) $(wildcard $(EXT)/src/*.ts $(EXT)/src/webview/*.ts) $(EXT)/tsconfig.json
 	npm --prefix $(EXT) run --silent build
 
 demo: $(STAMP)
