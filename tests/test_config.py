@@ -110,3 +110,17 @@ def test_unknown_keys_are_kept_and_ignored(write):
     cfg = config.load(write("c.yml", "model_name: llama2-7b\nmy_custom_flag: {a: 1}\n"))
     assert cfg.get("my_custom_flag") == {"a": 1}
     assert not cfg.findings
+
+
+def test_overrides_of_model_dims_win_over_the_preset(write):
+    """As on MaxText's command line: `base_emb_dim=...` overrides the model_name preset; a mesh override
+    leaves the dims alone."""
+    p = write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-16\nici_fsdp_parallelism: 16\n")
+    cfg = config.load(p)
+    assert cfg.model is not None and cfg.model.emb_dim == 4096 and cfg.model.vocab_size == 32000
+    small = config.with_overrides(cfg, {"base_emb_dim": 512, "vocab_size": 1024, "base_num_decoder_layers": 2})
+    assert small.model is not None
+    assert (small.model.emb_dim, small.model.vocab_size, small.model.num_decoder_layers) == (512, 1024, 2)
+    assert small.model.mlp_dim == cfg.model.mlp_dim  # not overridden: the preset's
+    meshed = config.with_overrides(cfg, {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2})
+    assert meshed.model == cfg.model

@@ -276,7 +276,7 @@ def _resolve_model(cfg: Config, base: ModelDims | None) -> ModelDims | None:
     overrides: dict[str, Any] = {}
     for fld, key in FIELD_KEYS.items():
         v = cfg.values.get(key)
-        if v is not None and v.origin in ("document", "parent"):
+        if v is not None and v.origin in ("document", "parent", "override"):  # above the model preset
             overrides[fld] = v.value
     if base is None:
         required = ("emb_dim", "num_query_heads", "num_kv_heads", "mlp_dim", "num_decoder_layers", "head_dim")
