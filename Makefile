@@ -16,7 +16,7 @@ EXT_BUNDLE := $(EXT)/dist/extension.js
 venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,tpu]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,compile]'
 	touch $@
 
 ext: $(EXT_BUNDLE)

@@ -4,10 +4,12 @@
     asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
     asap profile PATH [--config CONFIG.yml] [--json]
     asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json]
+    asap verify CONFIG.yml [--mesh k=v,...] [--proposals] [--slice NAME] [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
 
 Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
-(a file that cannot be read).
+(a file that cannot be read). `verify`: 0 when the (first) mesh compiles and fits, 1 when it does not fit,
+cannot be placed or is invalid, 2 when the compiler is unavailable or failed.
 """
 
 from __future__ import annotations
@@ -85,8 +87,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _gib(b: float) -> str:
-    return f"{b / 1024**3:.2f} GiB"
+def _gib(b: float | None) -> str:
+    return "-" if b is None else f"{b / 1024**3:.2f} GiB"
 
 
 def _estimate_human(path: Path, est: Estimate) -> str:
@@ -472,6 +474,79 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _verify_human(entry: dict[str, Any]) -> None:
+    r = entry["result"]
+    changes = ", ".join(f"{k}={v}" for k, v in entry["overrides"].items() if v != 1) or "as written"
+    print(f"== {entry['label']} ({changes}) on {r['slice'] or '?'}: {r['status']}")
+    print(f"   {r['message']}")
+    c, e = r["compiled"], r["estimate"]
+    if c is None:
+        if e is not None:
+            print(
+                f"   estimate: {_gib(e['memory_per_chip_bytes'])} per chip, {'fits' if e['fits'] else 'does not fit'}"
+            )
+        return
+    print(f"   {'':<26}{'estimate':>14}{'compiler':>14}")
+    print(
+        f"   {'memory per chip':<26}{_gib(e and e['memory_per_chip_bytes']):>14}{_gib(c['memory_per_chip_bytes']):>14}"
+    )
+    for part in sorted(c["components"]):
+        print(f"   {'  ' + part:<26}{'':>14}{_gib(c['components'][part]):>14}")
+    axes = sorted(set(c["collectives_by_axis"]) | set((e or {}).get("collectives_by_axis", {})))
+    for a in axes:
+        ev = sum((e or {}).get("collectives_by_axis", {}).get(a, {}).values()) if e else None
+        cv = sum(c["collectives_by_axis"].get(a, {}).values())
+        print(f"   {'collectives on ' + a:<26}{_gib(ev):>14}{_gib(cv):>14}")
+    how = f", extrapolated from {c['layers_compiled']} of {c['layers']} layers" if c["extrapolated"] else ""
+    print(
+        f"   compiled in {c['compile_s']:.1f} s{how}{' (cached)' if r['cached'] else ''}; "
+        f"libtpu {r['versions'].get('libtpu')}, jax {r['versions'].get('jax')}"
+    )
+    for d in r["disagreements"]:
+        print(f"   ! {d['message']}")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from server import verification
+
+    read = _read_config(args.config)
+    if read is None:
+        return 2
+    path, text = read
+    an = analyze(path, text, default_slice=args.slice)
+    base: dict[str, Any] = {}
+    if args.mesh:
+        try:
+            base = parse_override(args.mesh)
+        except (ValueError, YamlSyntaxError) as e:
+            print(f"asap: --mesh: {e}", file=sys.stderr)
+            return 2
+    todo = [verification.Target("current mesh" if not base else "mesh", base)]
+    if args.proposals:
+        from server.agents.coordinator import run_json
+        from server.agents.types import Experiment
+
+        doc, _ = run_json(Experiment(path, text, args.slice, None, Path.cwd()), "off")
+        todo += verification.targets(doc, include_current=False)
+
+    def progress(message: str, frac: float | None) -> None:
+        if not args.json and sys.stderr.isatty():
+            print(f"\r\033[K{message}"[:200], end="", file=sys.stderr, flush=True)
+
+    out = verification.verify_all(an.config, todo, args.slice, args.max_layers, args.timeout, progress=progress)
+    if not args.json and sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    if args.json:
+        print(json.dumps(out[0]["result"] if len(out) == 1 else {"results": out}, indent=2))
+    else:
+        for entry in out:
+            _verify_human(entry)
+    statuses = [e["result"]["status"] for e in out]
+    if any(s in ("unavailable", "error") for s in statuses):
+        return 2
+    return 1 if statuses[0] != "ok" else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -511,6 +586,17 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
     an.set_defaults(func=cmd_analyze)
+    ve = sub.add_parser("verify", help="compile the config's train step for its TPU slice (libtpu, no TPU) and compare")
+    ve.add_argument("config", metavar="CONFIG.yml")
+    ve.add_argument(
+        "--mesh", metavar="KEY=V,...", help="override keys, e.g. ici_fsdp_parallelism=8,ici_tensor_parallelism=2"
+    )
+    ve.add_argument("--proposals", action="store_true", help="also compile each of `asap analyze`'s proposals")
+    ve.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    ve.add_argument("--max-layers", type=int, default=4, metavar="N", help="compile at most N layers, extrapolate")
+    ve.add_argument("--timeout", type=float, default=900.0, metavar="S", help="stop a compile after S seconds")
+    ve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    ve.set_defaults(func=cmd_verify)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")
     kb.add_argument("--index", metavar="PATH", help="index file (default: $ASAP_KB_PATH or the cache's kb.sqlite)")

@@ -5,11 +5,13 @@ compiles of a small model for v5e-16 need libtpu (marked tpu) and share one chil
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import sqlite_utils
 
+from server.cli import main
 from server.perf import config as config_mod
 from server.perf.hlo_program import summarize, trip_count, walk
 from server.perf.mesh import check
@@ -109,7 +111,7 @@ max_target_length: 256
 ici_fsdp_parallelism: -1
 """
 
-needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu: pip install '.[tpu]'")
+needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu: pip install '.[compile]'")
 
 
 @pytest.fixture(scope="module")
@@ -253,3 +255,26 @@ def test_verify_cancel_stops_the_compile(small: Path) -> None:
     )
     assert r.status == "cancelled" and r.compiled is None
     assert seen and seen[0].startswith("loading libtpu")
+
+
+@pytest.mark.tpu
+@needs_libtpu
+def test_verify_cli_current_mesh_and_an_override(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`asap verify` prints the estimate and the compiler side by side (the first run of a job compiles, the
+    same job again is answered from ASAP's store); --json is the verifier's document."""
+    assert main(["verify", str(small), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "ok" and doc["fits"] is True and doc["program"] == "reference"
+    assert set(doc["compiled"]) >= {"memory_per_chip_bytes", "components", "fits", "collectives", "compile_s"}
+    assert set(doc["estimate"]) >= {"memory_per_chip_bytes", "collectives_by_axis"}
+    assert isinstance(doc["disagreements"], list)
+    assert doc["mesh"]["ici"]["fsdp"] == 16
+    # an unplaceable override: exit 1 with the static rule's words
+    assert main(["verify", str(small), "--mesh", "ici_fsdp_parallelism=8,ici_data_parallelism=2"]) == 1
+    out = capsys.readouterr().out
+    assert "mesh (ici_fsdp_parallelism=8, ici_data_parallelism=2) on v5e-16: unplaceable" in out
+    # the human table, from the store this time
+    assert main(["verify", str(small)]) == 0
+    out = capsys.readouterr().out
+    assert "== current mesh (as written) on v5e-16: ok" in out and "memory per chip" in out and "(cached)" in out
+    assert main(["verify", str(small.parent / "missing.yml")]) == 2

@@ -56,7 +56,7 @@ log = logging.getLogger("asap")
 
 SCHEMA = 1  # bump when what is cached changes
 TOLERANCE = 0.15  # estimate vs compiler: a relative difference above this is a disagreement
-ENABLE_HINT = "pip install '.[tpu]' (jax[tpu]==0.10.2, which pins libtpu 0.0.42.*)"
+ENABLE_HINT = "pip install 'asap[compile]' (or '.[compile]' in a checkout: jax[tpu]==0.10.2 with libtpu==0.0.42.1)"
 DEFAULT_MAX_LAYERS = 4
 DEFAULT_TIMEOUT_S = 900.0
 
@@ -470,6 +470,9 @@ def run_worker(
             "ASAP_WORKER_MAX_MEMORY": str(limit),
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "JAX_PLATFORMS": "cpu",  # the topology is libtpu's; no TPU backend is initialised
+            # libtpu takes /tmp/libtpu_lockfile for the life of a process that loads it (the language
+            # server does, for placement): without this the child aborts while any other such process lives
+            "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
         }
         cmd = [sys.executable, "-m", "server.perf.verify_worker", str(job_path)]
         if hlo_dir is not None:
