@@ -358,6 +358,52 @@ _CODES = (
         "checks and priced by the performance model before it is offered.",
         "Apply proposal 1 as a quick fix, or keep the mesh when no proposal is clearly better.",
     ),
+    # -- the TPU compiler ----------------------------------------------------------------------------------
+    Code(
+        "ASAP400",
+        "Verified by the TPU compiler",
+        "TPU compiler",
+        "The train step of a reference decoder built from this config's dims, dtypes, remat policy and "
+        "MaxText's sharding rules was compiled ahead of time for the declared slice (libtpu, no TPU). The "
+        "message gives the per-chip memory the compiler allocates and whether it fits.",
+        "The XLA TPU compiler's own memory analysis (argument + output - alias + temp + code, MaxText's "
+        "formula) of a program that approximates MaxText's: exact for that program, with layers beyond the "
+        "compiled ones extrapolated linearly. It runs only when asked (ASAP: Verify, or `asap.verify: auto`).",
+        "Nothing to fix; re-verify after changing the mesh, batch or remat policy.",
+        ("out-of-memory-fixes.md", "fsdp-memory-savings.md"),
+    ),
+    Code(
+        "ASAP401",
+        "The TPU compiler says it does not fit",
+        "TPU compiler",
+        "The compiled train step needs more HBM per chip than the compiler allows on this slice, so the job "
+        "would fail with an out-of-memory at launch.",
+        "The XLA TPU compiler's out-of-memory report or memory analysis for ASAP's reference program; trust it "
+        "over the estimate where they differ.",
+        "Shard the state further (more fsdp), lower per_device_batch_size, or remat more "
+        "(remat_policy: full); the proposals' quick fixes are checked the same way.",
+        ("out-of-memory-fixes.md", "remat-policies.md", "fsdp-memory-savings.md"),
+    ),
+    Code(
+        "ASAP402",
+        "Estimate and compiler disagree",
+        "TPU compiler",
+        "ASAP's estimate of per-chip memory, of whether the mesh fits, or of the bytes a mesh axis moves per "
+        "step differs from the compiled program by more than 15%.",
+        "The compiled program's numbers (memory analysis; collectives from the optimized HLO, multiplied by "
+        "loop trip counts); the estimate is an analytic model and the compiler is not.",
+        "Trust the compiler's figure; `asap verify CONFIG --json` lists every disagreement.",
+        ("mesh-validation-layers.md",),
+    ),
+    Code(
+        "ASAP403",
+        "TPU compiler unavailable",
+        "TPU compiler",
+        "Verification was asked for but could not run: libtpu is not installed next to jax, or the compile "
+        "failed or timed out.",
+        "The verifier's own report (the message says which).",
+        "Install the optional extra: pip install 'asap[compile]' (jax[tpu]==0.10.2 with libtpu==0.0.42.1).",
+    ),
 )
 
 CODES: dict[str, Code] = {c.code: c for c in _CODES}

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from server import codes
+from server import codes, verification
 from server.agent_findings import mesh_label
 from server.analysis import Analysis
 from server.perf import profile as prof
@@ -425,8 +425,9 @@ def profile_md(report: prof.Report, source: str) -> str:
     return "\n".join(out)
 
 
-def agent_md(result: dict[str, Any], stale: bool) -> str:
-    """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic)."""
+def agent_md(result: dict[str, Any], stale: bool, verified: list[dict[str, Any]] | None = None) -> str:
+    """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic). `verified`: the
+    TPU compiler's verification of the current mesh and the proposals (server/verification.py), when run."""
     d = result["diagnosis"]
     out = []
     if stale:
@@ -439,13 +440,22 @@ def agent_md(result: dict[str, Any], stale: bool) -> str:
     if result.get("calibration"):
         out += ["", f"*{result['calibration']}*"]
     props = result.get("proposals", [])
+    by_rank = {e["rank"]: e["result"] for e in verified or []}
     if props:
-        out += ["", "| # | mesh and changes | expected | confidence |", "|---|---|---|---|"]
+        compiler = bool(verified)
+        head = "| # | mesh and changes | expected | confidence |" + (" TPU compiler |" if compiler else "")
+        out += ["", head, "|---|---|---|---|" + ("---|" if compiler else "")]
         for p in props:
             sp = p["expected"]["speedup"]
             exp = f"x{sp:.2f}, MFU {p['expected']['mfu']:.1%}" if sp is not None else f"MFU {p['expected']['mfu']:.1%}"
             label = "keep the current mesh" if p["keep_current"] else mesh_label(p)
-            out.append(f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |")
+            row = f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |"
+            if compiler:
+                r = by_rank.get(None if p["keep_current"] else p["rank"])
+                row += f" {verification.summary(r) if r else 'not compiled'} |"
+            out.append(row)
+        if compiler:
+            out += ["", "*TPU compiler: ASAP's reference train step compiled for the slice (libtpu), per chip.*"]
         best = props[0]
         out += ["", best["rationale"], "", f"Confidence rests on: {best['confidence_basis']}."]
         refs = sorted({r for p in props for r in p["references"]})

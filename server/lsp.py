@@ -20,7 +20,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from server import __version__, agent_findings, explain, lsp_convert, profile_analysis
+from server import __version__, agent_findings, explain, lsp_convert, profile_analysis, verification
 from server.analysis import Analysis, analyze
 from server.perf import placement, profile_convert, profile_link
 from server.perf.findings import Finding, Severity
@@ -37,6 +37,7 @@ ANALYZE_COMMAND = "asap.server.analyze"  # (config uri) -> the `asap analyze --j
 RUN_AGENTS_COMMAND = "asap.server.runAgents"  # (config uri): re-run the background analysis now
 ROOFLINE_COMMAND = "asap.server.roofline"  # (config uri, "light"|"dark") -> {title, spec (Vega-Lite), fresh}
 SHOW_ROOFLINE = "asap.showRoofline"  # the client's command: opens the roofline view (config uri)
+VERIFY_COMMAND = "asap.server.verify"  # (config uri): compile the current mesh and the proposals for the slice
 SHOW_PROPOSALS = "asap.showProposals"  # the client's command: the proposals' quick fixes (config uri, line)
 
 
@@ -47,6 +48,7 @@ class Settings:
     kb_path: str | None = None  # asap.kbPath: the knowledge index file
     llm: str = "off"  # asap.llm: "off" or "auto"
     profile_search_paths: tuple[str, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be
+    verify: str = "manual"  # asap.verify: "manual" (ASAP: Verify) or "auto" (after each background analysis)
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
@@ -57,6 +59,7 @@ class Settings:
         kb = raw.get("kbPath")
         llm = raw.get("llm", "off")
         paths = raw.get("profileSearchPaths", [])
+        verify = raw.get("verify", "manual")
         return cls(
             default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
             show_estimate=show if isinstance(show, bool) else True,
@@ -65,6 +68,7 @@ class Settings:
             profile_search_paths=tuple(str(p) for p in paths if isinstance(p, str) and p.strip())
             if isinstance(paths, list)
             else (),
+            verify=verify if verify in ("manual", "auto") else "manual",
         )
 
 
@@ -79,6 +83,8 @@ class AsapServer(LanguageServer):
         self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
         self.agent: dict[str, tuple[int | None, dict[str, Any]]] = {}  # uri -> (version analysed, result JSON)
         self.agent_tasks: dict[str, asyncio.Task[None]] = {}
+        self.verified: dict[str, tuple[int | None, list[dict[str, Any]]]] = {}  # uri -> (version, results)
+        self.verify_tasks: dict[str, asyncio.Task[None]] = {}
         self.shutting_down = False
         self._agent_pool: ProcessPoolExecutor | None = None
 
@@ -134,6 +140,9 @@ class AsapServer(LanguageServer):
         agent = self.agent.get(doc.uri)
         if agent is not None and agents:
             findings += agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version)
+        ver = self.verified.get(doc.uri)
+        if ver is not None:
+            findings += verification.findings(ver[1], an, stale=ver[0] != doc.version)
         return [
             f
             for f in findings
@@ -247,6 +256,75 @@ class AsapServer(LanguageServer):
         cached = self.analyses.get(uri)
         if cached is not None and cached[0] == current.version:  # else the pending refresh publishes it
             self.publish(current, cached[1])
+        if self.settings.verify == "auto" and current.version == version:
+            self.start_verify(uri)
+
+    def start_verify(self, uri: str) -> None:
+        """The TPU compiler's verdict on the current mesh and the fresh proposals, in the background."""
+        old = self.verify_tasks.pop(uri, None)
+        if old is not None:
+            old.cancel()
+        self.verify_tasks[uri] = asyncio.ensure_future(self.run_verify(uri))
+
+    async def run_verify(self, uri: str) -> None:
+        doc = self.workspace.text_documents.get(uri)
+        path = to_fs_path(uri)
+        if doc is None or not path:
+            return
+        version = doc.version
+        an = self.analyze_doc(doc)
+        if not an.config.is_maxtext or an.check.slice is None:
+            return
+        agent = self.agent.get(uri)
+        todo = verification.targets(agent[1] if agent is not None and agent[0] == version else None)
+        loop = asyncio.get_running_loop()
+        cancel = CancelToken()
+        token = await self._begin_progress("ASAP: TPU compiler", Path(path).name)
+
+        def progress(message: str, frac: float | None) -> None:
+            if token is not None:
+                pct = None if frac is None else round(100 * frac)
+                report = lsp.WorkDoneProgressReport(message=message, percentage=pct)
+                loop.call_soon_threadsafe(self.work_done_progress.report, token, report)
+
+        if token is not None:  # the progress bar's cancel kills the compile
+            fut = self.work_done_progress.tokens.get(token)
+            if fut is not None:
+                fut.add_done_callback(lambda f: cancel.cancel() if f.cancelled() else None)
+        settings = self.settings
+        try:
+            results = await loop.run_in_executor(
+                None,
+                lambda: verification.verify_all(
+                    an.config, todo, settings.default_slice, progress=progress, cancel=cancel
+                ),
+            )
+        except asyncio.CancelledError:
+            cancel.cancel()
+            log.info("verification of %s cancelled", path)
+            raise
+        except Exception:
+            log.exception("verification failed on %s", uri)
+            return
+        finally:
+            if token is not None:
+                self.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
+                self.work_done_progress.tokens.pop(token, None)
+        if cancel.cancelled:
+            log.info("verification of %s cancelled", path)
+            return
+        for e in results:
+            log.info("TPU compiler, %s of %s: %s", e["label"], Path(path).name, e["result"]["message"])
+        self.verified[uri] = (version, results)
+        current = self.workspace.text_documents.get(uri)
+        if current is not None:
+            self.publish(current, self.analyze_doc(current))
+        self._refresh_code_lenses()
+
+    def _refresh_code_lenses(self) -> None:
+        ws = self.client_capabilities.workspace
+        if ws is not None and ws.code_lens is not None and ws.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
 
     async def _begin_progress(self, title: str, message: str) -> str | None:
         """A cancellable work-done progress, when the client shows them."""
@@ -398,9 +476,9 @@ async def _pull_settings(ls: AsapServer) -> None:
 
 @server.feature(lsp.SHUTDOWN)
 def shutdown(ls: AsapServer, params: None) -> None:
-    """Stop background work: analyses, agents and profile conversions (their child processes are killed)."""
+    """Stop background work: analyses, agents, compiles and profile conversions (child processes are killed)."""
     ls.shutting_down = True
-    for task in [*ls.pending.values(), *ls.agent_tasks.values(), *ls.conversions.values()]:
+    for task in [*ls.pending.values(), *ls.agent_tasks.values(), *ls.verify_tasks.values(), *ls.conversions.values()]:
         task.cancel()
     if ls._agent_pool is not None:
         ls._agent_pool.shutdown(wait=False, cancel_futures=True)
@@ -507,6 +585,12 @@ async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
     return result
 
 
+@server.command(VERIFY_COMMAND)
+def verify_command(ls: AsapServer, uri: str) -> None:
+    """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify")."""
+    ls.start_verify(uri)
+
+
 @server.command(RUN_AGENTS_COMMAND)
 def run_agents_command(ls: AsapServer, uri: str) -> None:
     """Re-run the agents on the open document now (the code lens' "Analyze")."""
@@ -540,8 +624,9 @@ def roofline_command(ls: AsapServer, uri: str, theme: str = "light") -> dict[str
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
 def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
-    """Above the mesh block: the estimate's one-line summary, the agents' verdict when fresh, and the actions
-    "Analyze", "Show roofline" and "Proposals" (the last two are the client's commands)."""
+    """Above the mesh block: the estimate's one-line summary, the agents' verdict and the TPU compiler's when
+    fresh, and the actions "Analyze", "Verify", "Show roofline" and "Proposals" (the last two are the client's
+    commands)."""
     doc = ls.workspace.get_text_document(params.text_document.uri)
     an = ls.analyze_doc(doc)
     if not an.config.is_maxtext or an.config.document is None:
@@ -565,15 +650,19 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         else:
             title = "ASAP: proposals available (quick fix)"
         lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command="")))
+    ver = ls.verified.get(doc.uri)
+    entry = verification.current_entry(ver[1]) if ver is not None and ver[0] == doc.version else None
+    if entry is not None:
+        title = f"TPU compiler: {verification.summary(entry['result'])}"
+        lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(title=title, command="")))
     lenses.append(
         lsp.CodeLens(range=rng, command=lsp.Command(title="Analyze", command=RUN_AGENTS_COMMAND, arguments=[doc.uri]))
     )
     if an.estimate is not None:
-        lenses.append(
-            lsp.CodeLens(
-                range=rng, command=lsp.Command(title="Show roofline", command=SHOW_ROOFLINE, arguments=[doc.uri])
+        for title, command in (("Verify", VERIFY_COMMAND), ("Show roofline", SHOW_ROOFLINE)):
+            lenses.append(
+                lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=command, arguments=[doc.uri]))
             )
-        )
     if agent is not None and agent[0] == doc.version and any(not p["keep_current"] for p in agent[1]["proposals"]):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         args = [doc.uri, rng.start.line, rng.start.character]
@@ -628,6 +717,10 @@ def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
     agent_task = ls.agent_tasks.pop(uri, None)
     if agent_task is not None:
         agent_task.cancel()
+    ls.verified.pop(uri, None)
+    verify_task = ls.verify_tasks.pop(uri, None)
+    if verify_task is not None:
+        verify_task.cancel()
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     ls.refresh_dependents(uri)  # children now read this parent from disk
 
@@ -645,7 +738,9 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if agent is not None:  # on a key the diagnosis implicates: the diagnosis first, then the key's own hover
         for f in agent_findings.diagnosis_findings(agent[1], an, stale=agent[0] != doc.version):
             if f.span.line == line and f.span.column <= col <= f.span.end_column:
-                md = explain.agent_md(agent[1], stale=agent[0] != doc.version)
+                ver = ls.verified.get(doc.uri)
+                fresh = ver[1] if ver is not None and ver[0] == doc.version else None
+                md = explain.agent_md(agent[1], stale=agent[0] != doc.version, verified=fresh)
                 found = (md + ("\n\n---\n\n" + found[0] if found else ""), f.span)
                 break
     if found is None:

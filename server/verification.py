@@ -15,8 +15,10 @@ from typing import Any
 
 from server import store
 from server.agents.tools import mesh_overrides
+from server.analysis import Analysis
 from server.perf import verify as verify_mod
 from server.perf.config import Config
+from server.perf.findings import Finding, Severity, Span
 from server.perf.profile_convert import CancelToken, Progress
 
 _THREAD_LOCK = threading.Lock()
@@ -97,3 +99,65 @@ def verify_all(
             )
         out.append({"label": t.label, "rank": t.rank, "overrides": t.overrides, "result": res.to_json()})
     return out
+
+
+# -- what the editor shows -------------------------------------------------------------------------------
+VERIFIED = "ASAP400"
+DOES_NOT_FIT = "ASAP401"
+DISAGREES = "ASAP402"
+UNAVAILABLE = "ASAP403"
+STALE = "[stale: the config changed since this compile; verify again] "
+
+
+def _mesh_anchor(an: Analysis) -> tuple[str | None, Span]:
+    doc = an.config.document
+    mesh = [e for k, e in (doc.entries.items() if doc else []) if k.endswith("_parallelism")]
+    if mesh:
+        e = min(mesh, key=lambda e: e.key_span.line)
+        return e.key, e.key_span
+    return None, Span.point(0)
+
+
+def current_entry(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((e for e in results if e["rank"] is None), None)
+
+
+def findings(results: list[dict[str, Any]], an: Analysis, stale: bool) -> list[Finding]:
+    """The current mesh's verification as diagnostics on the mesh block: verified (ASAP400), does not fit
+    (ASAP401), each disagreement with the estimate (ASAP402), or why it could not run (ASAP403). An
+    unplaceable mesh already has its static error (ASAP106)."""
+    entry = current_entry(results)
+    if entry is None:
+        return []
+    r = entry["result"]
+    key, span = _mesh_anchor(an)
+    prefix = STALE if stale else ""
+
+    def at(code: str, sev: Severity, msg: str) -> Finding:
+        return Finding(code, sev, prefix + msg, key, an.config.path, span, data={"verify": r["status"]})
+
+    st = r["status"]
+    if st in ("unplaceable", "invalid", "cancelled"):
+        return []
+    if st in ("unavailable", "error"):
+        return [at(UNAVAILABLE, Severity.INFORMATION, f"TPU compiler: {r['message']}")]
+    out = [
+        at(DOES_NOT_FIT, Severity.ERROR, f"TPU compiler: {r['message']}")
+        if st == "does-not-fit"
+        else at(VERIFIED, Severity.INFORMATION, r["message"][:1].upper() + r["message"][1:])
+    ]
+    for d in r["disagreements"]:
+        out.append(at(DISAGREES, Severity.WARNING, f"Estimate vs TPU compiler: {d['message']}"))
+    return out
+
+
+def summary(r: dict[str, Any]) -> str:
+    """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ..."""
+    c = r.get("compiled")
+    if r["status"] == "ok" and c:
+        return f"fits, {c['memory_per_chip_bytes'] / 2**30:.1f} of {c['hbm_limit_bytes'] / 2**30:.2f} GiB"
+    if r["status"] == "does-not-fit":
+        need = r.get("needs_bytes")
+        have = r.get("available_bytes")
+        return f"does not fit, needs {need / 2**30:.1f} of {have / 2**30:.2f} GiB" if need and have else "does not fit"
+    return r["status"]

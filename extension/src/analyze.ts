@@ -5,6 +5,7 @@ import type { RunServerCommand } from './linkProfile';
 import type { Logger } from './log';
 
 export const SERVER_RUN_AGENTS = 'asap.server.runAgents';
+export const SERVER_VERIFY = 'asap.server.verify';
 
 export async function analyzeActive(run: RunServerCommand, log: Logger): Promise<boolean> {
   const doc = vscode.window.activeTextEditor?.document;
@@ -19,6 +20,25 @@ export async function analyzeActive(run: RunServerCommand, log: Logger): Promise
   } catch (e) {
     const why = e instanceof Error ? e.message : String(e);
     log.error(`analysis failed to start: ${why}`);
+    void vscode.window.showErrorMessage(`ASAP: ${why}`);
+    return false;
+  }
+}
+
+/** "ASAP: Verify with TPU Compiler": compile the current mesh and the proposals for the slice, in the background. */
+export async function verifyActive(run: RunServerCommand, log: Logger): Promise<boolean> {
+  const doc = vscode.window.activeTextEditor?.document;
+  if (!doc || doc.languageId !== 'yaml') {
+    void vscode.window.showErrorMessage('ASAP: open a MaxText config (YAML) to verify it.');
+    return false;
+  }
+  try {
+    await run(SERVER_VERIFY, [doc.uri.toString()]);
+    log.info(`TPU compiler started for ${doc.uri.fsPath}; its verdict arrives as a diagnostic (ASAP400/401)`);
+    return true;
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    log.error(`verification failed to start: ${why}`);
     void vscode.window.showErrorMessage(`ASAP: ${why}`);
     return false;
   }

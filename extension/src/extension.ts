@@ -1,7 +1,7 @@
 /** Entry point: wire the output channel, commands and settings to the ASAP language client. */
 import * as vscode from 'vscode';
 
-import { analyzeActive } from './analyze';
+import { analyzeActive, verifyActive } from './analyze';
 import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
@@ -32,6 +32,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
     vscode.commands.registerCommand('asap.analyze', () => analyzeActive(runServerCommand, log)),
+    vscode.commands.registerCommand('asap.verify', () => verifyActive(runServerCommand, log)),
     vscode.commands.registerCommand('asap.showRoofline', (uri?: unknown) => roofline.show(uri)),
     vscode.commands.registerCommand('asap.showProposals', (uri?: unknown, line?: unknown, ch?: unknown) =>
       showProposals(uri, line, ch),

@@ -64,6 +64,7 @@ export interface MenuItem extends vscode.QuickPickItem {
 export function menuItems(state: ServerState, hasConfig: boolean): MenuItem[] {
   const onConfig: MenuItem[] = [
     { label: '$(play) Analyze', description: 'diagnosis and proposals for this config', command: 'asap.analyze' },
+    { label: '$(check) Verify with TPU Compiler', description: 'compile this mesh and the proposals', command: 'asap.verify' },
     { label: '$(graph-line) Show Roofline', description: 'the chart of this config', command: 'asap.showRoofline' },
     { label: '$(link) Link Profile...', description: 'an XProf profile of this config', command: 'asap.linkProfile' },
   ];

@@ -5,7 +5,7 @@ const vscode = vi.hoisted(() => ({
 }));
 vi.mock('vscode', () => vscode);
 
-import { analyzeActive, SERVER_RUN_AGENTS } from '../src/analyze';
+import { analyzeActive, SERVER_RUN_AGENTS, SERVER_VERIFY, verifyActive } from '../src/analyze';
 import { memoryLogger } from './helpers';
 
 describe('ASAP: Analyze', () => {
@@ -29,5 +29,19 @@ describe('ASAP: Analyze', () => {
     const log = memoryLogger();
     expect(await analyzeActive(vi.fn(async () => Promise.reject(new Error('server stopped'))), log)).toBe(false);
     expect(vscode.window.showErrorMessage).toHaveBeenCalledWith('ASAP: server stopped');
+  });
+
+  it('asks the server to verify the active config with the TPU compiler', async () => {
+    vscode.window.activeTextEditor = {
+      document: { languageId: 'yaml', uri: { toString: () => 'file:///c.yml', fsPath: '/c.yml' } },
+    };
+    const run = vi.fn(async () => null);
+    const log = memoryLogger();
+    expect(await verifyActive(run, log)).toBe(true);
+    expect(run).toHaveBeenCalledWith(SERVER_VERIFY, ['file:///c.yml']);
+    expect(log.lines.at(-1)).toContain('ASAP400/401');
+    vscode.window.activeTextEditor = { document: { languageId: 'json', uri: {} } };
+    expect(await verifyActive(run, log)).toBe(false);
+    expect(run).toHaveBeenCalledTimes(1);
   });
 });

@@ -55,7 +55,7 @@ describe('status bar', () => {
 
   it('opens a menu of actions: config actions while running, the restart first when the server failed', () => {
     const running = menuItems('running', true).map((i) => i.command);
-    expect(running.slice(0, 3)).toEqual(['asap.analyze', 'asap.showRoofline', 'asap.linkProfile']);
+    expect(running.slice(0, 4)).toEqual(['asap.analyze', 'asap.verify', 'asap.showRoofline', 'asap.linkProfile']);
     expect(running).toContain('asap.showOutput');
     expect(menuItems('running', false).map((i) => i.command)).not.toContain('asap.analyze');
     const failed = menuItems('failed', true).map((i) => i.command);

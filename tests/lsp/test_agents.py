@@ -110,7 +110,7 @@ async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path
     titles = [lens.command.title for lens in lenses if lens.command]
     assert titles[0].startswith("Estimated:") and "MFU" in titles[0]
     assert any(t.startswith("ASAP: proposal 1 fsdp=") for t in titles)
-    assert titles[-3:] == ["Analyze", "Show roofline", "Proposals"]
+    assert titles[-4:] == ["Analyze", "Verify", "Show roofline", "Proposals"]
     by_title = {lens.command.title: lens.command for lens in lenses if lens.command}
     assert by_title["Show roofline"].command == "asap.showRoofline" and list(
         by_title["Show roofline"].arguments or []

@@ -1,0 +1,116 @@
+"""The TPU compiler in the editor: "Verify" (code lens, command) compiles the current mesh in the background
+with progress; the verdict is a diagnostic on the mesh block (ASAP400 fits, ASAP401 does not), a code lens,
+and a column of the agents' proposals table; an edit marks it stale. Needs libtpu (the compile extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+
+from server.perf.verify import libtpu_available
+
+from .conftest import AsapClient, Doc, initialize, wait_for_log, wait_for_progress
+
+pytestmark = [
+    pytest.mark.tpu,
+    pytest.mark.skipif(not libtpu_available(), reason="needs libtpu: pip install '.[compile]'"),
+]
+COMPILE_S = 180.0  # a tiny model's compiles take 5-25 s each on two cores; bounded generously
+
+SMALL = """\
+# asap: slice=v5e-16
+base_emb_dim: 256
+base_num_query_heads: 4
+base_num_kv_heads: 4
+base_mlp_dim: 1024
+base_num_decoder_layers: 2
+head_dim: 64
+vocab_size: 1024
+per_device_batch_size: 1
+max_target_length: 256
+ici_fsdp_parallelism: 16
+"""
+
+# 1.6B parameters replicated 16 ways: 19.5 GB of weights and Adam moments per v5e chip (15.75 GiB usable)
+OVERSIZED = """\
+# asap: slice=v5e-16
+base_emb_dim: 8192
+base_num_query_heads: 64
+base_num_kv_heads: 8
+base_mlp_dim: 16384
+base_num_decoder_layers: 1
+head_dim: 128
+vocab_size: 65536
+per_device_batch_size: 1
+max_target_length: 128
+ici_data_parallelism: 16
+ici_fsdp_parallelism: 1
+"""
+
+
+def codes_of(diags: list[lsp.Diagnostic]) -> set[str]:
+    return {str(d.code) for d in diags}
+
+
+async def lenses(client: AsapClient, doc: Doc) -> list[str]:
+    res = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    return [lens.command.title for lens in res or [] if lens.command]
+
+
+async def run_verify(client: AsapClient, doc: Doc) -> None:
+    await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="asap.server.verify", arguments=[doc.uri])
+    )
+
+
+async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapClient, tmp_path: Path):
+    await initialize(fresh, configuration=False)
+    cfg = tmp_path / "small.yml"
+    cfg.write_text(SMALL)
+    doc = Doc(fresh, cfg).open()
+    await doc.diagnostics(version=1)
+    titles = await lenses(fresh, doc)
+    assert "Verify" in titles and not any(t.startswith("TPU compiler") for t in titles)
+
+    mark = len(fresh.publishes)
+    await run_verify(fresh, doc)
+    await wait_for_progress(
+        fresh, lambda _t, reports: any(getattr(r, "title", "") == "ASAP: TPU compiler" for r in reports)
+    )
+    doc.mark = mark
+    diags = await doc.diagnostics(version=1, where=lambda ds: "ASAP400" in codes_of(ds), timeout=COMPILE_S)
+    (ok,) = [d for d in diags if d.code == "ASAP400"]
+    assert ok.severity == lsp.DiagnosticSeverity.Information and ok.range.start.line == 10  # the mesh key
+    assert ok.message.startswith("Verified by the TPU compiler: ") and "per chip, fits" in ok.message
+    assert any(t.startswith("TPU compiler: fits, ") and "GiB" in t for t in await lenses(fresh, doc))
+    await wait_for_log(fresh, "TPU compiler, current mesh of small.yml: verified by the TPU compiler")
+
+    hover = await doc.hover(10, 3)
+    assert hover is not None and "**ASAP400**" in hover.contents.value and "memory analysis" in hover.contents.value
+
+    v2 = doc.replace_all(doc.text.replace("per_device_batch_size: 1", "per_device_batch_size: 2"))
+    stale = [d for d in await doc.diagnostics(version=v2) if d.code == "ASAP400"]
+    assert stale and stale[0].message.startswith("[stale")
+    assert not any(t.startswith("TPU compiler") for t in await lenses(fresh, doc))
+    doc.close()
+
+
+async def test_verify_reports_a_mesh_that_does_not_fit_as_an_error(fresh: AsapClient, tmp_path: Path):
+    await initialize(fresh, configuration=False)
+    cfg = tmp_path / "big.yml"
+    cfg.write_text(OVERSIZED)
+    doc = Doc(fresh, cfg).open()
+    await doc.diagnostics(version=1)
+    mark = len(fresh.publishes)
+    await run_verify(fresh, doc)
+    doc.mark = mark
+    diags = await doc.diagnostics(version=1, where=lambda ds: "ASAP401" in codes_of(ds), timeout=COMPILE_S)
+    (err,) = [d for d in diags if d.code == "ASAP401"]
+    assert err.severity == lsp.DiagnosticSeverity.Error
+    assert (
+        err.message.startswith("TPU compiler: does not fit: needs ")
+        and "of 15.75 GiB per chip on v5e-16" in err.message
+    )
+    doc.close()
