@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -533,7 +534,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not args.json and sys.stderr.isatty():
             print(f"\r\033[K{message}"[:200], end="", file=sys.stderr, flush=True)
 
-    out = verification.verify_all(an.config, todo, args.slice, args.max_layers, args.timeout, progress=progress)
+    out = verification.verify_all(
+        an.config,
+        todo,
+        args.slice,
+        args.max_layers,
+        args.timeout,
+        progress=progress,
+        maxtext_python=args.maxtext_python or os.environ.get("ASAP_MAXTEXT_PYTHON") or None,
+    )
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
@@ -595,6 +604,12 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
     ve.add_argument("--max-layers", type=int, default=4, metavar="N", help="compile at most N layers, extrapolate")
     ve.add_argument("--timeout", type=float, default=900.0, metavar="S", help="stop a compile after S seconds")
+    ve.add_argument(
+        "--maxtext-python",
+        metavar="PYTHON",
+        help="compile MaxText's own train step with this interpreter's MaxText (default: $ASAP_MAXTEXT_PYTHON; "
+        "without it, ASAP's reference program)",
+    )
     ve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     ve.set_defaults(func=cmd_verify)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")

@@ -49,6 +49,7 @@ class Settings:
     llm: str = "off"  # asap.llm: "off" or "auto"
     profile_search_paths: tuple[str, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be
     verify: str = "manual"  # asap.verify: "manual" (ASAP: Verify) or "auto" (after each background analysis)
+    maxtext_python: str | None = None  # asap.maxtextPython: compile MaxText's own train step with it
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
@@ -60,6 +61,7 @@ class Settings:
         llm = raw.get("llm", "off")
         paths = raw.get("profileSearchPaths", [])
         verify = raw.get("verify", "manual")
+        mt = raw.get("maxtextPython")
         return cls(
             default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
             show_estimate=show if isinstance(show, bool) else True,
@@ -69,6 +71,7 @@ class Settings:
             if isinstance(paths, list)
             else (),
             verify=verify if verify in ("manual", "auto") else "manual",
+            maxtext_python=str(Path(mt.strip()).expanduser()) if isinstance(mt, str) and mt.strip() else None,
         )
 
 
@@ -296,7 +299,12 @@ class AsapServer(LanguageServer):
             results = await loop.run_in_executor(
                 None,
                 lambda: verification.verify_all(
-                    an.config, todo, settings.default_slice, progress=progress, cancel=cancel
+                    an.config,
+                    todo,
+                    settings.default_slice,
+                    progress=progress,
+                    cancel=cancel,
+                    maxtext_python=settings.maxtext_python,
                 ),
             )
         except asyncio.CancelledError:

@@ -75,8 +75,11 @@ def verify_all(
     timeout_s: float = verify_mod.DEFAULT_TIMEOUT_S,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
+    maxtext_python: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Each target compiled in turn (cached ones answer at once): [{label, rank, overrides, result}]."""
+    """Each target compiled in turn (cached ones answer at once): [{label, rank, overrides, result}].
+    With `maxtext_python`, MaxText's own train_compile of the saved config is compiled instead of ASAP's
+    reference program."""
     out: list[dict[str, Any]] = []
     for i, t in enumerate(todo):
         if cancel is not None and cancel.cancelled:
@@ -96,6 +99,7 @@ def verify_all(
                 timeout_s=timeout_s,
                 progress=report,
                 cancel=cancel,
+                maxtext_python=maxtext_python,
             )
         out.append({"label": t.label, "rank": t.rank, "overrides": t.overrides, "result": res.to_json()})
     return out

@@ -6,6 +6,7 @@ compiles of a small model for v5e-16 need libtpu (marked tpu) and share one chil
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,80 @@ def test_verify_cli_current_mesh_and_an_override(small: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "== current mesh (as written) on v5e-16: ok" in out and "memory per chip" in out and "(cached)" in out
     assert main(["verify", str(small.parent / "missing.yml")]) == 2
+
+
+# -- MaxText's own train_compile (server/perf/verify_maxtext.py) ----------------------------------------
+def test_verify_maxtext_reads_the_memory_report_and_errors() -> None:
+    from server.perf import verify_maxtext
+
+    out = (
+        "Starting train_compile.py...\nJitting and compiling train step...\nJitting and compilation complete!\n"
+        "Finished train_compile.py successfully!\nCost analysis: {'flops': 1.0}\n"
+        "Memory analysis: CompiledMemoryStats(generated_code_size_in_bytes=139776, argument_size_in_bytes=262144, "
+        "output_size_in_bytes=512, alias_size_in_bytes=256, temp_size_in_bytes=1024, "
+        "host_generated_code_size_in_bytes=0, host_argument_size_in_bytes=0, host_output_size_in_bytes=0, "
+        "host_alias_size_in_bytes=0, "
+        "host_temp_size_in_bytes=0)\n"
+    )
+    mem = verify_maxtext.parse_memory(out)
+    assert mem is not None
+    assert (mem["argument"], mem["output"], mem["alias"], mem["temp"], mem["generated_code"]) == (
+        262144,
+        512,
+        256,
+        1024,
+        139776,
+    )
+    assert verify_maxtext.parse_memory("Finished train_compile.py successfully!") is None
+    oom = verify_maxtext._error(
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+        "temporaries (48.83G) exceeds available HBM (15.75G).",
+        1,
+    )
+    assert oom["kind"] == "oom" and oom["available_bytes"] == pytest.approx(15.75 * 2**30)
+    placement = verify_maxtext._error("Traceback...\nNotImplementedError: Failed to find assignment for mesh", 1)
+    assert placement == {"kind": "placement", "message": "NotImplementedError: Failed to find assignment for mesh"}
+    assert verify_maxtext._error("ModuleNotFoundError: No module named 'maxtext'", 1)["kind"] == "no-maxtext"
+
+
+def test_verify_maxtext_needs_a_maxtext_environment(small: Path) -> None:
+    """An interpreter without MaxText: the result says how to get it, and nothing is compiled."""
+    import sys
+
+    r = verify(small, maxtext_python=sys.executable, use_cache=False)
+    assert r.status == "unavailable" and r.program == "maxtext"
+    assert "pip install 'maxtext[tpu]'" in r.message
+
+
+MAXTEXT_PYTHON = os.environ.get("ASAP_MAXTEXT_PYTHON")
+
+
+@pytest.mark.tpu
+@pytest.mark.skipif(not MAXTEXT_PYTHON, reason="set ASAP_MAXTEXT_PYTHON to a Python 3.12 with maxtext[tpu]")
+def test_verify_maxtext_compiles_the_real_program(tmp_path: Path) -> None:
+    """MaxText's own train step (opt-in: MaxText is a 2.8 GB environment of its own, not installed by CI)."""
+    p = tmp_path / "tiny.yml"
+    p.write_text(MAXTEXT_TINY)
+    assert MAXTEXT_PYTHON is not None
+    r = verify(p, maxtext_python=MAXTEXT_PYTHON, use_cache=False, timeout_s=1500)
+    assert r.status == "ok", (r.message, r.detail)
+    assert r.program == "maxtext" and r.compiled is not None and r.compiled.fits
+    assert r.message.endswith("(MaxText's own train step)")
+    assert r.compiled.components["argument"] > 0
+    assert any(c["axes"] == ["fsdp"] for c in r.compiled.collectives)  # FSDP gathers and reduces over fsdp
+
+
+MAXTEXT_TINY = """\
+compile_topology: v5e-16
+base_emb_dim: 256
+base_num_query_heads: 4
+base_num_kv_heads: 4
+base_mlp_dim: 1024
+base_num_decoder_layers: 2
+head_dim: 64
+vocab_size: 1024
+per_device_batch_size: 1
+max_target_length: 256
+ici_fsdp_parallelism: 16
+dataset_type: synthetic
+"""

@@ -4,8 +4,9 @@ them beside ASAP's analytic estimate. Where the two differ by more than 15%, tru
 
 What is compiled: the reference transformer of server/perf/ref_model.py (an approximation of MaxText's
 program, built from the config's dims, dtypes, remat policy, scan setting and MaxText's logical-axis
-rules). MaxText's own `train_compile` (setting `asap.maxtextPython`) is the planned second program:
-`maxtext_command` builds its command line; running it is not implemented yet.
+rules); or, with `maxtext_python` (setting `asap.maxtextPython`, CLI `--maxtext-python`), MaxText's own
+`train_compile` of the saved config in the user's MaxText environment (server/perf/verify_maxtext.py), so the
+verification is of the real program, compiled whole.
 
 Layer reduction: a model deeper than `max_layers` is compiled twice, with L_a = max_layers // 2 and
 L_b = max_layers layers, and every memory component and every collective count is extrapolated
@@ -54,7 +55,7 @@ from server.perf.slices import GiB, Slice
 
 log = logging.getLogger("asap")
 
-SCHEMA = 1  # bump when what is cached changes
+SCHEMA = 2  # bump when what is cached changes (2: splash attention and MaxText's loss in ref_model)
 TOLERANCE = 0.15  # estimate vs compiler: a relative difference above this is a disagreement
 ENABLE_HINT = "pip install 'asap[compile]' (or '.[compile]' in a checkout: jax[tpu]==0.10.2 with libtpu==0.0.42.1)"
 DEFAULT_MAX_LAYERS = 4
@@ -183,22 +184,6 @@ def mesh_job(chk: MeshCheck, allow_split: bool) -> dict[str, Any]:
         "dcn": [int(chk.dcn[i].degree or 1) for i in range(len(AXES))],
         "allow_split_physical_axes": allow_split,
     }
-
-
-def maxtext_command(python: str, config_path: Path, sl: Slice, overrides: dict[str, Any]) -> list[str]:
-    """The command that would compile the real MaxText program for this config (setting asap.maxtextPython;
-    MaxText needs Python >= 3.12 and its own environment). Its memory report and HLO dump are to be read
-    like the reference model's. Not run by `verify` yet."""
-    args = [f"{k}={v}" for k, v in overrides.items()]
-    return [
-        python,
-        "-m",
-        "maxtext.trainers.pre_train.train_compile",
-        str(config_path),
-        f"compile_topology={sl.name}",
-        f"compile_topology_num_slices={sl.num_slices}",
-        *args,
-    ]
 
 
 # -- results ------------------------------------------------------------------------------------------
@@ -541,6 +526,7 @@ def verify(
     db: Any = None,
     use_cache: bool = True,
     hlo_dir: Path | None = None,
+    maxtext_python: str | None = None,
 ) -> VerifyResult:
     """Compile `source`'s train step (a config path, a loaded Config or an Analysis) with the mesh keys
     in `mesh` overriding the config's (e.g. {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2}) for
@@ -561,6 +547,10 @@ def verify(
         msg = "; ".join(f.message for f in blocking) or "the mesh does not resolve for the slice"
         return VerifyResult("invalid", msg, **base)
     allow_split = cfg.get("allow_split_physical_axes", False) is True
+    if maxtext_python:
+        return _verify_maxtext(
+            maxtext_python, cfg, chk, mesh or {}, base, placement_findings, timeout_s, progress, cancel, db, use_cache
+        )
     try:
         spec = ref_spec(cfg, sl)
     except VerifyError as e:
@@ -611,12 +601,88 @@ def verify(
         deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
         if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
             _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
-    return _result(run, spec, sl, est_json, placement_findings, base, cached)
+    return _result(run, spec.layers, sl, est_json, placement_findings, base, cached)
+
+
+def _verify_maxtext(
+    python: str,
+    cfg: Config,
+    chk: MeshCheck,
+    overrides: dict[str, Any],
+    base: dict[str, Any],
+    placement_findings: list[Any],
+    timeout_s: float,
+    progress: Progress | None,
+    cancel: CancelToken | None,
+    db: Any,
+    use_cache: bool,
+) -> VerifyResult:
+    """MaxText's own train_compile of the saved config (server/perf/verify_maxtext.py), read like the reference."""
+    from server.perf import verify_maxtext
+
+    sl = chk.slice
+    assert sl is not None
+    base = {**base, "program": "maxtext"}
+    if cfg.path is None:
+        return VerifyResult("invalid", "MaxText compiles a config file: save it first", **base)
+    est_json: dict[str, Any] | None = None
+    if not placement_findings:
+        try:
+            est_json = estimate_json(estimate(cfg, chk))
+        except EstimateError as e:
+            log.info("verify: no estimate to compare with: %s", e)
+    vers = verify_maxtext.versions(python)
+    base["versions"] = {**base["versions"], **{f"maxtext_env_{k}": v for k, v in vers.items()}}
+    if vers.get("maxtext") is None:
+        return VerifyResult(
+            "unavailable",
+            f"MaxText is not installed for {python} (Python >= 3.12: pip install 'maxtext[tpu]')",
+            estimate=est_json,
+            **base,
+        )
+    job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
+    mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
+    key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
+    if db is None and use_cache:
+        try:
+            db = store.connect()
+        except Exception as e:
+            log.warning("verification cache unavailable (%s)", e)
+            db = None
+    hit = _cached(db, key) if use_cache else None
+    layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    if hit is not None:
+        run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
+        cached = True
+    else:
+        out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
+        if out["cancelled"]:
+            return VerifyResult("cancelled", "verification cancelled", estimate=est_json, **base)
+        if out["timed_out"]:
+            return VerifyResult(
+                "error",
+                f"MaxText's compile took longer than {timeout_s:.0f} s and was stopped",
+                estimate=est_json,
+                **base,
+            )
+        runs = [{**out["run"], "layers": layers}] if "run" in out else []
+        run = _Run(runs=runs, error=out.get("error"), versions={"jax": vers.get("jax"), "libtpu": vers.get("libtpu")})
+        run.stderr = out.get("tail", "")
+        cached = False
+        if runs or (run.error is not None and run.error.get("kind") in ("oom", "placement")):
+            _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
+    if run.error is not None and run.error.get("kind") == "no-maxtext":
+        return VerifyResult("unavailable", str(run.error["message"]), estimate=est_json, **base)
+    res = _result(run, layers, sl, est_json, placement_findings, base, cached)
+    res.program = "maxtext"
+    if res.status == "ok":
+        res.message += " (MaxText's own train step)"
+    return res
 
 
 def _result(
     run: _Run,
-    spec: RefSpec,
+    layers_total: int,
     sl: Slice,
     est_json: dict[str, Any] | None,
     placement_findings: list[Any],
@@ -643,11 +709,11 @@ def _result(
         if kind == "oom":
             needed = err.get("needed_bytes")
             avail = err.get("available_bytes") or limit
-            layers = int(err.get("layers", spec.layers))
+            layers = int(err.get("layers", layers_total))
             what = err.get("what") or "the program"
-            at_least = "at least " if layers < spec.layers or what != "total" else ""
+            at_least = "at least " if layers < layers_total or what != "total" else ""
             needs = f"{at_least}{_size(needed)}" if needed else "more than it has"
-            reduced = f" (with {layers} of {spec.layers} layers)" if layers < spec.layers else ""
+            reduced = f" (with {layers} of {layers_total} layers)" if layers < layers_total else ""
             return VerifyResult(
                 "does-not-fit",
                 f"does not fit: needs {needs} of {_size(avail)} per chip on {sl.name}"
@@ -668,9 +734,9 @@ def _result(
         if run.returncode < 0:
             why = f" (killed by signal {-run.returncode}; a memory limit?)"
         return VerifyResult("error", "the compiler process stopped without a result" + why, estimate=est_json, **base)
-    compiled = combine(run.runs, spec.layers, limit)
+    compiled = combine(run.runs, layers_total, limit)
     how = (
-        f", extrapolated from {' and '.join(map(str, compiled.layers_compiled))} of {spec.layers} layers"
+        f", extrapolated from {' and '.join(map(str, compiled.layers_compiled))} of {layers_total} layers"
         if compiled.extrapolated
         else ""
     )
