@@ -5,6 +5,8 @@
     asap profile PATH [--config CONFIG.yml] [--json]
     asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json]
     asap verify CONFIG.yml [--mesh k=v,...] [--proposals] [--slice NAME] [--json]
+    asap outcome CONFIG.yml --profile PATH [--experiment ID --proposal N] [--json]
+    asap stats [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
 
 Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
@@ -556,6 +558,70 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if statuses[0] != "ok" else 0
 
 
+def cmd_outcome(args: argparse.Namespace) -> int:
+    from server import experiments
+    from server.perf.profile import ProfileError
+
+    read = _read_config(args.config)
+    if read is None:
+        return 2
+    path, text = read
+    if (args.experiment is None) != (args.proposal is None):
+        print("asap outcome: --experiment and --proposal go together", file=sys.stderr)
+        return 2
+    an = analyze(path, text, default_slice=args.slice)
+    try:
+        measured = experiments.measure(an, Path(args.profile))
+        out = experiments.record_outcome(an, path, measured, args.experiment, args.proposal)
+    except (experiments.OutcomeError, ProfileError) as e:
+        print(f"asap outcome: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    sp, psp = out["measured_speedup"], out["predicted_speedup"]
+    print(f"outcome of proposal {out['rank']} (experiment {out['experiment_id']}) on {out['slice']}")
+    print(
+        f"  step time: predicted {out['predicted_step_s']:.4g} s, measured {out['measured_step_s']:.4g} s "
+        f"({out['step_error']:+.1%} error)"
+    )
+    if sp is not None:
+        verdict = "delivered" if out["delivered"] else "not delivered"
+        print(f"  speedup:   predicted x{psp:.2f}, measured x{sp:.2f}: {verdict}")
+    else:
+        print("  speedup:   no measured baseline (the analysis had no profile of the mesh before)")
+    print(f"  bottleneck: {out['bottleneck_before']} -> {out['bottleneck_after']}")
+    print(f"  knowledge record: {out['record']}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from server import experiments
+
+    rec = experiments.track_record()
+    if args.json:
+        print(json.dumps(rec, indent=2))
+        return 0
+    print(
+        f"ASAP's track record: {rec['outcomes']} outcomes of applied proposals ({rec['with_baseline']} with a "
+        "measured baseline)"
+    )
+    for g, d in rec["per_generation"].items():
+        st, mem = d["step_time_error"], d["memory_error"]
+        line = f"  {g}: {d['outcomes']} outcomes"
+        if st["n"]:
+            line += f"; step time |error| median {st['median_abs']:.1%}, p90 {st['p90_abs']:.1%}"
+        if mem["n"]:
+            line += f"; memory |error| median {mem['median_abs']:.1%}"
+        print(line)
+    print("  reliability (stated confidence -> delivered the predicted direction):")
+    for b in rec["reliability"]:
+        if b["n"]:
+            print(f"    {b['stated']:>9}: n={b['n']:<3} stated {b['mean_stated']:.0%}, delivered {b['delivered']:.0%}")
+    print(f"  confidence shown to users: {rec['calibration']['note']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -612,6 +678,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ve.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     ve.set_defaults(func=cmd_verify)
+    oc = sub.add_parser("outcome", help="record what an applied proposal did, from a profile of the changed config")
+    oc.add_argument("config", metavar="CONFIG.yml")
+    oc.add_argument("--profile", required=True, metavar="PATH", help="a profile of the run with the applied proposal")
+    oc.add_argument("--experiment", metavar="ID", help="the analysis whose proposal was applied (with --proposal)")
+    oc.add_argument("--proposal", type=int, metavar="N", help="which proposal was applied (with --experiment)")
+    oc.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    oc.add_argument("--json", action="store_true")
+    oc.set_defaults(func=cmd_outcome)
+    sts = sub.add_parser("stats", help="ASAP's track record: prediction errors and confidence reliability")
+    sts.add_argument("--json", action="store_true")
+    sts.set_defaults(func=cmd_stats)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")
     kb.add_argument("--index", metavar="PATH", help="index file (default: $ASAP_KB_PATH or the cache's kb.sqlite)")

@@ -24,6 +24,13 @@ def cache_dir() -> Path:
     return d
 
 
+def outcomes_dir() -> Path:
+    """Where the outcomes of applied proposals are kept as knowledge records (kb/history schema), indexed with
+    kb/history: $ASAP_OUTCOMES_DIR, else <cache>/outcomes."""
+    env = os.environ.get("ASAP_OUTCOMES_DIR")
+    return Path(env) if env else cache_dir() / "outcomes"
+
+
 def connect(path: Path | None = None) -> sqlite_utils.Database:
     """Open (creating) the store; WAL journal, a busy timeout instead of 'database is locked'."""
     p = path or cache_dir() / DB_NAME

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from server import __version__
+from server import __version__, experiments
+from server import store as cache_store
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
 from server.agents.tools import Context, compact
@@ -82,7 +83,8 @@ def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
         with contextlib.suppress(ProfileError, OSError):
             h.update(repr(profile_convert.files_key(profile_convert.find_profile(target))).encode())
     with contextlib.suppress(OSError):
-        h.update(content_hash(kb_dir(), "").encode())
+        h.update(content_hash(kb_dir(), "", cache_store.outcomes_dir()).encode())
+    h.update(experiments.calibrator().key().encode())  # new outcomes recalibrate the stated confidence
     return h.hexdigest()
 
 
@@ -111,10 +113,26 @@ def run_json(
         log.warning("analysis cache unavailable: %s", e)
         db = None
     result = run(exp, llm, progress, client, kb_path=kb_path).to_json()
+    _calibrate(result)
+    if db is not None and an.config.is_maxtext:  # the experiment log: this analysis, its predictions, an id
+        try:
+            result["experiment"] = experiments.record_analysis(result, an, exp.config, text, db)
+        except Exception as e:
+            log.warning("experiment log unavailable: %s", e)
     if db is not None and result["backend"]["fallback_reason"] is None:  # a fallback is retried next time
         with contextlib.suppress(Exception):
             db.table("analyses").upsert({"key": key, "created": time.time(), "result": json.dumps(result)}, pk="key")
     return result, False
+
+
+def _calibrate(result: dict[str, Any]) -> None:
+    """Stated confidence through ASAP's track record (experiments.Calibrator), once it has enough outcomes."""
+    cal = experiments.calibrator()
+    for p in result.get("proposals", []):
+        p["stated_confidence"] = p["confidence"]
+        if cal.active:
+            p["confidence"] = round(cal(p["confidence"]), 2)
+            p["confidence_basis"] = f"{p['confidence_basis']}; {cal.note}"
 
 
 def _slice_json(an: Analysis) -> dict[str, Any] | None:

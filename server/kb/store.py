@@ -187,10 +187,17 @@ def _content(root: Path) -> list[Path]:
     return sorted([*root.glob("docs/*.md"), *root.glob("history/*.yaml")])
 
 
-def content_hash(root: Path, embedder_name: str) -> str:
+def _outcomes(outcomes: Path | None) -> list[Path]:
+    return sorted(outcomes.glob("*.yaml")) if outcomes is not None and outcomes.is_dir() else []
+
+
+def content_hash(root: Path, embedder_name: str, outcomes: Path | None = None) -> str:
+    """Of the notes, the records and the outcome records of ASAP's own applied proposals."""
     h = hashlib.sha256(f"{SCHEMA_VERSION}|{embedder_name}".encode())
     for p in _content(root):
         h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in _outcomes(outcomes):
+        h.update(b"outcomes/" + p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -208,9 +215,17 @@ def _writer_lock(path: Path) -> Iterator[None]:
 
 
 class KnowledgeStore:
-    def __init__(self, path: Path | None = None, root: Path | None = None, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        root: Path | None = None,
+        embedder: Embedder | None = None,
+        outcomes: Path | None = None,
+    ) -> None:
         self.path = path or index_path()
         self.root = root or kb_dir()
+        # the measured outcomes of ASAP's applied proposals, indexed with kb/history (server/experiments.py)
+        self.outcomes = outcomes or cache_store.outcomes_dir()
         self.embedder = embedder or default_embedder()
         self.notices: list[str] = []
         self._db: sqlite_utils.Database | None = None
@@ -241,7 +256,7 @@ class KnowledgeStore:
             )
         if meta.get("schema") != str(SCHEMA_VERSION):
             return "built by another ASAP version"
-        if meta.get("kb_hash") != content_hash(self.root, self.embedder.name):
+        if meta.get("kb_hash") != content_hash(self.root, self.embedder.name, self.outcomes):
             return f"{self.root} changed since the index was built"
         return None
 
@@ -289,6 +304,7 @@ class KnowledgeStore:
             raise KbError(f"knowledge content directory {self.root} does not exist (set ASAP_KB_DIR)")
         notes = [load_note(p) for p in sorted((self.root / "docs").glob("*.md"))]
         records = [load_record(p) for p in sorted((self.root / "history").glob("*.yaml"))]
+        records += [load_record(p) for p in _outcomes(self.outcomes)]
         seen: dict[str, Path] = {}
         items: list[Note | Record] = [*notes, *records]
         for item in items:
@@ -329,7 +345,7 @@ class KnowledgeStore:
                 {
                     "id": r.id,
                     "kind": "history",
-                    "source": f"history/{r.id}.yaml",
+                    "source": f"outcomes/{r.id}.yaml" if r.id.startswith("outcome-") else f"history/{r.id}.yaml",
                     "title": r.title,
                     "axes": json.dumps(sorted({*axes, *(t for t in r.tags if t not in GENERATIONS)})),
                     "generations": json.dumps([gen] if gen else []),
@@ -362,7 +378,7 @@ class KnowledgeStore:
                 "schema": str(SCHEMA_VERSION),
                 "model": self.embedder.name,
                 "dim": str(self.embedder.dim),
-                "kb_hash": content_hash(self.root, self.embedder.name),
+                "kb_hash": content_hash(self.root, self.embedder.name, self.outcomes),
                 "kb_dir": str(self.root),
                 "built_at": str(time.time()),
             }
