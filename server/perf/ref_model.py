@@ -10,10 +10,14 @@ It is an APPROXIMATION of MaxText's program, not MaxText:
 - the layers scanned (`scan_layers`) or unrolled, each under `jax.checkpoint` with the remat policy's
   saved names (MaxText's `checkpoint_name`s: query_proj, key_proj, value_proj, context, out_proj,
   mlpwi_0/mlpwi_1, mlpwo), offloaded names to pinned host memory;
-- what it leaves out: rotary embeddings, dropout, segment ids, attention kernels (plain causal
-  dot-product attention; MaxText's flash/splash kernel does not keep the T x T scores, so temporaries
-  here are larger at long sequences), MoE, pipeline stages, gradient accumulation (one microbatch is
-  compiled) and the layer axis of stacked weights (here axis 0; MaxText's param_scan_axis is 1).
+- attention as MaxText runs it on TPU: the Pallas splash attention kernel (jax.experimental.pallas), causal,
+  under shard_map over the batch and head shards; plain dot-product attention (T x T scores kept) only when
+  the mesh splits the sequence (context parallelism) or the shapes do not divide;
+- the loss as MaxText's: float32 logits (cast_logits_to_fp32), one-hot targets, cross_entropy_with_logits'
+  custom VJP (it keeps the float32 logits and their exponentials for the backward pass);
+- what it leaves out: rotary embeddings, dropout, segment ids, MoE, pipeline stages, gradient accumulation
+  (one microbatch is compiled) and the layer axis of stacked weights (here axis 0; MaxText's param_scan_axis
+  is 1).
 
 Source for the rules: MaxText src/maxtext/configs/base.yml (`logical_axis_rules`, `mesh_axes`) at
 commit 000b810b; weight annotations from src/maxtext/layers/{attentions,linears,embeddings}.py.
@@ -185,6 +189,8 @@ def param_count(s: RefSpec) -> int:
 def build(s: RefSpec, mesh: Any) -> tuple[Any, tuple[Any, ...]]:
     """(jitted train step, abstract arguments with their NamedShardings) for `mesh` (a jax Mesh whose
     axis names are MaxText's mesh_axes). `step.lower(*args).compile()` compiles it; nothing is allocated."""
+    import math
+
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
@@ -249,12 +255,8 @@ def build(s: RefSpec, mesh: Any) -> tuple[Any, tuple[Any, ...]]:
     heads = ("activation_batch", "activation_length", "activation_heads", "activation_kv")
     kv_heads = ("activation_batch", "activation_length", "activation_kv_heads", "activation_kv")
 
-    def layer(x: Any, w: dict[str, Any]) -> Any:
-        x = constrain(x, layer_io)
-        h = rms(x, w["attn_norm"])
-        q = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["query"].astype(act)), heads), "query_proj")
-        k = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["key"].astype(act)), kv_heads), "key_proj")
-        v = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["value"].astype(act)), kv_heads), "value_proj")
+    def plain_attention(q: Any, k: Any, v: Any) -> Any:
+        """Causal dot-product attention that materialises the T x T scores (MaxText's `dot_product`)."""
         g = s.q_heads // s.kv_heads
         b, t = q.shape[0], q.shape[1]
         qg = q.reshape(b, t, s.kv_heads, g, s.head_dim)
@@ -262,7 +264,57 @@ def build(s: RefSpec, mesh: Any) -> tuple[Any, tuple[Any, ...]]:
         causal = jnp.tril(jnp.ones((t, t), dtype=bool))
         scores = jnp.where(causal, scores, jnp.finfo(jnp.float32).min)
         probs = jax.nn.softmax(scores, axis=-1).astype(act)
-        ctx = jnp.einsum("bhgqs,bshk->bqhgk", probs, v).reshape(b, t, s.q_heads, s.head_dim)
+        return jnp.einsum("bhgqs,bshk->bqhgk", probs, v).reshape(b, t, s.q_heads, s.head_dim)
+
+    # MaxText's TPU default (attention: autoselected -> flash): the Pallas splash attention kernel, one per
+    # batch/head shard under shard_map, q, k, v transposed to [batch, heads, length, head_dim], causal mask,
+    # 512-blocks (base.yml sa_block_*), the query scaled before the kernel. Source: MaxText
+    # src/maxtext/layers/attention_op.py (tpu_flash_attention) at commit 000b810b. It keeps no T x T scores.
+    # A mesh that splits the sequence (context parallelism) compiles the plain attention instead.
+    batch_axes = logical_to_mesh(("activation_batch_attn",), rules)[0] or ()
+    head_axes = logical_to_mesh(("activation_heads",), rules)[0] or ()
+    length_axes = logical_to_mesh(("activation_length_attn",), rules)[0] or ()
+    sizes = dict(zip(mesh.axis_names, mesh.devices.shape, strict=True))
+    head_shards = math.prod(sizes[a] for a in head_axes)
+    use_splash = (
+        math.prod(sizes[a] for a in length_axes) == 1
+        and s.batch % math.prod(sizes[a] for a in batch_axes) == 0
+        and s.kv_heads % head_shards == 0
+        and s.seq % 128 == 0
+    )
+
+    def splash_attention(q: Any, k: Any, v: Any) -> Any:
+        from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as sk
+        from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as sm
+
+        t = q.shape[1]
+        blk = min(512, t)
+        sizes_kw = dict.fromkeys(
+            ("block_q", "block_kv", "block_kv_compute", "block_q_dkv", "block_kv_dkv", "block_kv_dkv_compute"), blk
+        )
+        blocks = sk.BlockSizes(**sizes_kw, block_q_dq=blk, block_kv_dq=blk)
+        local_heads = s.q_heads // head_shards
+        mask = sm.MultiHeadMask(tuple(sm.CausalMask((t, t)) for _ in range(local_heads)))
+        kernel = sk.make_splash_mha(mask=mask, head_shards=1, q_seq_shards=1, block_sizes=blocks)
+        spec = P(batch_axes or None, head_axes or None, None, None)
+
+        def local(q: Any, k: Any, v: Any) -> Any:
+            return jax.vmap(kernel)(q, k, v)
+
+        sharded = jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec, check_vma=False)
+        q = (q / (s.head_dim**0.5)).astype(act)
+        out = sharded(*(x.transpose(0, 2, 1, 3) for x in (q, k, v)))
+        return out.transpose(0, 2, 1, 3)
+
+    attention = splash_attention if use_splash else plain_attention
+
+    def layer(x: Any, w: dict[str, Any]) -> Any:
+        x = constrain(x, layer_io)
+        h = rms(x, w["attn_norm"])
+        q = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["query"].astype(act)), heads), "query_proj")
+        k = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["key"].astype(act)), kv_heads), "key_proj")
+        v = checkpoint_name(constrain(jnp.einsum("btd,dhk->bthk", h, w["value"].astype(act)), kv_heads), "value_proj")
+        ctx = attention(q, k, v)
         ctx = checkpoint_name(constrain(ctx, heads), "context")
         o = checkpoint_name(jnp.einsum("bthk,hkd->btd", ctx, w["out"].astype(act)), "out_proj")
         x = constrain(x + o, layer_io)
@@ -294,6 +346,24 @@ def build(s: RefSpec, mesh: Any) -> tuple[Any, tuple[Any, ...]]:
         policy = cp.nothing_saveable
     remat_layer = jax.checkpoint(layer, policy=policy, prevent_cse=not stacked)
 
+    @jax.custom_vjp
+    def cross_entropy(logits: Any, targets: Any) -> Any:
+        return ce_fwd(logits, targets)[0]
+
+    def ce_fwd(logits: Any, targets: Any) -> tuple[Any, tuple[Any, ...]]:
+        shifted = logits - logits.max(axis=-1, keepdims=True)
+        exp_shifted = jnp.exp(shifted)
+        sum_exp = jnp.sum(exp_shifted, axis=-1, keepdims=True)
+        loss = -jnp.sum(targets * (shifted - jnp.log(sum_exp)), axis=-1)
+        return loss, (logits, targets, exp_shifted, sum_exp)
+
+    def ce_bwd(res: tuple[Any, ...], g: Any) -> tuple[Any, Any]:
+        logits, targets, exp_shifted, sum_exp = res
+        g_logits = g[..., None] * (exp_shifted / sum_exp - targets)
+        return g_logits.astype(logits.dtype), jnp.zeros_like(targets)
+
+    cross_entropy.defvjp(ce_fwd, ce_bwd)
+
     def loss_fn(p: dict[str, Any], tok: Any) -> Any:
         x = p["embedding"].astype(act)[tok]
         x = constrain(x, layer_io)
@@ -306,9 +376,11 @@ def build(s: RefSpec, mesh: Any) -> tuple[Any, tuple[Any, ...]]:
         out_w = p["embedding"].T if s.tied_embedding else p["logits"]
         logits = jnp.einsum("btd,dv->btv", x, out_w.astype(act))
         logits = constrain(logits, ("activation_embed_and_logits_batch", "activation_length", "activation_vocab"))
-        logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-        targets = jnp.roll(tok, -1, axis=1)
-        return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
+        # MaxText: logits cast to float32 (base.yml cast_logits_to_fp32: True; layers/decoders.py), one-hot
+        # float32 targets and max_utils.cross_entropy_with_logits, whose custom VJP keeps the logits and
+        # exp(logits - max) for the backward pass (train.py loss_fn; z_loss 0).
+        targets = jax.nn.one_hot(jnp.roll(tok, -1, axis=1), s.vocab, dtype=jnp.float32)
+        return jnp.mean(cross_entropy(logits.astype(jnp.float32), targets))
 
     def step(st: dict[str, Any], tok: Any) -> tuple[dict[str, Any], Any]:
         loss, grads = jax.value_and_grad(loss_fn)(st["params"], tok)
