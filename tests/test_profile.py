@@ -214,3 +214,14 @@ def test_confidence_falls_with_a_close_runner_up_and_noisy_steps() -> None:
 def test_no_tool_output_at_all_is_an_error() -> None:
     with pytest.raises(prof.ProfileError, match="no XProf tool output"):
         prof.analyze({"memory_profile": {}})
+
+
+def test_host_step_table_total_is_not_added_to_its_parts() -> None:
+    # XProf's step table for host-driven steps (CPU) has the parts and the total ('stepTimeMs'), as in
+    # tests/data/profiles/cpu; the step is the total, not the total plus its parts.
+    cols = ["stepnum", "hostComputeTimeMs", "infeedTimeMs", "otherTimeMs", "stepTimeMs"]
+    rows = [["train 1", 140.0, 0.0, 3.0, 143.0], ["train 2", 8.0, 0.0, 137.0, 145.0], ["train 3", 131, 10, 0, 141]]
+    table = {"cols": [{"id": c} for c in cols], "rows": [{"c": [{"v": v} for v in r]} for r in rows], "p": {}}
+    r = prof.analyze({"overview_page": [table]}, source="host steps")
+    assert r.kpis.steps is not None and r.kpis.steps.median_ms == pytest.approx(143.0)
+    assert r.kpis.input_fraction == pytest.approx(10 / (143 + 145 + 141))

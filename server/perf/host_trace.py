@@ -30,8 +30,9 @@ _OPCODE = re.compile(r"(?:\)|\]|\})\s*(?P<op>[a-z][\w\-]*)\(")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
-def _stats(plane: Any, container: Any) -> dict[str, Any]:
-    names = {k: m.name for k, m in plane.stat_metadata.items()}
+def _stats(names: dict[int, str], container: Any) -> dict[str, Any]:
+    """An event's stats by name (`names`: the plane's stat metadata id -> name, built once per plane: a
+    profile has hundreds of thousands of events)."""
     out: dict[str, Any] = {}
     for st in container:
         which = st.WhichOneof("value")
@@ -75,9 +76,10 @@ def summarize(paths: list[str]) -> dict[str, Any]:
             if not plane.name.startswith("/host:CPU"):
                 continue
             md = plane.event_metadata
+            names = {k: m.name for k, m in plane.stat_metadata.items()}
             for line in plane.lines:
                 for ev in line.events:
-                    st = _stats(plane, ev.stats)
+                    st = _stats(names, ev.stats)
                     if "hlo_op" not in st:
                         continue
                     op = str(st.get("hlo_op") or md[ev.metadata_id].name)

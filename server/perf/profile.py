@@ -323,14 +323,25 @@ def generation_of(device_type: str | None) -> str | None:
     return None
 
 
+# XProf's step table for host-driven steps (CPU, GPU) carries the step's total next to its parts
+# ('hostComputeTimeMs', 'otherTimeMs', ..., 'stepTimeMs'); the TPU table only has the parts.
+STEP_TOTAL = "stepTimeMs"
+
+
+def _step_parts(t: Table) -> list[str]:
+    """The step table's time columns that partition a step (the total left out)."""
+    return [c for c in t.cols if c.endswith("TimeMs") and c != STEP_TOTAL]
+
+
 def _steps(overview: Any, pipeline: Any) -> Steps | None:
     t = _table_with(pipeline, "stepnum") or _table_with(overview, "stepnum")
     if t is None or not t.rows:
         return None
     times: list[tuple[str, float]] = []
     for r in t.rows:
-        parts = [_num(r.get(c)) for c in t.cols if c.endswith("TimeMs")]
-        ms = sum(x for x in parts if x is not None)
+        total = _num(r.get(STEP_TOTAL)) if STEP_TOTAL in t.cols else None
+        parts = [_num(r.get(c)) for c in _step_parts(t)]
+        ms = total if total is not None else sum(x for x in parts if x is not None)
         times.append((str(r.get("stepnum")), ms))
     med = statistics.median(ms for _, ms in times)
     used = [(s, ms) for s, ms in times if OUTLIER_LOW * med <= ms <= OUTLIER_HIGH * med] or times
@@ -344,14 +355,13 @@ def _busy_and_input(overview: Any, pipeline: Any) -> tuple[float | None, float |
     if t is not None and t.rows:
         total = idle = infeed = 0.0
         for r in t.rows:
-            for c in t.cols:
-                if c.endswith("TimeMs"):
-                    v = _num(r.get(c)) or 0.0
-                    total += v
-                    if c == "tcIdleTimeMs":
-                        idle += v
-                    elif "Infeed" in c:
-                        infeed += v
+            for c in _step_parts(t):
+                v = _num(r.get(c)) or 0.0
+                total += v
+                if c == "tcIdleTimeMs":
+                    idle += v
+                elif "infeed" in c.lower():  # tcInfeedTimeMs (TPU), infeedTimeMs (host steps)
+                    infeed += v
         if total > 0:
             busy = 1 - (idle + infeed) / total
             inp = infeed / total
