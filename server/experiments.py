@@ -46,7 +46,69 @@ def outcomes_dir() -> Path:
 
 
 def _db(db: sqlite_utils.Database | None = None) -> sqlite_utils.Database:
-    return db if db is not None else store.connect()
+    """The store, with the log's tables created with their column types (a first row with a NULL must not
+    make a number column TEXT)."""
+    d = db if db is not None else store.connect()
+    for name, columns in _TABLES.items():
+        if name not in d.table_names():
+            d.table(name).create(columns, pk="id", if_not_exists=True)
+    return d
+
+
+_TABLES: dict[str, dict[str, type]] = {
+    "experiments": {
+        "id": str,
+        "created": float,
+        "config_path": str,
+        "config_hash": str,
+        "slice": str,
+        "generation": str,
+        "mesh": str,
+        "profile": str,
+        "measured_step_s": float,
+        "measured_mfu": float,
+        "estimate": str,
+        "diagnosis": str,
+        "proposals": str,
+        "backend": str,
+    },
+    "applications": {
+        "id": str,
+        "experiment_id": str,
+        "rank": int,
+        "config_path": str,
+        "applied_at": float,
+        "ici": str,
+        "dcn": str,
+        "other_changes": str,
+    },
+    "outcomes": {
+        "id": str,
+        "experiment_id": str,
+        "application_id": str,
+        "rank": int,
+        "created": float,
+        "generation": str,
+        "slice": str,
+        "profile": str,
+        "predicted_step_s": float,
+        "measured_step_s": float,
+        "step_error": float,
+        "predicted_mfu": float,
+        "measured_mfu": float,
+        "predicted_hbm_bytes": float,
+        "measured_hbm_bytes": float,
+        "memory_error": float,
+        "baseline_step_s": float,
+        "predicted_speedup": float,
+        "measured_speedup": float,
+        "delivered": int,
+        "stated_confidence": float,
+        "bottleneck_before": str,
+        "bottleneck_after": str,
+        "bottleneck_moved": int,
+    },
+}
 
 
 def _mesh_of(an: Analysis) -> dict[str, dict[str, int]]:
@@ -444,11 +506,18 @@ def track_record(db: sqlite_utils.Database | None = None) -> dict[str, Any]:
 def measure(an: Analysis, profile: Path) -> Measured:
     """Read a profile of the config `an` (XProf, through ASAP's cached conversion) as an outcome measurement."""
     from server.perf import profile_convert
-    from server.profile_analysis import MISMATCH, analyze_tools
+    from server.profile_analysis import analyze_tools
 
     pf = profile_convert.find_profile(profile)
     tools, _ = profile_convert.load_tools(pf)
     report, findings = analyze_tools(tools, an, pf.describe())
+    return measured_from(report, pf, findings)
+
+
+def measured_from(report: Any, pf: Any, findings: list[Any]) -> Measured:
+    """An outcome measurement from a profile report (server/perf/profile.Report) of files `pf`."""
+    from server.profile_analysis import MISMATCH
+
     mismatch = [f.message for f in findings if f.code == MISMATCH]
     comparison = report.comparison or {}
     steps = report.kpis.steps
@@ -464,4 +533,38 @@ def measure(an: Analysis, profile: Path) -> Measured:
         captured_at=max(f.stat().st_mtime for f in pf.files),
         devices_match=not mismatch,
         mismatch=mismatch,
+    )
+
+
+def pending(an: Analysis, config: Path, measured: Measured, db: sqlite_utils.Database | None = None) -> bool:
+    """Whether this profile is a new run of a proposal applied to this config (and not recorded yet): the
+    editor records such outcomes by itself when the profile is linked or discovered."""
+    d = _db(db)
+    if "applications" not in d.table_names() or measured.mismatch:
+        return False
+    try:
+        app = find_application(an, config, d)
+    except OutcomeError:
+        return False
+    if measured.captured_at < app["applied_at"]:
+        return False
+    if "outcomes" in d.table_names():
+        seen = d.query("select 1 from outcomes where application_id = ? and profile = ?", [app["id"], measured.source])
+        if next(iter(seen), None) is not None:
+            return False
+    return True
+
+
+def describe(outcome: dict[str, Any]) -> str:
+    """One line for a notification: what proposal N did, against what ASAP predicted."""
+    sp, psp = outcome["measured_speedup"], outcome["predicted_speedup"]
+    speed = (
+        f"measured x{sp:.2f} against the predicted x{psp:.2f}"
+        if sp is not None and psp is not None
+        else f"step {outcome['measured_step_s'] * 1e3:.1f} ms against the predicted "
+        f"{outcome['predicted_step_s'] * 1e3:.1f} ms"
+    )
+    return (
+        f"outcome of proposal {outcome['rank']} recorded: {speed}; bottleneck {outcome['bottleneck_before']} -> "
+        f"{outcome['bottleneck_after']}"
     )

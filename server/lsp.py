@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import re
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -20,7 +21,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from server import __version__, agent_findings, explain, lsp_convert, profile_analysis, verification
+from server import __version__, agent_findings, experiments, explain, lsp_convert, profile_analysis, verification
 from server.analysis import Analysis, analyze
 from server.perf import placement, profile_convert, profile_link
 from server.perf.findings import Finding, Severity
@@ -38,6 +39,8 @@ RUN_AGENTS_COMMAND = "asap.server.runAgents"  # (config uri): re-run the backgro
 ROOFLINE_COMMAND = "asap.server.roofline"  # (config uri, "light"|"dark") -> {title, spec (Vega-Lite), fresh}
 SHOW_ROOFLINE = "asap.showRoofline"  # the client's command: opens the roofline view (config uri)
 VERIFY_COMMAND = "asap.server.verify"  # (config uri): compile the current mesh and the proposals for the slice
+RECORD_APPLIED_COMMAND = "asap.server.recordApplied"  # (experiment id, rank, config uri): a quick fix was applied
+RECORD_OUTCOME_COMMAND = "asap.server.recordOutcome"  # (config uri, profile path or null) -> the outcome
 SHOW_PROPOSALS = "asap.showProposals"  # the client's command: the proposals' quick fixes (config uri, line)
 
 
@@ -88,6 +91,8 @@ class AsapServer(LanguageServer):
         self.agent_tasks: dict[str, asyncio.Task[None]] = {}
         self.verified: dict[str, tuple[int | None, list[dict[str, Any]]]] = {}  # uri -> (version, results)
         self.verify_tasks: dict[str, asyncio.Task[None]] = {}
+        self.outcome_checked: set[tuple[str, Any]] = set()  # (config path, profile files) looked up once
+        self.new_outcomes: dict[str, dict[str, Any]] = {}  # uri -> an outcome recorded by itself, to announce
         self.shutting_down = False
         self._agent_pool: ProcessPoolExecutor | None = None
 
@@ -134,7 +139,27 @@ class AsapServer(LanguageServer):
                 res.findings.append(
                     profile_analysis.at_link(res.link, profile_analysis.UNREADABLE, Severity.WARNING, why)
                 )
+        self._maybe_outcome(uri, an, res)
         return res
+
+    def _maybe_outcome(self, uri: str, an: Analysis, res: ProfileResult) -> None:
+        """A profile of a config whose mesh is an applied proposal, captured after it was applied: record the
+        outcome (once per profile). Runs in the worker thread with the profile lookup."""
+        path = to_fs_path(uri)
+        if not path or res.report is None or res.files is None:
+            return
+        key = (path, profile_convert.files_key(res.files))
+        if key in self.outcome_checked:
+            return
+        self.outcome_checked.add(key)
+        try:
+            measured = experiments.measured_from(res.report, res.files, res.findings)
+            if experiments.pending(an, Path(path), measured):
+                self.new_outcomes[uri] = experiments.record_outcome(an, Path(path), measured)
+        except experiments.OutcomeError as e:
+            log.info("no outcome recorded for %s: %s", path, e)
+        except Exception:
+            log.exception("recording the outcome of %s failed", path)
 
     def shown(self, doc: TextDocument, an: Analysis, agents: bool = True) -> list[Finding]:
         """The findings the editor shows for this document: static and estimate, profile, and the agents'."""
@@ -188,6 +213,11 @@ class AsapServer(LanguageServer):
         self.analyses[uri] = (version, an)
         self.profiles[uri] = prof
         self.publish(current, an)
+        outcome = self.new_outcomes.pop(uri, None)
+        if outcome is not None:
+            text = experiments.describe(outcome)
+            self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"ASAP: {text}"))
+            log.info("%s: %s", Path(to_fs_path(uri) or uri).name, text)
         self.refresh_dependents(uri)
         if prof.files is not None and prof.report is None and not prof.findings:
             self.start_conversion(prof.files)
@@ -341,7 +371,9 @@ class AsapServer(LanguageServer):
             return None
         token = f"asap-{title.split(':')[-1].strip().split()[0]}-{id(message)}-{asyncio.get_running_loop().time()}"
         try:
-            await self.work_done_progress.create_async(token)
+            # shielded: a task cancelled while the client answers must not cancel pygls' own future (pygls then
+            # fails to set the answer on it and logs an InvalidStateError)
+            await asyncio.shield(self.work_done_progress.create_async(token))
         except Exception:
             return None
         self.work_done_progress.begin(token, lsp.WorkDoneProgressBegin(title=title, message=message, cancellable=True))
@@ -361,7 +393,7 @@ class AsapServer(LanguageServer):
         token: str | None = name if window is not None and window.work_done_progress else None
         if token is not None:
             try:
-                await self.work_done_progress.create_async(name)
+                await asyncio.shield(self.work_done_progress.create_async(name))
             except Exception:  # the client refused: convert without a progress bar
                 token = None
         if token is not None:
@@ -593,6 +625,44 @@ async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
     return result
 
 
+@server.command(RECORD_APPLIED_COMMAND)
+async def record_applied_command(ls: AsapServer, experiment_id: str, rank: int, uri: str) -> dict[str, Any]:
+    """The editor applied "Apply proposal N" of this analysis: log it, so the next profile is its outcome."""
+    path = to_fs_path(uri)
+    if not path:
+        raise ValueError("recording a proposal needs a config file")
+    loop = asyncio.get_running_loop()
+    row = await loop.run_in_executor(None, lambda: experiments.record_applied(experiment_id, int(rank), Path(path)))
+    log.info("proposal %s of experiment %s applied to %s", rank, experiment_id, Path(path).name)
+    return row
+
+
+@server.command(RECORD_OUTCOME_COMMAND)
+async def record_outcome_command(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
+    """The outcome of the applied proposal from a profile (given, else the config's linked profile)."""
+    path = to_fs_path(uri)
+    doc = ls.workspace.text_documents.get(uri)
+    if not path or doc is None:
+        raise ValueError("recording an outcome needs the config open in the editor")
+    an = ls.analyze_doc(doc)
+    target = Path(profile).expanduser() if profile else None
+    if target is None:
+        prof = ls.profiles.get(uri)
+        if prof is None or prof.files is None:
+            raise ValueError("no profile is linked to this config: link the run's profile, or pass its path")
+        target = prof.files.run_dir
+
+    def record() -> dict[str, Any]:
+        try:
+            return experiments.record_outcome(an, Path(path), experiments.measure(an, target))
+        except (experiments.OutcomeError, ProfileError) as e:
+            raise ValueError(str(e)) from e
+
+    out = await asyncio.get_running_loop().run_in_executor(None, record)
+    log.info("%s: %s", Path(path).name, experiments.describe(out))
+    return out
+
+
 @server.command(VERIFY_COMMAND)
 def verify_command(ls: AsapServer, uri: str) -> None:
     """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify")."""
@@ -786,6 +856,13 @@ def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
             action = lsp_convert.code_action(fix, doc, on[0] if on else None)
             if action is None:
                 continue
+            rank = re.match(r"Apply proposal (\d+):", fix.title)
+            if agent[1].get("experiment") and rank:  # after the edit, the editor runs it: the applied proposal
+                action.command = lsp.Command(
+                    title="Record the applied proposal",
+                    command=RECORD_APPLIED_COMMAND,
+                    arguments=[agent[1]["experiment"], int(rank.group(1)), doc.uri],
+                )
             if resolve:  # the edit is computed on codeAction/resolve
                 action.data = {"uri": doc.uri, "version": doc.version, "title": fix.title}
                 action.edit = None

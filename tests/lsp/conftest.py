@@ -14,7 +14,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import pytest
 import pytest_lsp
@@ -70,8 +70,23 @@ def _record_progress(client: AsapClient, params: lsp.ProgressParams) -> None:
     client.progressed.set()
 
 
+def _converter() -> Any:
+    """pygls' converter, with lsprotocol's `Command | CodeAction` hook corrected: lsprotocol 2025.0.0 reads any
+    object with a "command" key as a Command, so a CodeAction that carries a command after its edit (as LSP
+    allows, and VS Code and Neovim read) lost its edit. A Command's "command" is a string; a CodeAction's is not."""
+    conv = default_converter()
+
+    def hook(obj: Any, _: type) -> lsp.Command | lsp.CodeAction:
+        if isinstance(obj.get("command"), str):
+            return conv.structure(obj, lsp.Command)
+        return conv.structure(obj, lsp.CodeAction)
+
+    conv.register_structure_hook(Union[lsp.Command, lsp.CodeAction], hook)  # noqa: UP007 - the hook's key
+    return conv
+
+
 def make_client() -> AsapClient:
-    client = AsapClient(converter_factory=default_converter)
+    client = AsapClient(converter_factory=_converter)
     register_lsp_features(
         client,
         {

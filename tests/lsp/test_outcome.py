@@ -1,0 +1,73 @@
+"""Closing the loop in the editor: "Apply proposal 1" carries a command that records which proposal was
+applied; a profile of the changed config, linked afterwards, becomes its outcome by itself (announced), and
+"asap.server.recordOutcome" records one on request or says why it cannot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from profiles.synth import write_profile
+
+from .conftest import AGENTS, AsapClient, Doc, wait_for_log
+
+module_loop = pytest.mark.asyncio(loop_scope="module")
+
+CONFIG = """\
+# asap: profile=runs/before
+compile_topology: v5e-4
+model_name: default
+per_device_batch_size: 2
+max_target_length: 2048
+ici_fsdp_parallelism: 1
+ici_tensor_parallelism: 4   # tensor parallelism over the whole slice
+"""
+
+
+async def command(client: AsapClient, name: str, *args: object) -> object:
+    return await client.workspace_execute_command_async(lsp.ExecuteCommandParams(command=name, arguments=list(args)))
+
+
+@module_loop
+async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClient, tmp_path: Path):
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(CONFIG)
+    write_profile(tmp_path / "runs" / "before", "comm", seed=1)
+    doc = Doc(shared, cfg).open()
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == AGENTS for d in ds), timeout=90)
+    (diag,) = [d for d in diags if d.code == AGENTS]
+    assert "communication-bound (profile" in diag.message
+
+    # nothing applied yet: an explicit outcome request says so
+    with pytest.raises(Exception, match="no proposal was applied"):
+        await command(shared, "asap.server.recordOutcome", doc.uri, None)
+
+    actions = await doc.code_actions([diag])
+    titles = [a.title for a in actions]
+    first = next((a for a in actions if a.title.startswith("Apply proposal 1")), None)
+    assert first is not None, (titles, diag.message)
+    assert first.command is not None and first.command.command == "asap.server.recordApplied"
+    experiment, rank, uri = first.command.arguments or []
+    assert rank == 1 and uri == doc.uri and isinstance(experiment, str)
+    assert first.edit is not None and first.edit.document_changes
+    doc.edit(first.edit.document_changes[0].edits)  # as VS Code does: the edit, then the command
+    row = await command(shared, first.command.command, *first.command.arguments)
+    assert isinstance(row, dict) and row["rank"] == 1 and row["experiment_id"] == experiment
+    doc.save()
+
+    # the run with the new mesh: its profile is linked, read in the background, and recorded by itself
+    write_profile(tmp_path / "runs" / "after", "compute", seed=2)
+    mark = len(shared.log_messages)
+    doc.replace_all(doc.text.replace("runs/before", "runs/after"))
+    doc.save()
+    logged = await wait_for_log(shared, "outcome of proposal 1 recorded", start=mark, timeout=60)
+    assert "bottleneck communication -> compute" in logged
+    assert any("outcome of proposal 1 recorded" in m.message for m in shared.messages)  # shown to the user
+
+    # on request, with a profile of another slice size: refused with the reason
+    other = tmp_path / "runs" / "eight"
+    write_profile(other, "comm", hosts=2, seed=3)
+    with pytest.raises(Exception, match="another run"):
+        await command(shared, "asap.server.recordOutcome", doc.uri, str(other))
+    doc.close()
