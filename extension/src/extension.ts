@@ -5,6 +5,7 @@ import { analyzeActive, verifyActive } from './analyze';
 import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
 import { linkProfile, unlinkProfile } from './linkProfile';
+import { recordOutcome } from './outcome';
 import { redactingLogger } from './log';
 import { showProposals } from './proposals';
 import { RooflineViews } from './roofline';
@@ -40,6 +41,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('asap.statusMenu', () => showStatusMenu(status.current)),
     vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
+    vscode.commands.registerCommand('asap.recordOutcome', () => recordOutcome(runServerCommand, log)),
     vscode.commands.registerCommand('asap.setApiKey', () =>
       setApiKey(context.secrets, () => asap?.restart() ?? Promise.resolve(), log),
     ),

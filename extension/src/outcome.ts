@@ -1,0 +1,66 @@
+/** "ASAP: Record Outcome": what the applied proposal did, from a profile of the changed config. */
+import * as vscode from 'vscode';
+
+import type { RunServerCommand } from './linkProfile';
+import type { Logger } from './log';
+
+export const SERVER_RECORD_OUTCOME = 'asap.server.recordOutcome';
+
+export interface Outcome {
+  rank: number;
+  predicted_step_s: number;
+  measured_step_s: number;
+  predicted_speedup: number | null;
+  measured_speedup: number | null;
+  bottleneck_before: string | null;
+  bottleneck_after: string;
+}
+
+/** One line: measured against predicted, and where the bottleneck went. */
+export function outcomeText(o: Outcome): string {
+  const speed =
+    o.measured_speedup !== null && o.predicted_speedup !== null
+      ? `measured x${o.measured_speedup.toFixed(2)} against the predicted x${o.predicted_speedup.toFixed(2)}`
+      : `step ${(o.measured_step_s * 1e3).toFixed(1)} ms against the predicted ${(o.predicted_step_s * 1e3).toFixed(1)} ms`;
+  return `ASAP: outcome of proposal ${o.rank} recorded: ${speed}; bottleneck ${o.bottleneck_before ?? '?'} -> ${o.bottleneck_after}`;
+}
+
+export async function recordOutcome(run: RunServerCommand, log: Logger): Promise<boolean> {
+  const doc = vscode.window.activeTextEditor?.document;
+  if (!doc || doc.languageId !== 'yaml') {
+    void vscode.window.showErrorMessage('ASAP: open the MaxText config whose proposal you ran.');
+    return false;
+  }
+  const uri = doc.uri.toString();
+  let out: unknown;
+  try {
+    out = await run(SERVER_RECORD_OUTCOME, [uri, null]);
+  } catch (e) {
+    const why = e instanceof Error ? e.message : String(e);
+    if (!why.includes('no profile is linked')) {
+      log.error(`outcome not recorded: ${why}`);
+      void vscode.window.showErrorMessage(`ASAP: ${why}`);
+      return false;
+    }
+    const picked = await vscode.window.showOpenDialog({
+      canSelectFiles: true,
+      canSelectFolders: true,
+      canSelectMany: false,
+      openLabel: 'Record Outcome',
+      title: 'The profile of the run with the applied proposal (a .xplane.pb file or its run directory)',
+    });
+    if (!picked || picked.length === 0) return false;
+    try {
+      out = await run(SERVER_RECORD_OUTCOME, [uri, picked[0].fsPath]);
+    } catch (e2) {
+      const why2 = e2 instanceof Error ? e2.message : String(e2);
+      log.error(`outcome not recorded: ${why2}`);
+      void vscode.window.showErrorMessage(`ASAP: ${why2}`);
+      return false;
+    }
+  }
+  const text = outcomeText(out as Outcome);
+  log.info(text);
+  void vscode.window.showInformationMessage(text);
+  return true;
+}
