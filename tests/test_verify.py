@@ -154,6 +154,33 @@ def test_verify_small_model_fits_and_matches_state_bytes(fsdp16) -> None:  # typ
     assert r.estimate is not None and "fsdp" in r.estimate["collectives_by_axis"]
 
 
+# The exact compiled bytes of the fsdp16 case per libtpu version: the compiler is deterministic for one version
+# and changes between versions (DOMAIN.md §6), so a new version gets its own entry instead of a looser test.
+# Regenerate an entry with: verify(<SMALL as a file>).compiled.components (argument, output, alias, temp,
+# generated_code), after any change to server/perf/ref_model.py.
+FSDP16_GOLDEN: dict[str, dict[str, int]] = {
+    "0.0.42.1": {
+        "argument": 2376192,
+        "output": 2376192,
+        "alias": 2375168,
+        "temp": 4265984,
+        "generated_code": 4834304,
+    },
+}
+
+
+@pytest.mark.tpu
+@needs_libtpu
+def test_verify_small_model_golden_bytes_for_this_libtpu(fsdp16) -> None:  # type: ignore[no-untyped-def]
+    version = fsdp16.versions.get("libtpu")
+    golden = FSDP16_GOLDEN.get(str(version))
+    if golden is None:
+        pytest.skip(f"no golden compiled bytes for libtpu {version} (known: {', '.join(FSDP16_GOLDEN)})")
+    assert fsdp16.compiled is not None
+    got = {k: round(v) for k, v in fsdp16.compiled.components.items() if k in golden}
+    assert got == golden
+
+
 @pytest.mark.tpu
 @needs_libtpu
 def test_verify_fsdp_divides_argument_bytes_and_tensor_adds_collectives(  # type: ignore[no-untyped-def]

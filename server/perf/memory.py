@@ -20,6 +20,13 @@ ACT_BYTES = 2  # bf16 activations (`dtype`)
 # by matrix, prefetching the next). A stated allowance, not a measurement: compile for the slice
 # (issue 8) for the exact figure; `Memory.verdict` leaves a band for it (TIGHT_BAND).
 TEMP_LAYERS = 1.0
+# bf16 [tokens, vocab] buffers the loss keeps. The TPU compiler keeps two for server/perf/ref_model.py with
+# MaxText's loss (float32 cast, cross_entropy_with_logits' custom VJP): the logits and their gradient; the
+# casts and exponentials are recomputed inside the fused gradient kernel (libtpu 0.0.42.1 buffer assignment,
+# bench/memory_vs_compiler.py). Kept at one: with two, tuned MaxText configs that ran (llama3-8b seq 8192
+# pdbs 8 on v6e-256, bench/references.py) would not fit, so at that size MaxText's program keeps less than
+# the reference's unconstrained compile (XLA rematerialises under memory pressure). Open: issue 8.
+LOGITS_BUFFERS = 1
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
 # HBM in this model (v5p 32B, `minimal` remat), so an error needs more than that.
@@ -125,11 +132,18 @@ def memory(
     acts = s.layers * tokens * kept_dims(s, remat) * ACT_BYTES
     gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
-    # bf16 logits; XLA fuses the softmax cross-entropy and its gradient around them.
-    logits = tokens * s.vocab / tp * ACT_BYTES / max(1, vocab_tiles)
+    # bf16 logits (`LOGITS_BUFFERS` of them); XLA fuses MaxText's float32 cast and softmax cross-entropy and
+    # its gradient around them.
+    logits = LOGITS_BUFFERS * tokens * s.vocab / tp * ACT_BYTES / max(1, vocab_tiles)
+    # A bf16 copy of the scanned layers' weights, sharded like them: each layer casts its (float32) weights to
+    # the activation dtype, and XLA converts the whole stack once, before the forward scan, for the forward,
+    # the rematerialised forward and the backward scans to slice from (buffer assignment of the same compile:
+    # bf16[layers, ...] beside every float32 weight stack). None when the weights already are bf16.
+    casts = s.layers * p.per_layer() * ACT_BYTES / shards if bpp.weights > ACT_BYTES else 0.0
     return Memory(
         {
             "weights": total_params * bpp.weights / shards,
+            "weight_casts": casts,
             "gradients": total_params * bpp.grads / shards,
             "optimizer": total_params * bpp.optimizer / shards,
             "activations": acts,

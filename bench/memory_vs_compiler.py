@@ -1,0 +1,287 @@
+"""ASAP's memory and collective estimate against the TPU compiler (issue 8): for a set of (model, slice, mesh)
+cases, compile ASAP's reference train step (server/perf/ref_model.py) for the slice with libtpu on this machine
+(server/perf/verify.py) and print, per case, the estimate's per-chip bytes beside the compiler's, the
+components of each, whether each says it fits, and the collective bytes per step of every mesh-axis group.
+
+    .venv/bin/python bench/memory_vs_compiler.py [--max-layers 3] [--db PATH] [--filter TEXT]
+
+Each case is written as a small MaxText YAML config (model_name or base_* dims, compile_topology,
+per_device_batch_size, max_target_length, ici_* keys, remat_policy) and verified like `asap verify` does it:
+a model deeper than --max-layers is compiled at two reduced depths and extrapolated linearly. Compiles are
+cached in ASAP's store (--db for another sqlite file; a fresh file gives a cold run), so a rerun after an
+estimate change only re-prices the estimate.
+
+Component names differ: the estimate has weights, gradients, optimizer (the state), weight_casts (the bf16
+copy of the layer weights), activations (kept for the backward pass), logits and temporaries (the larger of
+the two counts); the compiler has argument (the state and the tokens), output (the new state, aliased to the
+donated argument), temp (gradients, kept activations and every other temporary) and generated code. The table
+sets the estimate's weights+optimizer beside argument and the rest of it beside temp.
+
+Targets (issue 8): per-chip memory within 10% of the compiler on every case that fits; fit/does-not-fit agreement
+on every case. Collective bytes per axis group are reported (median and max error) without a target.
+A benchmark: always exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from server import store  # noqa: E402
+from server.perf.verify import VerifyResult, libtpu_available, verify, versions  # noqa: E402
+
+GiB = 2**30
+MEMORY_TARGET = 0.10
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    slice: str
+    model: str | dict[str, Any]  # a model_name, or explicit base_* keys
+    mesh: dict[str, int]  # ici_*_parallelism keys without the prefix and suffix
+    pdbs: float = 1
+    seq: int = 2048
+    remat: str = "full"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def yaml(self) -> str:
+        lines = [f"# {self.name}"]
+        if isinstance(self.model, str):
+            lines.append(f"model_name: {self.model}")
+        else:
+            lines += [f"{k}: {v}" for k, v in self.model.items()]
+        lines += [
+            f"compile_topology: {self.slice}",
+            "compile_topology_num_slices: 1",
+            f"per_device_batch_size: {self.pdbs}",
+            f"max_target_length: {self.seq}",
+            f"remat_policy: {self.remat}",
+        ]
+        axes = {"data": 1, "fsdp": 1, "tensor": 1, **self.mesh}
+        lines += [f"ici_{a}_parallelism: {d}" for a, d in axes.items()]
+        lines += [f"{k}: {v}" for k, v in self.extra.items()]
+        return "\n".join(lines) + "\n"
+
+
+# v5e-N / v6e-N: N chips; v5p-N: N/2 chips (DOMAIN.md §3). Sizes chosen so that a cold run stays under about
+# 25 minutes on two cores: a few 7-8B models (about 2.5 min a case at 2 and 3 layers), the rest 1-4B models
+# (MaxText's `default` model is 1.2B), short sequences, small per-device batches.
+CASES: tuple[Case, ...] = (
+    Case("llama2-7b v5e-16 fsdp16 full", "v5e-16", "llama2-7b", {"fsdp": 16}),
+    Case(
+        "llama3-8b v6e-16 fsdp4 x tensor4 pdbs2 save_dot_except_mlp",
+        "v6e-16",
+        "llama3-8b",
+        {"fsdp": 4, "tensor": 4},
+        2,
+        2048,
+        "save_dot_except_mlp",
+    ),
+    Case("default v5e-4 fsdp4 pdbs2 full", "v5e-4", "default", {"fsdp": 4}, 2),
+    Case(
+        "default v5e-8 data2 x fsdp4 pdbs2 save_qkv_proj",
+        "v5e-8",
+        "default",
+        {"data": 2, "fsdp": 4},
+        2,
+        2048,
+        "save_qkv_proj",
+    ),
+    Case(
+        "default v6e-8 fsdp4 x tensor2 pdbs2 minimal", "v6e-8", "default", {"fsdp": 4, "tensor": 2}, 2, 2048, "minimal"
+    ),
+    Case(
+        "default v5p-16 fsdp8 pdbs4 minimal_with_context",
+        "v5p-16",
+        "default",
+        {"fsdp": 8},
+        4,
+        2048,
+        "minimal_with_context",
+    ),
+    Case(
+        "default v5p-32 data2 x fsdp8 pdbs2 seq4096 save_out_proj",
+        "v5p-32",
+        "default",
+        {"data": 2, "fsdp": 8},
+        2,
+        4096,
+        "save_out_proj",
+    ),
+    Case("gemma-2b v5e-4 fsdp4 full", "v5e-4", "gemma-2b", {"fsdp": 4}),
+    Case("qwen3-4b v6e-4 fsdp4 seq4096 full", "v6e-4", "qwen3-4b", {"fsdp": 4}, 1, 4096),
+    # do not fit: the state alone (16 B/param over 4 shards), the kept activations
+    Case("llama2-7b v5e-16 data4 x fsdp4 full (state 27 GB a chip)", "v5e-16", "llama2-7b", {"data": 4, "fsdp": 4}),
+    Case("llama3-8b v6e-4 fsdp4 full (state 32 GB a chip)", "v6e-4", "llama3-8b", {"fsdp": 4}),
+    Case("default v5e-4 fsdp4 pdbs16 minimal (activations)", "v5e-4", "default", {"fsdp": 4}, 16, 2048, "minimal"),
+)
+
+
+def rel(e: float, c: float) -> float:
+    return (e - c) / c if c else float("inf")
+
+
+def gib(n: float | None) -> str:
+    return "-" if n is None else f"{n / GiB:6.2f}"
+
+
+def est_parts(est: dict[str, Any]) -> tuple[float, float]:
+    """The estimate grouped as the compiler groups memory: (state in the arguments, everything in temp)."""
+    c = est["components"]
+    state = c.get("weights", 0) + c.get("optimizer", 0)
+    transient = max(c.get("logits", 0), c.get("temporaries", 0))
+    rest = c.get("gradients", 0) + c.get("weight_casts", 0) + c.get("activations", 0)
+    return state, rest + transient
+
+
+def collectives(r: VerifyResult) -> dict[str, tuple[float, float]]:
+    """(estimate, compiler) bytes per step of every axis group either side has."""
+    est = {a: float(sum(d.values())) for a, d in (r.estimate or {}).get("collectives_by_axis", {}).items()}
+    comp = {a: float(sum(d.values())) for a, d in (r.compiled.collectives_by_axis() if r.compiled else {}).items()}
+    return {a: (est.get(a, 0.0), comp.get(a, 0.0)) for a in sorted(set(est) | set(comp))}
+
+
+def report(case: Case, r: VerifyResult, wall: float) -> dict[str, Any]:
+    est = r.estimate or {}
+    c = r.compiled
+    e_total = float(est.get("memory_per_chip_bytes", 0.0))
+    c_total = c.memory_per_chip_bytes if c is not None else r.needs_bytes
+    c_fits = r.fits
+    e_fits = est.get("fits")
+    how = "cached" if r.cached else f"compiled in {wall:.0f} s"
+    if c is not None:
+        how += f" ({'+'.join(map(str, c.layers_compiled))} of {c.layers} layers)"
+    print(f"\n== {case.name}: {r.status} [{how}]")
+    if r.status not in ("ok", "does-not-fit"):
+        print(f"   {r.message}")
+        return {"case": case, "status": r.status}
+    err = rel(e_total, c_total) if c_total else None
+    at_least = " (at least: the compiler stopped at its first OOM)" if c is None else ""
+    print(
+        f"   per chip: estimate {gib(e_total)} GiB, compiler {gib(c_total)} GiB{at_least}"
+        + (f", error {err:+.1%}" if err is not None and c is not None else "")
+    )
+    if c is not None:
+        cc = c.components
+        state, temp = est_parts(est)
+        ec = est["components"]
+        print(
+            "   estimate: "
+            + ", ".join(
+                f"{k} {ec[k] / GiB:.2f}"
+                for k in ("weights", "optimizer", "gradients", "weight_casts", "activations")
+                if k in ec
+            )
+            + f", logits {ec['logits'] / GiB:.2f}, temporaries {ec['temporaries'] / GiB:.2f} GiB"
+        )
+        print(
+            "   compiler: "
+            + ", ".join(f"{k} {cc[k] / GiB:.2f}" for k in ("argument", "output", "alias", "temp"))
+            + f", code {cc['generated_code'] / 2**20:.1f} MiB"
+        )
+        print(
+            f"   state: estimate weights+optimizer {gib(state)} vs argument {gib(cc['argument'])} GiB "
+            f"({rel(state, cc['argument']):+.1%}); rest: estimate gradients+casts+activations+transient {gib(temp)} vs "
+            f"temp {gib(cc['temp'])} GiB ({rel(temp, cc['temp']):+.1%})"
+        )
+    agree = e_fits == c_fits
+    print(
+        f"   fits: estimate {'yes' if e_fits else 'no'}, compiler "
+        f"{'yes' if c_fits else 'no'}: {'agree' if agree else 'DISAGREE'}"
+    )
+    colls = collectives(r) if c is not None else {}
+    for axis, (e, cb) in colls.items():
+        print(
+            f"   collectives {axis:<14} estimate {e / 2**20:10.1f} MiB, compiler {cb / 2**20:10.1f} MiB"
+            + (f" ({rel(e, cb):+.0%})" if cb else "")
+        )
+    return {
+        "case": case,
+        "status": r.status,
+        "fits_compiler": c_fits,
+        "fits_estimate": e_fits,
+        "mem_err": err if (c is not None and c_fits) else None,
+        "colls": colls,
+        "wall": wall,
+        "cached": r.cached,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--max-layers", type=int, default=3, help="compile 2 and this many layers, extrapolate")
+    ap.add_argument("--db", type=Path, help="sqlite file for the compile cache (default: ASAP's store)")
+    ap.add_argument("--filter", default="", help="only the cases whose name contains this")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
+    args = ap.parse_args()
+    if not libtpu_available():
+        print("libtpu is not installed (pip install '.[compile]'): nothing to compare with")
+        return
+    db = store.connect(args.db) if args.db else store.connect()
+    v = versions()
+    print(f"jax {v['jax']}, libtpu {v['libtpu']}; max_layers {args.max_layers}")
+    cases = [c for c in CASES if args.filter in c.name]
+    rows = []
+    t_all = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="asap-mem-bench-") as tmp:
+        for i, case in enumerate(cases):
+            p = Path(tmp) / f"case{i}.yml"
+            p.write_text(case.yaml())
+            t0 = time.perf_counter()
+            r = verify(p, db=db, max_layers=args.max_layers, timeout_s=args.timeout)
+            rows.append(report(case, r, time.perf_counter() - t0))
+    total = time.perf_counter() - t_all
+
+    print("\n== summary")
+    done = [r for r in rows if r["status"] in ("ok", "does-not-fit")]
+    errs = [abs(r["mem_err"]) for r in done if r["mem_err"] is not None]
+    print(f"{'case':<62} {'mem err':>8} {'fits e/c':>9}")
+    for r in done:
+        e = f"{r['mem_err']:+.1%}" if r["mem_err"] is not None else "-"
+        fe, fc = ("y" if r["fits_estimate"] else "n"), ("y" if r["fits_compiler"] else "n")
+        print(f"{r['case'].name[:62]:<62} {e:>8} {fe + '/' + fc:>9}")
+    if errs:
+        med, mx = statistics.median(errs), max(errs)
+        print(
+            f"per-chip memory, {len(errs)} fitting cases: median |error| {med:.1%}, max {mx:.1%} "
+            f"(target <= {MEMORY_TARGET:.0%} on every one) {'PASS' if mx <= MEMORY_TARGET else 'MISS'}"
+        )
+    agree = sum(r["fits_estimate"] == r["fits_compiler"] for r in done)
+    print(
+        f"fit / does-not-fit agreement: {agree}/{len(done)} "
+        f"({sum(not r['fits_compiler'] for r in done)} do not fit by the compiler) "
+        f"{'PASS' if done and agree == len(done) else 'MISS'}"
+    )
+    by_axis: dict[str, list[float]] = {}
+    for r in done:
+        for axis, (e, c) in r.get("colls", {}).items():
+            if c > 0:
+                by_axis.setdefault(axis, []).append(abs(rel(e, c)))
+    for axis, es in sorted(by_axis.items()):
+        print(
+            f"collective bytes on {axis:<14} {len(es):2d} cases: median |error| {statistics.median(es):.0%}, "
+            f"max {max(es):.0%} (no target)"
+        )
+    bad = [r for r in rows if r["status"] not in ("ok", "does-not-fit")]
+    if bad:
+        print(f"not compared: {', '.join(r['case'].name + ' (' + r['status'] + ')' for r in bad)}")
+    cold = [r["wall"] for r in done if not r["cached"]]
+    print(
+        f"wall time {total:.0f} s for {len(rows)} cases"
+        + (f"; compiles: median {statistics.median(cold):.0f} s, max {max(cold):.0f} s per case" if cold else "")
+        + f"; {sum(r.get('cached', False) for r in done)} from the cache"
+    )
+
+
+if __name__ == "__main__":
+    main()
