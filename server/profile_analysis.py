@@ -125,6 +125,7 @@ def compare(report: prof.Report, an: Analysis) -> dict[str, Any]:
         "measured_bottleneck": report.verdict.bottleneck,
         "expected_comm_share": est.time.exposed_comm_s / est.time.step_s,
         "measured_comm_share": report.collectives.share,
+        "host_only": report.host_only,
         "formula": "measured_mfu = model FLOPs per step (server/perf/arith.py) / (median step x chips x peak)",
     }
 

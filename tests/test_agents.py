@@ -195,3 +195,23 @@ def test_cli_profile_search_path(tmp_path: Path, capsys: pytest.CaptureFixture[s
     main(["analyze", str(cfg), "--json", "--profile-search-path", str(mirror)])
     doc = json.loads(capsys.readouterr().out)
     assert doc["diagnosis"]["source"] == "profile" and doc["diagnosis"]["bottleneck"] == "communication"
+
+
+@pytest.mark.parametrize("host_only", [False, True])
+def test_calibration_splits_on_collectives_except_for_a_cpu_only_profile(tmp_path: Path, host_only: bool) -> None:
+    # A CPU-only profile's collective time is mostly threads waiting for each other: it scales the step by one
+    # factor; a device profile's collective share scales the exposed communication on its own.
+    from server.agents.proposal import calibration
+
+    text = "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 4\nici_tensor_parallelism: 16\n"
+    p = tmp_path / "c.yml"
+    p.write_text(text)
+    est = analyze(p, text).estimate
+    assert est is not None and est.time.exposed_comm_s > 0.1 * est.time.step_s
+    gap = {"measured_step_s": 2 * est.time.step_s, "measured_comm_share": 0.8, "host_only": host_only}
+    cal = calibration(est, gap)
+    assert cal.step(est) == pytest.approx(2 * est.time.step_s)
+    if host_only:
+        assert cal.kc == cal.kx == pytest.approx(2.0) and "CPU-only" in (cal.note or "")
+    else:
+        assert cal.kx > cal.kc

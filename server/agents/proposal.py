@@ -45,7 +45,11 @@ def calibration(est: Estimate, gap: dict[str, Any] | None) -> Calibration:
     measured, comm_share = float(gap["measured_step_s"]), float(gap["measured_comm_share"])
     t = est.time
     exposed, rest = t.exposed_comm_s, t.step_s - t.exposed_comm_s
-    if exposed > 0.02 * t.step_s and comm_share > 0.01:
+    # A CPU-only profile's collective time is mostly device threads waiting for one another (server/perf/
+    # host_trace.py), not communication: splitting on it would charge the waits to the collectives, so such a
+    # profile scales the whole step by one factor.
+    split = not gap.get("host_only")
+    if split and exposed > 0.02 * t.step_s and comm_share > 0.01:
         kx = measured * comm_share / exposed
         kc = measured * (1 - comm_share) / rest if rest > 0 else 1.0
     else:
@@ -53,6 +57,7 @@ def calibration(est: Estimate, gap: dict[str, Any] | None) -> Calibration:
     note = (
         f"calibrated on the profile: measured step {measured * 1e3:,.1f} ms vs {t.step_s * 1e3:,.1f} ms estimated; "
         f"compute and memory-bound time x{kc:.2f}, exposed communication x{kx:.2f} for every candidate"
+        + ("" if split else " (CPU-only profile: its collective times are mostly waits, so one factor for the step)")
     )
     return Calibration(kc, kx, note)
 

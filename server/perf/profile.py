@@ -283,6 +283,7 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     comparison: dict[str, Any] | None = None  # measured vs the performance model's expectation
     implausible_ops: list[Op] = field(default_factory=list)  # flagged: FLOP or byte counts above the peaks
+    host_only: bool = False  # per-op times from the host trace (a CPU-only profile): collectives are mostly waits
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -541,7 +542,9 @@ def analyze(
     coll_names = {id(o) for o, _ in coll_ops}
     verdict = _verdict(ops, coll_names, device_us, kpis, coll, warnings, host_only)
     flagged = [o for o in ops if o.implausible]
-    return Report(source, kpis, ops[:TOP_N], top_categories, coll, verdict, warnings, implausible_ops=flagged)
+    return Report(
+        source, kpis, ops[:TOP_N], top_categories, coll, verdict, warnings, implausible_ops=flagged, host_only=host_only
+    )
 
 
 def _collectives(
