@@ -36,7 +36,7 @@ def _stats(names: dict[int, str], container: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for st in container:
         which = st.WhichOneof("value")
-        v = getattr(st, which) if which else None
+        v: Any = getattr(st, which) if which else None
         if which == "ref_value":
             v = names.get(v)
         out[names.get(st.metadata_id, str(st.metadata_id))] = v
