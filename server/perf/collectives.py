@@ -5,7 +5,8 @@ reduce-scatter of a V-byte (gathered) array take V(X-1)/X over the bidirectional
 the axis (2 x one-way link bandwidth); all-reduce twice that; all-to-all a quarter of an
 all-gather. An axis without wraparound (shorter than a full ring, or split) runs at half the
 bandwidth. A logical axis spread over k physical axes uses all k at once. Each ring step costs
-at least HOP_LATENCY. Cross-slice (DCN) parts move their share at the chip's DCN bandwidth.
+at least the chip's `hop_latency` (1 us on TPUs; measured for the CPU slice). Cross-slice (DCN)
+parts move their share at the chip's DCN bandwidth.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from dataclasses import dataclass, field
 
 from server.perf.layout import Layout
 from server.perf.placement import jax_physical_shape
+from server.perf.slices import CPU
 
-HOP_LATENCY = 1e-6
 # Cross-slice traffic grows with the number of slices: MaxText's published multislice runs lose MFU
 # roughly in proportion to log2(slices) (v5e-256 16B/64B from 1 to 32 slices, v4-128 22B from 1 to
 # 8), which a bandwidth-optimal ring's (d-1)/d cannot reproduce: priced as log2(d) rounds.
-DCN_ROUNDS = True  # seconds per ring step (DOMAIN.md §4: "each hop costs at least ~1 us")
+DCN_ROUNDS = True
 
 KIND_FACTOR = {
     "all-gather": 1.0,
@@ -40,6 +41,7 @@ class Path:
     ici_bw: float  # bytes/s per chip, both directions, over all physical axes used
     ring_steps: int  # latency-bound steps of one collective on ICI
     physical: str  # e.g. "x(16, ring) + y(16, ring)"
+    hop_latency: float = 1e-6  # seconds per ring step (the chip's)
 
 
 def path(lay: Layout, axes: tuple[str, ...]) -> Path:
@@ -51,7 +53,9 @@ def path(lay: Layout, axes: tuple[str, ...]) -> Path:
     if ici > 1 and not used:
         # A device-kind handler placed the devices (small slices): one ring over the slice's chips.
         # JAX orders them as a ring of direct links (tray ring order): both directions busy.
-        return Path(ici, dcn, 2 * chip.ici_link_bw, max(1, ici // 2), "ring order over the slice")
+        # The CPU slice's devices are threads of one process: its "link" is the measured all-gather rate.
+        where = "CPU devices (shared memory)" if chip.generation == CPU else "ring order over the slice"
+        return Path(ici, dcn, 2 * chip.ici_link_bw, max(1, ici // 2), where, chip.hop_latency)
     bw = 0.0
     steps = 0
     names = []
@@ -66,7 +70,7 @@ def path(lay: Layout, axes: tuple[str, ...]) -> Path:
         bw += chip.ici_link_bw * 2 * (1.0 if wrap else 0.5)
         steps = max(steps, size // 2 if wrap else size - 1)
         names.append(f"{'xyz'[p]}({size}{', ring' if wrap else ', open'})")
-    return Path(ici, dcn, bw, steps, " + ".join(names) or "none")
+    return Path(ici, dcn, bw, steps, " + ".join(names) or "none", chip.hop_latency)
 
 
 @dataclass
@@ -101,7 +105,7 @@ def price(c: Collective, pt: Path, dcn_bw: float) -> Collective:
         # A permute sends its whole buffer to one neighbour; the others move (X-1)/X of the array.
         share = 1.0 if c.kind == "collective-permute" else (pt.ici_degree - 1) / pt.ici_degree
         moved = c.bytes * share * f
-        ici_s = max(moved / pt.ici_bw, pt.ring_steps * HOP_LATENCY * f)
+        ici_s = max(moved / pt.ici_bw, pt.ring_steps * pt.hop_latency * f)
     if pt.dcn_degree > 1:
         # Across slices each device exchanges its 1/ici share with the other slices. Cross-slice
         # collectives go over the data-center network as rounds of pairwise exchanges, one per doubling

@@ -7,6 +7,10 @@ like the slice's physical device mesh, so the verdict is JAX's, not a re-impleme
 The device-kind handlers that JAX consults first (ring orders for small v5e/v6e/v5p/tpu7x
 slices) accept any mesh shape; they are mirrored here by the conditions under which
 they return a mesh.
+
+The measured `cpu` generation (server/perf/slices.py) is JAX's simulated CPU devices: threads of
+one process, no torus, and `create_device_mesh` on CPU devices reshapes the device list. Every
+mesh shape whose product is the device count is placed, trivially.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from server.perf.slices import Slice
+from server.perf.slices import CPU, Slice
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,8 @@ def place(sl: Slice, mesh_shape: tuple[int, ...], allow_split_physical_axes: boo
     """Place the ICI mesh (ordered least to most network-intense) on one slice, as JAX would."""
     if math.prod(mesh_shape) != sl.devices_per_slice or min(mesh_shape, default=1) < 1:
         return Placement(False, error="mesh shape does not match the slice")
+    if sl.chip.generation == CPU:
+        return Placement(True, handler="CPU devices: no physical links, any shape")
     handler = _handler_accepts(sl, mesh_shape)
     if handler:
         return Placement(True, handler=handler)

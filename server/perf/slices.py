@@ -2,6 +2,11 @@
 slice naming rules and topologies, and `parse_slice` for `compile_topology` names.
 
 This is the one table of hardware numbers in ASAP; every other module reads it.
+
+One entry is not a spec: `cpu-N`, the N simulated devices of JAX on this machine's CPU
+(`--xla_force_host_platform_device_count=N`). It exists only after `register_cpu_slice` was
+called with peaks a micro-benchmark measured on this machine (server/cpu_slice.py), and its
+sources say so; nothing about it is hard-coded.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ SOURCES: dict[str, str] = {
     "v6e 256x256), clock and compiler maturity",
     "assumed-mxu": "no published MaxText MFU found; assumed equal to v6e's (the same 256x256 MXU generation)",
     "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
+    "domain-hop": "DOMAIN.md §4 (after the scaling book): each hop of a collective costs at least ~1 us",
 }
 
 
@@ -56,6 +62,7 @@ class ChipSpec:
     mxu_efficiency: float  # sustained fraction of peak on large matmuls in MaxText training (calibrated)
     tensorcores: int = 1  # TensorCores per chip; XProf reports one device plane (and its peaks) per TensorCore
     mxu_dim: int = 128  # side of the systolic matmul array: a local matmul dimension below it leaves MXU rows idle
+    hop_latency: float = 1e-6  # seconds per ring step of a collective (DOMAIN.md §4: "each hop costs at least ~1 us")
     low_precision_peak: dict[str, float] = field(default_factory=dict)  # 'int8'/'fp8' -> dense ops/s per chip
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
@@ -226,6 +233,9 @@ CHIPS: dict[str, ChipSpec] = {
         },
     ),
 }
+
+for _chip in CHIPS.values():
+    _chip.sources.setdefault("hop_latency", "domain-hop")
 
 # Generation aliases accepted in names (MaxText and gcloud spellings).
 ALIASES: dict[str, str] = {"v5litepod": "v5e", "v5lite": "v5e", "ironwood": "tpu7x", "v7x": "tpu7x"}
@@ -435,6 +445,11 @@ def parse_slice(name: str, num_slices: int = 1) -> Slice:
         raise SliceError(f"'{name}' is not a TPU slice name; expected e.g. v5e-256, v5p-512, v6e-16, v4-128, tpu7x-8")
     gen = m["gen"].lower()
     gen = ALIASES.get(gen, gen)
+    if gen == CPU and gen not in CHIPS:
+        raise SliceError(
+            f"'{name}': the cpu slice exists only once its peaks were measured on this machine "
+            "(server/cpu_slice.py, run by bench/closed_loop.py); it has no published specs"
+        )
     if gen not in CHIPS:
         raise SliceError(f"unknown TPU generation '{m['gen']}' in '{name}'; known: {', '.join(CHIPS)}")
     chip = CHIPS[gen]
@@ -461,3 +476,83 @@ def parse_slice(name: str, num_slices: int = 1) -> Slice:
     chips = math.prod(topology)
     canonical = f"{gen}-{chips * chip.name_units_per_chip}"
     return Slice(canonical, chip, topology, _wrap(topology, chip.torus_rank), num_slices)
+
+
+# -- the measured CPU "slice" ------------------------------------------------------------------------------
+CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class CpuPeaks:
+    """What a micro-benchmark measured for JAX's simulated CPU devices, all of them running at once (so each
+    device's share of the machine): per-device rates, as the chip table holds them."""
+
+    devices: int
+    matmul_flops: float  # bf16 matmul FLOP/s per device, every device multiplying at once
+    copy_bw: float  # bytes/s per device read + written by an elementwise kernel, every device at once
+    collective_bw: float  # bytes/s per device, both directions: all-gather V(X-1)/X over its time
+    hop_latency: float  # seconds per ring step: a tiny all-reduce's time / (ring steps x 2)
+    memory_bytes: int  # host memory / devices
+    measured_at: str  # ISO time
+    by: str  # what measured it
+    details: dict[str, float] = field(default_factory=dict)  # the raw timings behind each number
+
+
+def cpu_topology(devices: int) -> tuple[int, ...]:
+    """A 2-D shape for N simulated devices (2 x N/2 when N is even): only so that the mesh enumeration offers
+    every degree 2, 4, ..., N; the devices are threads of one process with no physical links between them."""
+    return (2, devices // 2) if devices % 2 == 0 and devices > 2 else (1, devices)
+
+
+def register_cpu_slice(peaks: CpuPeaks) -> Slice:
+    """Add (or replace) the `cpu` generation with the measured peaks; returns the `cpu-N` slice."""
+    key = "measured-cpu"
+    SOURCES[key] = (
+        f"measured on this machine by {peaks.by} at {peaks.measured_at}: bf16 matmul, elementwise copy, "
+        f"all-gather and tiny all-reduce on {peaks.devices} simulated CPU devices running at once"
+    )
+    SOURCES["cpu-model"] = (
+        "not a hardware figure: the CPU devices share one process's memory, so there is no MXU (mxu_dim 1), no "
+        "separate host link (pcie = copy bandwidth), no network between slices (dcn = collective bandwidth), and "
+        "the measured matmul rate is already sustained (mxu_efficiency 1)"
+    )
+    SOURCES["host-memory"] = f"this machine's physical memory / {peaks.devices} devices (os.sysconf)"
+    CHIPS[CPU] = ChipSpec(
+        generation=CPU,
+        device_kind="cpu",  # jax.devices()[0].device_kind on the CPU backend
+        peak_bf16_flops=peaks.matmul_flops,
+        hbm_bytes=peaks.memory_bytes,
+        hbm_bw=peaks.copy_bw,
+        ici_link_bw=peaks.collective_bw / 2,  # one direction: collectives price 2 x link on a ring
+        ici_links=2,
+        torus_rank=2,
+        name_counts="devices",
+        name_units_per_chip=1,
+        devices_per_chip=1,
+        dcn_bw=peaks.collective_bw,
+        pcie_bw=peaks.copy_bw,
+        mxu_efficiency=1.0,
+        mxu_dim=1,
+        hop_latency=peaks.hop_latency,
+        sources={
+            "peak_bf16_flops": key,
+            "hbm_bytes": "host-memory",
+            "hbm_bw": key,
+            "ici_link_bw": key,
+            "hop_latency": key,
+            "ici_links": "cpu-model",
+            "dcn_bw": "cpu-model",
+            "pcie_bw": "cpu-model",
+            "mxu_efficiency": "cpu-model",
+            "mxu_dim": "cpu-model",
+            "topology": "cpu-model",
+        },
+    )
+    TOPOLOGIES[CPU] = {peaks.devices: cpu_topology(peaks.devices)}
+    return parse_slice(f"{CPU}-{peaks.devices}")
+
+
+def unregister_cpu_slice() -> None:
+    """Remove the `cpu` generation (tests; a process that measured again registers anew)."""
+    CHIPS.pop(CPU, None)
+    TOPOLOGIES.pop(CPU, None)
