@@ -124,3 +124,12 @@ def test_overrides_of_model_dims_win_over_the_preset(write):
     assert small.model.mlp_dim == cfg.model.mlp_dim  # not overridden: the preset's
     meshed = config.with_overrides(cfg, {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2})
     assert meshed.model == cfg.model
+
+
+def test_base_config_base_yml_is_maxtexts_own(write):
+    """`base_config: base.yml` with no such file next to the config is MaxText's base.yml (MaxText looks in its
+    configs directory next): ASAP's defaults are that file, so it is no error. Any other missing parent is."""
+    cfg = config.load(write("c.yml", "base_config: base.yml\nici_fsdp_parallelism: 8\n"))
+    assert not cfg.findings and cfg.get("ici_tensor_parallelism") == 1
+    other = config.load(write("d.yml", "base_config: models/llama2-7b.yml\nici_fsdp_parallelism: 8\n"))
+    assert [f.code for f in other.findings] == ["ASAP002"]

@@ -370,6 +370,7 @@ def test_verify_maxtext_compiles_the_real_program(tmp_path: Path) -> None:
 
 
 MAXTEXT_TINY = """\
+base_config: base.yml
 compile_topology: v5e-16
 base_emb_dim: 256
 base_num_query_heads: 4

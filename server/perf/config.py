@@ -163,6 +163,10 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
         try:
             text = reader(parent_path)
         except OSError:
+            if Path(entry.value).name == "base.yml" and Path(entry.value).parent in (Path("."), Path("configs")):
+                # MaxText looks next to the config, then in its own configs directory: its base.yml holds the
+                # defaults ASAP already applies (server/perf/defaults.py), so the chain ends here, correctly
+                return parents
             cfg.findings.append(
                 Finding(
                     "ASAP002",
