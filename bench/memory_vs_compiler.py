@@ -55,7 +55,7 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def yaml(self) -> str:
-        lines = [f"# {self.name}"]
+        lines = [f"# {self.name}", "base_config: base.yml  # MaxText's own, for --maxtext-python"]
         if isinstance(self.model, str):
             lines.append(f"model_name: {self.model}")
         else:
@@ -223,13 +223,20 @@ def main() -> None:
     ap.add_argument("--db", type=Path, help="sqlite file for the compile cache (default: ASAP's store)")
     ap.add_argument("--filter", default="", help="only the cases whose name contains this")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per case")
+    ap.add_argument(
+        "--maxtext-python",
+        metavar="PY",
+        help="compare with MaxText's own train step compiled by MaxText's train_compile in this environment "
+        "(whole model, no layer extrapolation) instead of ASAP's reference program",
+    )
     args = ap.parse_args()
     if not libtpu_available():
         print("libtpu is not installed (pip install '.[compile]'): nothing to compare with")
         return
     db = store.connect(args.db) if args.db else store.connect()
     v = versions()
-    print(f"jax {v['jax']}, libtpu {v['libtpu']}; max_layers {args.max_layers}")
+    program = f"MaxText's train_compile ({args.maxtext_python})" if args.maxtext_python else "ASAP's reference program"
+    print(f"jax {v['jax']}, libtpu {v['libtpu']}; max_layers {args.max_layers}; compiled: {program}")
     cases = [c for c in CASES if args.filter in c.name]
     rows = []
     t_all = time.perf_counter()
@@ -238,7 +245,7 @@ def main() -> None:
             p = Path(tmp) / f"case{i}.yml"
             p.write_text(case.yaml())
             t0 = time.perf_counter()
-            r = verify(p, db=db, max_layers=args.max_layers, timeout_s=args.timeout)
+            r = verify(p, db=db, max_layers=args.max_layers, timeout_s=args.timeout, maxtext_python=args.maxtext_python)
             rows.append(report(case, r, time.perf_counter() - t0))
     total = time.perf_counter() - t_all
 
