@@ -496,3 +496,16 @@ def test_axes_label_and_collective_axes() -> None:
     assert mesh_axes_of_group((0, 1), []) == ()
     op = CollectiveOp("all-reduce", "sync", 4, 4, ((0, 8), (1, 9)), 2, None, None)
     assert collective_mesh_axes(op, MESH) == ("data",)
+
+
+def test_operands_that_pick_a_tuple_element_keep_the_attributes() -> None:
+    """MaxText's optimized HLO (libtpu 0.0.50) names tuple elements as operands (`%while.47#5`) and puts memory
+    spaces in layouts (`S(1)`): the replica groups after them must still be read (they were lost before)."""
+    line = (
+        "%all-reduce.54 = (bf16[256]{0:T(256)(128)(2,1)S(1)}, bf16[2,256]{1,0:T(2,128)(2,1)S(1)}) "
+        "all-reduce(%fusion.228#0, %while.47#5), channel_id=53, replica_groups=mesh['axis_0'=16] {'axis_0'}, "
+        "use_global_device_ids=true, to_apply=%region_8.11.clone"
+    )
+    op = parse_collective(line)
+    assert op is not None and op.group_size == 16 and op.groups == (tuple(range(16)),)
+    assert op.result_bytes == (256 + 2 * 256) * 2

@@ -99,7 +99,7 @@ _ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]\[]*)\]")
 _COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
 _HEADER_RE = re.compile(r"\s*(?:ROOT\s+)?%?([^\s=]+)\s*=\s*")
 _OPCODE_RE = re.compile(r"\s*([a-z][a-z0-9\-_]*)\s*\(")
-_NAME_RE = re.compile(r"\s*%?[\w.\-]+")
+_NAME_RE = re.compile(r"\s*%?[\w.\-]+(?:#\d+)?")  # `%while.47#5`: one element of a tuple-shaped operand
 _IOTA_RE = re.compile(r"\s*\[([\d,\s]*)\]\s*<=\s*\[([\d,\s]*)\]\s*(?:T\s*\(([\d,\s]*)\))?\s*$")
 _MESH_RE = re.compile(
     r"\s*mesh\s*\[([^\]]*)\]\s*(?:,\s*device_ids\s*=\s*\(((?:[^()]|\([^()]*\))*)\))?\s*\{([^}]*)\}\s*$"
