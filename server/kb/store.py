@@ -224,8 +224,9 @@ class KnowledgeStore:
     ) -> None:
         self.path = path or index_path()
         self.root = root or kb_dir()
-        # the measured outcomes of ASAP's applied proposals, indexed with kb/history (server/experiments.py)
-        self.outcomes = outcomes or cache_store.outcomes_dir()
+        # the measured outcomes of ASAP's applied proposals, indexed with kb/history (server/experiments.py);
+        # a knowledge base of another root (tests, benchmarks) has only what its root holds, unless given
+        self.outcomes = outcomes if outcomes is not None else (cache_store.outcomes_dir() if root is None else None)
         self.embedder = embedder or default_embedder()
         self.notices: list[str] = []
         self._db: sqlite_utils.Database | None = None
