@@ -70,11 +70,12 @@ def _leg_line(name: str, leg: Leg, load: float) -> str:
 
 def _print_rep(i: int, r: Repetition, loads: tuple[float, float]) -> None:
     p = r.proposal
-    print(f"repetition {i}: proposal 1 = ICI {p['ici']} {p['other_changes'] or ''} ({r.edits} edits)")
+    what = "its mesh only" if r.mesh_only else "applied"
+    print(f"repetition {i}: proposal 1 = ICI {p['ici']} {p['other_changes'] or ''} ({what}, {r.edits} edits)")
     print(_leg_line("before", r.before, loads[0]))
     print(_leg_line("after", r.after, loads[1]))
     print(
-        f"    step:    predicted {r.predicted_step_s * MS:7.1f} ms (proposal 1, calibrated on the first profile)  "
+        f"    step:    predicted {r.predicted_step_s * MS:7.1f} ms (calibrated on the first profile)  "
         f"measured {r.after.measured_step_s * MS:7.1f} ms  ({r.after.measured_step_s / r.predicted_step_s - 1:+.0%})"
     )
     print(
@@ -105,6 +106,7 @@ def _json(loop: Loop) -> dict[str, Any]:
         "slice": loop.slice.name,
         "repetitions": [
             {
+                "mesh_only": r.mesh_only,
                 "proposal": r.proposal,
                 "before": leg(r.before),
                 "after": leg(r.after),
@@ -129,10 +131,15 @@ def main() -> int:
     ap.add_argument("--workdir", type=Path, help="where configs and profiles go (default: a temporary directory)")
     ap.add_argument("--tiny", action="store_true", help="the CI test's tiny model")
     ap.add_argument("--no-kb", action="store_true", help="analyse without the knowledge store")
+    ap.add_argument(
+        "--mesh-only", action="store_true", help="apply only proposal 1's mesh, not its batch or remat changes"
+    )
     ap.add_argument("--json", type=Path, help="also write the numbers as JSON")
     args = ap.parse_args()
     model = TINY_MODEL if args.tiny else BENCH_MODEL
     work = args.workdir or Path(tempfile.mkdtemp(prefix="asap-closed-loop-"))
+    if args.mesh_only:
+        work = work / "mesh-only"
     print(f"work directory: {work}")
     t0 = time.perf_counter()
     peaks, sl = measure_slice(args.devices, by="bench/closed_loop.py")
@@ -143,12 +150,23 @@ def main() -> int:
         f"{2 * c.ici_link_bw / 1e9:.2f} GB/s (both directions), hop {c.hop_latency * 1e6:.0f} us, memory "
         f"{c.hbm_bytes / 2**30:.1f} GiB, each per device with all {peaks.devices} running"
     )
-    print(f"model: {model}; starting mesh {POOR_MESH}; {args.steps} profiled steps per run\n")
+    print(f"model: {model}; starting mesh {POOR_MESH}; {args.steps} profiled steps per run")
+    if args.mesh_only:
+        print("applying proposal 1's mesh only: the prediction is the calibrated model of what ran")
+    print()
     loop = Loop(peaks, sl)
     for i in range(1, args.reps + 1):
         load_before = os.getloadavg()[0]
         try:
-            r = repetition(work / f"rep{i}", sl, model, steps=args.steps, warmup=args.warmup, use_kb=not args.no_kb)
+            r = repetition(
+                work / f"rep{i}",
+                sl,
+                model,
+                steps=args.steps,
+                warmup=args.warmup,
+                use_kb=not args.no_kb,
+                mesh_only=args.mesh_only,
+            )
         except LoopError as e:
             print(f"repetition {i}: the loop stopped: {e}")
             return 1

@@ -120,15 +120,22 @@ class Repetition:
     proposal: dict[str, Any]  # proposal 1 of the first analysis
     after: Leg
     edits: int  # text edits apply.py made
+    mesh_only: bool = False  # the batch/remat changes of proposal 1 were left out
 
     @property
     def predicted_step_s(self) -> float:
-        """Proposal 1's expected step (the model calibrated on the first profile)."""
+        """Proposal 1's expected step (the model calibrated on the first profile); for a mesh-only run, the
+        calibrated model's step of what ran: the new config's estimate x the first profile's one factor (a
+        CPU-only profile calibrates the whole step by one factor, server/agents/proposal.py)."""
+        if self.mesh_only:
+            return self.after.model_step_s * self.before.measured_step_s / self.before.model_step_s
         return float(self.proposal["expected"]["step_s"])
 
     @property
     def predicted_speedup(self) -> float:
         """Proposal 1's expected throughput gain (tokens/s), calibrated on the first profile."""
+        if self.mesh_only:
+            return self.model_speedup
         return float(self.proposal["expected"]["speedup"])
 
     @property
@@ -185,8 +192,9 @@ def run_leg(config: Path, text: str, out: Path, steps: int, warmup: int, use_kb:
     return Leg(config, text, spec, res, result)
 
 
-def apply_first(leg: Leg) -> tuple[dict[str, Any], str, int]:
-    """Proposal 1 of a leg's analysis written into its YAML: (proposal, new text, number of edits)."""
+def apply_first(leg: Leg, mesh_only: bool = False) -> tuple[dict[str, Any], str, int]:
+    """Proposal 1 of a leg's analysis written into its YAML: (proposal, new text, number of edits). With
+    `mesh_only`, its batch or remat changes are left out (to see what the mesh alone does)."""
     props = leg.result["proposals"]
     if not props:
         raise LoopError(f"ASAP made no proposal for {leg.config}: {leg.result.get('notes')}")
@@ -194,7 +202,7 @@ def apply_first(leg: Leg) -> tuple[dict[str, Any], str, int]:
     if p.get("keep_current"):
         raise LoopError(f"ASAP's proposal 1 is to keep the current mesh: {p['rationale']}")
     cfg = analyze(leg.config, leg.text).config
-    edits = proposal_edits(cfg, p["ici"], p["dcn"], p.get("other_changes") or {})
+    edits = proposal_edits(cfg, p["ici"], p["dcn"], {} if mesh_only else (p.get("other_changes") or {}))
     return p, apply_text(leg.text, edits), len(edits)
 
 
@@ -206,11 +214,13 @@ def repetition(
     steps: int = 10,
     warmup: int = 2,
     use_kb: bool = True,
+    mesh_only: bool = False,
 ) -> Repetition:
-    """One turn of the loop in `workdir`: config.yml (the given mesh) -> proposal 1 -> config.proposed.yml."""
+    """One turn of the loop in `workdir`: config.yml (the given mesh) -> proposal 1 -> config.proposed.yml.
+    With `mesh_only`, the mesh of proposal 1 without its batch or remat changes (a variant, not proposal 1)."""
     workdir.mkdir(parents=True, exist_ok=True)
     text = config_text(model, sl.name, mesh or POOR_MESH)
     before = run_leg(workdir / "config.yml", text, workdir / "before", steps, warmup, use_kb)
-    proposal, new_text, n = apply_first(before)
+    proposal, new_text, n = apply_first(before, mesh_only)
     after = run_leg(workdir / "config.proposed.yml", new_text, workdir / "after", steps, warmup, use_kb)
-    return Repetition(before, proposal, after, n)
+    return Repetition(before, proposal, after, n, mesh_only)

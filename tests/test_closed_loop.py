@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from server.analysis import analyze
-from server.closed_loop import POOR_MESH, TINY_MODEL, Repetition, measure_slice, repetition
+from server.closed_loop import POOR_MESH, TINY_MODEL, Repetition, apply_first, measure_slice, repetition
 from server.perf.findings import Severity
 from server.perf.slices import Slice, unregister_cpu_slice
 
@@ -76,3 +76,13 @@ def test_the_new_run_is_profiled_and_analysed(turn: Repetition) -> None:
     assert labels and all(set(label.split("+")) <= used for label in labels)
     assert after.diagnosis["source"] == "profile" and after.diagnosis["gap"] is not None
     assert all(x > 0 for x in (turn.measured_speedup, turn.predicted_speedup, turn.model_speedup))
+
+
+def test_mesh_only_leaves_the_batch_as_it_was(turn: Repetition, tmp_path_factory: pytest.TempPathFactory) -> None:
+    p, text, _ = apply_first(turn.before, mesh_only=True)
+    path = tmp_path_factory.mktemp("mesh-only") / "c.yml"
+    path.write_text(text)
+    an = analyze(path, text)
+    assert an.check.consistent
+    assert {d.axis.name: d.degree for d in an.check.ici if d.degree != 1} == p["ici"]
+    assert an.config.get("per_device_batch_size") == TINY_MODEL.pdbs
