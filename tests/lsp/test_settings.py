@@ -131,7 +131,12 @@ async def test_analyze_command_runs_the_coordinator_with_progress(fresh: AsapCli
     assert result["proposals"][0]["ici"].get("tensor", 1) < 16
     assert "per_device_batch_size: 2" in doc.text and result["estimate"]["tokens_per_step"] == 2 * 2048 * 256
     assert kb_index.exists()  # the index went where asap.kbPath says
-    (token,) = set(fresh.progress_reports) - before
+    # the command's own progress (the background agents started on open may report theirs meanwhile)
+    (token,) = [
+        t
+        for t in set(fresh.progress_reports) - before
+        if getattr(fresh.progress_reports[t][0], "title", "") == "ASAP: analyzing"
+    ]
     kinds = [type(v).__name__ for v in fresh.progress_reports[token]]
     assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
 
