@@ -82,8 +82,14 @@ def versions(python: str) -> dict[str, str | None]:
         return {"maxtext": None, "jax": None, "libtpu": None}
 
 
-def command(python: str, config_path: Path, sl: Slice, overrides: dict[str, Any]) -> list[str]:
-    """MaxText's train_compile for this config and slice, with `overrides` as command-line keys."""
+def command(
+    python: str, config_path: Path, sl: Slice, overrides: dict[str, Any], jax_cache: Path | None = None
+) -> list[str]:
+    """MaxText's train_compile for this config and slice, with `overrides` as command-line keys. `jax_cache`:
+    JAX's persistent compilation cache for this run (MaxText's default, ~/jax_cache, is shared by every
+    MaxText run on the machine: an entry another libtpu wrote there fails to load, and a cached executable
+    would skip the compile being verified)."""
+    cache = [f"jax_cache_dir={jax_cache}"] if jax_cache is not None else []
     return [
         python,
         "-m",
@@ -91,6 +97,7 @@ def command(python: str, config_path: Path, sl: Slice, overrides: dict[str, Any]
         str(config_path),
         f"compile_topology={sl.name}",
         f"compile_topology_num_slices={sl.num_slices}",
+        *cache,
         *(f"{k}={v}" for k, v in overrides.items()),
     ]
 
@@ -144,7 +151,7 @@ def run(
         t0 = time.perf_counter()
         try:
             proc = subprocess.Popen(
-                command(python, config_path, sl, overrides),
+                command(python, config_path, sl, overrides, Path(tmp) / "jax_cache"),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
