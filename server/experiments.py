@@ -511,7 +511,22 @@ def measure(an: Analysis, profile: Path) -> Measured:
     pf = profile_convert.find_profile(profile)
     tools, _ = profile_convert.load_tools(pf)
     report, findings = analyze_tools(tools, an, pf.describe())
-    return measured_from(report, pf, findings)
+    m = measured_from(report, pf, findings)
+    m.memory_bytes = compiled_memory(an)
+    return m
+
+
+def compiled_memory(an: Analysis, maxtext_python: str | None = None) -> float | None:
+    """Per-chip HBM of the config's mesh as the TPU compiler allocated it, when `asap verify` (or the editor's
+    Verify) compiled it already: the memory side of an outcome (XProf's tools ASAP reads have no per-chip
+    peak). Never compiles."""
+    from server.perf import verify
+
+    with contextlib.suppress(Exception):
+        r = verify.verify(an.config, cached_only=True, maxtext_python=maxtext_python)
+        if r.compiled is not None:
+            return float(r.compiled.memory_per_chip_bytes)
+    return None
 
 
 def measured_from(report: Any, pf: Any, findings: list[Any]) -> Measured:

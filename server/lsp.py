@@ -155,6 +155,7 @@ class AsapServer(LanguageServer):
         try:
             measured = experiments.measured_from(res.report, res.files, res.findings)
             if experiments.pending(an, Path(path), measured):
+                measured.memory_bytes = experiments.compiled_memory(an, self.settings.maxtext_python)
                 self.new_outcomes[uri] = experiments.record_outcome(an, Path(path), measured)
         except experiments.OutcomeError as e:
             log.info("no outcome recorded for %s: %s", path, e)

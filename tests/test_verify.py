@@ -384,3 +384,14 @@ max_target_length: 256
 ici_fsdp_parallelism: 16
 dataset_type: synthetic
 """
+
+
+@pytest.mark.tpu
+@needs_libtpu
+def test_verify_cached_only_never_compiles(small: Path, db: sqlite_utils.Database, fsdp16) -> None:  # type: ignore[no-untyped-def]
+    """What an outcome reads for its memory side: a verification already made, or nothing (no compile)."""
+    hit = verify(small, db=db, cached_only=True)
+    assert hit.cached and hit.compiled is not None
+    assert hit.compiled.memory_per_chip_bytes == fsdp16.compiled.memory_per_chip_bytes
+    miss = verify(small, {"ici_fsdp_parallelism": 2, "ici_data_parallelism": 8}, db=db, cached_only=True)
+    assert miss.status == "unavailable" and miss.compiled is None and "not compiled yet" in miss.message

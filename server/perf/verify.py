@@ -527,6 +527,7 @@ def verify(
     use_cache: bool = True,
     hlo_dir: Path | None = None,
     maxtext_python: str | None = None,
+    cached_only: bool = False,
 ) -> VerifyResult:
     """Compile `source`'s train step (a config path, a loaded Config or an Analysis) with the mesh keys
     in `mesh` overriding the config's (e.g. {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2}) for
@@ -549,7 +550,18 @@ def verify(
     allow_split = cfg.get("allow_split_physical_axes", False) is True
     if maxtext_python:
         return _verify_maxtext(
-            maxtext_python, cfg, chk, mesh or {}, base, placement_findings, timeout_s, progress, cancel, db, use_cache
+            maxtext_python,
+            cfg,
+            chk,
+            mesh or {},
+            base,
+            placement_findings,
+            timeout_s,
+            progress,
+            cancel,
+            db,
+            use_cache,
+            cached_only,
         )
     try:
         spec = ref_spec(cfg, sl)
@@ -586,6 +598,8 @@ def verify(
             log.warning("verification cache unavailable (%s)", e)
             db = None
     hit = _cached(db, key) if use_cache else None
+    if hit is None and cached_only:
+        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
         run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
         cached = True
@@ -616,6 +630,7 @@ def _verify_maxtext(
     cancel: CancelToken | None,
     db: Any,
     use_cache: bool,
+    cached_only: bool = False,
 ) -> VerifyResult:
     """MaxText's own train_compile of the saved config (server/perf/verify_maxtext.py), read like the reference."""
     from server.perf import verify_maxtext
@@ -651,6 +666,8 @@ def _verify_maxtext(
             db = None
     hit = _cached(db, key) if use_cache else None
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    if hit is None and cached_only:
+        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
         run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
         cached = True
