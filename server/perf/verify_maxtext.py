@@ -150,6 +150,9 @@ def run(
             ).strip(),
         }
         env.pop("PYTHONPATH", None)  # MaxText's environment, not ASAP's
+        # jax sets TPU_LIBRARY_PATH in a process that loads libtpu (ASAP's own, for placement): inherited, it
+        # made MaxText's jax load ASAP's libtpu instead of its own (MLIR bytecode errors after the first compile)
+        env.pop("TPU_LIBRARY_PATH", None)
         out: dict[str, Any] = {"timed_out": False, "cancelled": False}
         lines: list[str] = []
         t0 = time.perf_counter()
