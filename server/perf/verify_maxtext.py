@@ -139,9 +139,9 @@ def run(
             **os.environ,
             "JAX_PLATFORMS": "cpu",
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-            # jax 0.12.0.1 writes Mosaic kernels' debug locations into a backend-config field that libtpu
-            # 0.0.50-0.0.52 cannot parse ("no such field: 'debug_locations'"): every Pallas kernel but the
-            # first-compiled shapes failed; the locations only serve error messages
+            # jax 0.12 writes Mosaic kernels' debug locations into a backend-config field an older libtpu cannot
+            # parse ("no such field: 'debug_locations'", seen while ASAP's libtpu leaked in through
+            # TPU_LIBRARY_PATH, below); the locations only serve Mosaic's error messages
             "JAX_MOSAIC_UNZIP_DEBUG_LOCATIONS": os.environ.get("JAX_MOSAIC_UNZIP_DEBUG_LOCATIONS", "false"),
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "XLA_FLAGS": (
