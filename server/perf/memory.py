@@ -133,8 +133,11 @@ def memory(
     gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
     # bf16 logits (`LOGITS_BUFFERS` of them); XLA fuses MaxText's float32 cast and softmax cross-entropy and
-    # its gradient around them.
-    logits = LOGITS_BUFFERS * tokens * s.vocab / tp * ACT_BYTES / max(1, vocab_tiles)
+    # its gradient around them. Tensor parallelism splits the vocabulary, not the batch: a device holds the
+    # logits of its tensor group's pdbs x tp sequences over vocab / tp columns, pdbs x seq x vocab in all
+    # (MaxText's activation_embed_and_logits_batch rule has no tensor axis; the TPU compiler's buffer
+    # assignment of MaxText's own llama3-8b step on v6e-16 with tensor 4: bf16[8, 2048, 32064] for pdbs 2).
+    logits = LOGITS_BUFFERS * tokens * s.vocab * ACT_BYTES / max(1, vocab_tiles)
     # A bf16 copy of the scanned layers' weights, sharded like them: each layer casts its (float32) weights to
     # the activation dtype, and XLA converts the whole stack once, before the forward scan, for the forward,
     # the rematerialised forward and the backward scans to slice from (buffer assignment of the same compile:
