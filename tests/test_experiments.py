@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 from profiles.synth import GROUND_TRUTH, write_profile
+from support.configs import LOOP_CONFIG as CONFIG
 
 from server import experiments
 from server.agents.coordinator import run_json
@@ -21,16 +22,6 @@ from server.cli import main
 from server.kb.store import KnowledgeStore, Situation
 from server.perf.apply import apply_text, proposal_edits
 from server.perf.profile import ProfileError
-
-CONFIG = """\
-# asap: profile=runs/before
-compile_topology: v5e-4
-model_name: default
-per_device_batch_size: 2
-max_target_length: 2048
-ici_fsdp_parallelism: 1
-ici_tensor_parallelism: 4   # tensor parallelism over the whole slice
-"""
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sqlite_utils
+from support.configs import OVERSIZED, SMALL
 
 from server.cli import main
 from server.perf import config as config_mod
@@ -96,21 +97,6 @@ def test_verify_logical_axis_rules_resolve_like_flax() -> None:
     )
     assert logical_to_mesh(("embed", "q_heads", "kv"))[1:] == (("tensor", "tensor_sequence", "autoregressive"), None)
 
-
-# -- compiles (libtpu) --------------------------------------------------------------------------------
-SMALL = """\
-# asap: slice=v5e-16
-base_emb_dim: 256
-base_num_query_heads: 4
-base_num_kv_heads: 4
-base_mlp_dim: 1024
-base_num_decoder_layers: 2
-head_dim: 64
-vocab_size: 1024
-per_device_batch_size: 1
-max_target_length: 256
-ici_fsdp_parallelism: -1
-"""
 
 needs_libtpu = pytest.mark.skipif(not libtpu_available(), reason="needs libtpu: pip install '.[compile]'")
 
@@ -202,23 +188,6 @@ def test_verify_fsdp_divides_argument_bytes_and_tensor_adds_collectives(  # type
     again = verify(small, {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4}, db=db)
     assert again.cached and again.compiled is not None
     assert again.compiled.memory_per_chip_bytes == tp.compiled.memory_per_chip_bytes
-
-
-# 1.6B parameters replicated 16 ways (data parallelism): 19.5 GB of weights and Adam moments per chip.
-OVERSIZED = """\
-# asap: slice=v5e-16
-base_emb_dim: 8192
-base_num_query_heads: 64
-base_num_kv_heads: 8
-base_mlp_dim: 16384
-base_num_decoder_layers: 1
-head_dim: 128
-vocab_size: 65536
-per_device_batch_size: 1
-max_target_length: 128
-ici_data_parallelism: 16
-ici_fsdp_parallelism: 1
-"""
 
 
 @pytest.mark.tpu

@@ -568,12 +568,7 @@ def verify(
     except VerifyError as e:
         return VerifyResult("invalid", str(e), **base)
 
-    est_json: dict[str, Any] | None = None
-    if not placement_findings:
-        try:
-            est_json = estimate_json(estimate(cfg, chk))
-        except EstimateError as e:
-            log.info("verify: no estimate to compare with: %s", e)
+    est_json = None if placement_findings else _estimate_or_none(cfg, chk)
 
     if not libtpu_available():
         return VerifyResult(
@@ -591,12 +586,7 @@ def verify(
         "layers": plan,
     }
     key = cache_key(job, vers)
-    if db is None and use_cache:
-        try:
-            db = store.connect()
-        except Exception as e:  # a read-only cache directory: verify without keeping results
-            log.warning("verification cache unavailable (%s)", e)
-            db = None
+    db = _open_db(db, use_cache)
     hit = _cached(db, key) if use_cache else None
     if hit is None and cached_only:
         return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
@@ -616,6 +606,25 @@ def verify(
         if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
             _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
     return _result(run, spec.layers, sl, est_json, placement_findings, base, cached)
+
+
+def _estimate_or_none(cfg: Config, chk: MeshCheck) -> dict[str, Any] | None:
+    try:
+        return estimate_json(estimate(cfg, chk))
+    except EstimateError as e:
+        log.info("verify: no estimate to compare with: %s", e)
+        return None
+
+
+def _open_db(db: Any, use_cache: bool) -> Any:
+    """ASAP's store for the cache, unless given or not wanted; None on a read-only cache directory."""
+    if db is not None or not use_cache:
+        return db
+    try:
+        return store.connect()
+    except Exception as e:  # a read-only cache directory: verify without keeping results
+        log.warning("verification cache unavailable (%s)", e)
+        return None
 
 
 def _verify_maxtext(
@@ -640,12 +649,7 @@ def _verify_maxtext(
     base = {**base, "program": "maxtext"}
     if cfg.path is None:
         return VerifyResult("invalid", "MaxText compiles a config file: save it first", **base)
-    est_json: dict[str, Any] | None = None
-    if not placement_findings:
-        try:
-            est_json = estimate_json(estimate(cfg, chk))
-        except EstimateError as e:
-            log.info("verify: no estimate to compare with: %s", e)
+    est_json = None if placement_findings else _estimate_or_none(cfg, chk)
     vers = verify_maxtext.versions(python)
     base["versions"] = {**base["versions"], **{f"maxtext_env_{k}": v for k, v in vers.items()}}
     if vers.get("maxtext") is None:
@@ -658,12 +662,7 @@ def _verify_maxtext(
     job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
     mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
     key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
-    if db is None and use_cache:
-        try:
-            db = store.connect()
-        except Exception as e:
-            log.warning("verification cache unavailable (%s)", e)
-            db = None
+    db = _open_db(db, use_cache)
     hit = _cached(db, key) if use_cache else None
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
     if hit is None and cached_only:

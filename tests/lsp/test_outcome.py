@@ -9,20 +9,11 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 from profiles.synth import write_profile
+from support.configs import LOOP_CONFIG as CONFIG
 
 from .conftest import AGENTS, AsapClient, Doc, wait_for_log
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
-
-CONFIG = """\
-# asap: profile=runs/before
-compile_topology: v5e-4
-model_name: default
-per_device_batch_size: 2
-max_target_length: 2048
-ici_fsdp_parallelism: 1
-ici_tensor_parallelism: 4   # tensor parallelism over the whole slice
-"""
 
 
 async def command(client: AsapClient, name: str, *args: object) -> object:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
+from support.configs import OVERSIZED, SMALL
 
 from server.perf.verify import libtpu_available
 
@@ -18,36 +19,6 @@ pytestmark = [
     pytest.mark.skipif(not libtpu_available(), reason="needs libtpu: pip install '.[compile]'"),
 ]
 COMPILE_S = 180.0  # a tiny model's compiles take 5-25 s each on two cores; bounded generously
-
-SMALL = """\
-# asap: slice=v5e-16
-base_emb_dim: 256
-base_num_query_heads: 4
-base_num_kv_heads: 4
-base_mlp_dim: 1024
-base_num_decoder_layers: 2
-head_dim: 64
-vocab_size: 1024
-per_device_batch_size: 1
-max_target_length: 256
-ici_fsdp_parallelism: 16
-"""
-
-# 1.6B parameters replicated 16 ways: 19.5 GB of weights and Adam moments per v5e chip (15.75 GiB usable)
-OVERSIZED = """\
-# asap: slice=v5e-16
-base_emb_dim: 8192
-base_num_query_heads: 64
-base_num_kv_heads: 8
-base_mlp_dim: 16384
-base_num_decoder_layers: 1
-head_dim: 128
-vocab_size: 65536
-per_device_batch_size: 1
-max_target_length: 128
-ici_data_parallelism: 16
-ici_fsdp_parallelism: 1
-"""
 
 
 def codes_of(diags: list[lsp.Diagnostic]) -> set[str]:
@@ -68,7 +39,7 @@ async def run_verify(client: AsapClient, doc: Doc) -> None:
 async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapClient, tmp_path: Path):
     await initialize(fresh, configuration=False)
     cfg = tmp_path / "small.yml"
-    cfg.write_text(SMALL)
+    cfg.write_text(SMALL.replace("ici_fsdp_parallelism: -1", "ici_fsdp_parallelism: 16"))
     doc = Doc(fresh, cfg).open()
     await doc.diagnostics(version=1)
     titles = await lenses(fresh, doc)
