@@ -130,6 +130,17 @@ def _estimate_human(path: Path, est: Estimate) -> str:
     return "\n".join(lines)
 
 
+def _mesh_arg(text: str | None) -> dict[str, Any] | None:
+    """`--mesh k=v,...` as config overrides ({} when absent); None after saying why it does not parse."""
+    if not text:
+        return {}
+    try:
+        return parse_override(text)
+    except (ValueError, YamlSyntaxError) as e:
+        print(f"asap: --mesh: {e}", file=sys.stderr)
+        return None
+
+
 def cmd_estimate(args: argparse.Namespace) -> int:
     read = _read_config(args.config)
     if read is None:
@@ -137,12 +148,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     path, text = read
     an = analyze(path, text, default_slice=args.slice)
     cfg = an.config
-    if args.mesh:
-        try:
-            overrides = parse_override(args.mesh)
-        except (ValueError, YamlSyntaxError) as e:
-            print(f"asap: --mesh: {e}", file=sys.stderr)
-            return 2
+    overrides = _mesh_arg(args.mesh)
+    if overrides is None:
+        return 2
+    if overrides:
         cfg = with_overrides(cfg, overrides)
     chk = check(cfg, args.slice)
     errors = [f for f in [*cfg.findings, *chk.findings] if f.severity == Severity.ERROR]
@@ -517,13 +526,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     path, text = read
     an = analyze(path, text, default_slice=args.slice)
-    base: dict[str, Any] = {}
-    if args.mesh:
-        try:
-            base = parse_override(args.mesh)
-        except (ValueError, YamlSyntaxError) as e:
-            print(f"asap: --mesh: {e}", file=sys.stderr)
-            return 2
+    base = _mesh_arg(args.mesh)
+    if base is None:
+        return 2
     todo = [verification.Target("current mesh" if not base else "mesh", base)]
     if args.proposals:
         from server.agents.coordinator import run_json

@@ -243,7 +243,6 @@ class Measured:
     bottleneck: str
     source: str
     captured_at: float  # the profile files' newest mtime
-    devices_match: bool = True
     mismatch: list[str] = field(default_factory=list)
     memory_bytes: float | None = None  # per chip, when the TPU compiler verified the applied mesh
 
@@ -421,11 +420,17 @@ def reliability(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+CALIBRATION_RULE = (
+    f"calibrated = (delivered in the stated confidence's bin + {PRIOR_WEIGHT:g} x stated) / "
+    f"(outcomes in the bin + {PRIOR_WEIGHT:g}), once {MIN_OUTCOMES} outcomes with a measured baseline exist; "
+    "before that, confidence is shown as stated"
+)
+
+
 @dataclass
 class Calibrator:
-    """Maps a stated confidence to the delivered rate of its reliability bin, shrunk towards the stated value:
-    calibrated = (delivered_in_bin + PRIOR_WEIGHT x stated) / (n_in_bin + PRIOR_WEIGHT). Active only once
-    MIN_OUTCOMES outcomes with a measured baseline exist; before that, confidence is shown as stated."""
+    """Maps a stated confidence to the delivered rate of its reliability bin, shrunk towards the stated value
+    (CALIBRATION_RULE)."""
 
     table: list[dict[str, Any]]
     n: int
@@ -488,11 +493,7 @@ def track_record(db: sqlite_utils.Database | None = None) -> dict[str, Any]:
         "calibration": {
             "active": cal.active,
             "min_outcomes": MIN_OUTCOMES,
-            "rule": Calibrator.__doc__.split("\n")[0].strip()
-            + " "
-            + " ".join(Calibrator.__doc__.split("\n")[1:]).strip()
-            if Calibrator.__doc__
-            else "",
+            "rule": CALIBRATION_RULE,
             "note": cal.note,
         },
         "definitions": {
@@ -546,7 +547,6 @@ def measured_from(report: Any, pf: Any, findings: list[Any]) -> Measured:
         bottleneck=report.verdict.bottleneck,
         source=pf.describe(),
         captured_at=max(f.stat().st_mtime for f in pf.files),
-        devices_match=not mismatch,
         mismatch=mismatch,
     )
 

@@ -256,9 +256,12 @@ def test_verify_cancel_stops_the_compile(small: Path) -> None:
 
 @pytest.mark.tpu
 @needs_libtpu
-def test_verify_cli_current_mesh_and_an_override(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_cli_current_mesh_and_an_override(
+    small: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`asap verify` prints the estimate and the compiler side by side (the first run of a job compiles, the
     same job again is answered from ASAP's store); --json is the verifier's document."""
+    monkeypatch.delenv("ASAP_MAXTEXT_PYTHON", raising=False)  # the reference program, whatever the shell says
     assert main(["verify", str(small), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "ok" and doc["fits"] is True and doc["program"] == "reference"
@@ -338,21 +341,14 @@ def test_verify_maxtext_compiles_the_real_program(tmp_path: Path) -> None:
     assert any(c["axes"] == ["fsdp"] for c in r.compiled.collectives)  # FSDP gathers and reduces over fsdp
 
 
-MAXTEXT_TINY = """\
-base_config: base.yml
-compile_topology: v5e-16
-base_emb_dim: 256
-base_num_query_heads: 4
-base_num_kv_heads: 4
-base_mlp_dim: 1024
-base_num_decoder_layers: 2
-head_dim: 64
-vocab_size: 1024
-per_device_batch_size: 1
-max_target_length: 256
-ici_fsdp_parallelism: 16
-dataset_type: synthetic
-"""
+# SMALL as a MaxText config: MaxText reads its own base.yml under it and needs the slice as a key
+MAXTEXT_TINY = (
+    "base_config: base.yml\n"
+    + SMALL.replace("# asap: slice=v5e-16", "compile_topology: v5e-16").replace(
+        "ici_fsdp_parallelism: -1", "ici_fsdp_parallelism: 16"
+    )
+    + "dataset_type: synthetic\n"
+)
 
 
 @pytest.mark.tpu
