@@ -926,6 +926,11 @@ def training_tflops_per_device(get: Getter) -> MaxTextFlops:
         )
         t.take(branch, 1246, 445)
         t.take("gemma4_small: layer types", 36, 55, 68, 73, path=_G4S)
+        if c.model_name not in ("gemma4-e2b", "gemma4-e4b"):
+            t.notes.append(
+                f"gemma4_small with model_name {c.model_name!r}: MaxText falls back to E4B's pattern"
+                " (5 sliding + 1 global)"
+            )
     elif block == "deepseek4":
         attention, learnable = _deepseek4(c, ffn_all, emb, t, parts)
         branch = "deepseek4: sliding / HCA / CSA tracks" + (
