@@ -254,9 +254,11 @@ def remat_policy(cfg: Config) -> RematPolicy:
 
 
 def matmul_speedup(quantization: str, chip: ChipSpec) -> float:
-    """How much faster quantized matmuls run than bf16 on this chip: its int8 (or fp8) peak over its bf16
-    peak, where the chip has one (MaxText's `quantization`: int8, int8w, intmp, fp8, nanoo_fp8, ...)."""
-    q = quantization.lower()
-    kind = "int8" if q.startswith(("int8", "intmp")) else "fp8" if "fp8" in q else ""
-    peak = chip.low_precision_peak.get(kind) if kind else None
-    return peak / chip.peak_bf16_flops if peak else 1.0
+    """How much faster the decoder layers' weight matmuls (q/k/v, output, MLP) run than in bf16 under MaxText's
+    `quantization` on this chip, their three passes together: the chip's peak for the dtype the mode multiplies
+    in over its bf16 peak, on the passes the mode quantizes (server/perf/quantization.py: the modes, read from
+    MaxText's quantizations.py; server/perf/slices.py: the peaks). 1 for weight-only modes, fp8 before TPU7x and
+    int8 on TPU7x; attention and logits matmuls are never quantized, so steptime keeps them at the bf16 peak."""
+    from server.perf.quantization import matmul_plan
+
+    return matmul_plan(quantization, chip).speedup

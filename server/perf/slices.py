@@ -39,7 +39,38 @@ SOURCES: dict[str, str] = {
     "assumed-mxu": "no published MaxText MFU found; assumed equal to v6e's (the same 256x256 MXU generation)",
     "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
     "domain-hop": "DOMAIN.md §4 (after the scaling book): each hop of a collective costs at least ~1 us",
+    # Low-precision matmul peaks (ChipSpec.matmul_peaks).
+    "gcp-v4-int8": "Google Cloud TPU docs, 'TPU v4' page: 'Peak compute per chip: 275 teraflops (bf16 or int8)', "
+    "so int8 runs at the bf16 rate (the scaling book's table agrees: int8 2.75e14 = bf16)",
+    "scaling-book-int8": "How to Scale Your Model, tpus.md specs table, 'FLOPs/s/chip (int8)': v5e 3.94e14, "
+    "v5p 9.18e14, v6e 1.84e15 (jax-ml/scaling-book at 04d8de58); JAX's tpu_info (jax-tpu-info) lists the same",
+    "jax-tpu-info": "JAX 0.10.2 jax/_src/pallas/mosaic/tpu_info.py get_tpu_info_for_chip (per TensorCore; x2 on "
+    "v5p), published as the JAX docs' 'Pallas TPU Hardware Reference' table: int4 at 4x the bf16 rate (v5e 7.88e14, "
+    "v5p 1.84e15, v6e 3.68e15 per chip, rounded figures; taken here as 4x the bf16 peak); 'Not Available' for int4 "
+    "on v4 and TPU7x",
+    "gcp-fp8": "Google Cloud TPU docs, 'TPU7x (Ironwood)' page, 'Peak compute per chip (FP8) (TFLOPs)': v5p 459, "
+    "v6e 918 (each its bf16 peak), TPU7x 4614 (twice its bf16 peak); the TPU v5p page lists FP8 459 too",
+    "no-fp8-mxu": "no FP8 in the MXU before Ironwood ('Ironwood chips are our first TPUs to support 8-bit "
+    "floating point (FP8)', Google, discuss.google.dev 'Inside the optimization of FP8 training on Ironwood'; JAX's "
+    "tpu_info: fp8 'Not Available' on v4, v5e, v5p): fp8 operands are multiplied as bf16, at most at the bf16 "
+    "peak, as Google's TPU7x page lists for v5p and v6e",
+    "no-int8-tpu7x": "no published int8 rate for TPU7x: Google's TPU7x page lists BF16 and FP8 peaks only and JAX's "
+    "tpu_info lists int8 and int4 as 'Not Available'; priced at the bf16 peak (never faster than published)",
+    "no-int4-v4": "no published int4 rate for TPU v4 (JAX's tpu_info: 'Not Available'); priced at the bf16 peak",
 }
+
+
+@dataclass(frozen=True)
+class MatmulPeak:
+    """The rate at which a chip's MXUs multiply operands of one dtype: dense ops/s per chip."""
+
+    flops: float
+    native: bool  # the MXU multiplies this dtype itself; False: no native rate, so it runs at the bf16 peak
+    source: str  # key of SOURCES
+
+
+# Operand dtypes with a peak in every TPU generation's table (ChipSpec.matmul_peaks).
+LOW_PRECISION_DTYPES = ("int8", "fp8", "int4")
 
 
 @dataclass(frozen=True)
@@ -63,13 +94,22 @@ class ChipSpec:
     tensorcores: int = 1  # TensorCores per chip; XProf reports one device plane (and its peaks) per TensorCore
     mxu_dim: int = 128  # side of the systolic matmul array: a local matmul dimension below it leaves MXU rows idle
     hop_latency: float = 1e-6  # seconds per ring step of a collective (DOMAIN.md §4: "each hop costs at least ~1 us")
-    low_precision_peak: dict[str, float] = field(default_factory=dict)  # 'int8'/'fp8' -> dense ops/s per chip
+    # 'int8' / 'fp8' / 'int4' -> the peak matmuls with those operands run at, with its source. A dtype the MXU
+    # has no native rate for is still listed, at the bf16 peak with native=False: that is what it runs at.
+    matmul_peaks: dict[str, MatmulPeak] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)  # spec field -> key of SOURCES
 
     @property
     def hbm_ridge(self) -> float:
         """FLOPs per HBM byte where a kernel turns compute-bound (C / BW)."""
         return self.peak_bf16_flops / self.hbm_bw
+
+    def matmul_peak(self, dtype: str) -> MatmulPeak:
+        """The peak at which matmuls with `dtype` operands run on this chip. bf16, and a dtype the table has no
+        entry for (fp4; any dtype on the measured cpu slice), run at the bf16 peak."""
+        if dtype in self.matmul_peaks:
+            return self.matmul_peaks[dtype]
+        return MatmulPeak(self.peak_bf16_flops, dtype == "bf16", self.sources.get("peak_bf16_flops", ""))
 
 
 CHIPS: dict[str, ChipSpec] = {
@@ -89,7 +129,11 @@ CHIPS: dict[str, ChipSpec] = {
         pcie_bw=1.6e10,
         mxu_efficiency=0.80,
         tensorcores=2,
-        low_precision_peak={},
+        matmul_peaks={
+            "int8": MatmulPeak(275e12, True, "gcp-v4-int8"),
+            "fp8": MatmulPeak(275e12, False, "no-fp8-mxu"),
+            "int4": MatmulPeak(275e12, False, "no-int4-v4"),
+        },
         sources={
             "peak_bf16_flops": "gcp-v4",
             "hbm_bytes": "gcp-v4",
@@ -119,7 +163,11 @@ CHIPS: dict[str, ChipSpec] = {
         dcn_bw=3.125e9,
         pcie_bw=1.6e10,
         mxu_efficiency=0.95,
-        low_precision_peak={"int8": 394e12},
+        matmul_peaks={
+            "int8": MatmulPeak(394e12, True, "scaling-book-int8"),
+            "fp8": MatmulPeak(197e12, False, "no-fp8-mxu"),
+            "int4": MatmulPeak(788e12, True, "jax-tpu-info"),
+        },
         sources={
             "peak_bf16_flops": "gcp-v5e",
             "hbm_bytes": "gcp-v5e",
@@ -131,7 +179,6 @@ CHIPS: dict[str, ChipSpec] = {
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v5e",
             "mxu_dim": "scaling-book",
-            "low_precision_peak": "gcp-v5e",
             "topology": "maxtext-accel",
         },
     ),
@@ -151,7 +198,11 @@ CHIPS: dict[str, ChipSpec] = {
         pcie_bw=1.6e10,
         mxu_efficiency=0.85,
         tensorcores=2,
-        low_precision_peak={"int8": 918e12},
+        matmul_peaks={
+            "int8": MatmulPeak(918e12, True, "scaling-book-int8"),
+            "fp8": MatmulPeak(459e12, False, "gcp-fp8"),
+            "int4": MatmulPeak(1836e12, True, "jax-tpu-info"),
+        },
         sources={
             "peak_bf16_flops": "gcp-v5p",
             "hbm_bytes": "gcp-v5p",
@@ -163,7 +214,6 @@ CHIPS: dict[str, ChipSpec] = {
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v5p",
             "mxu_dim": "scaling-book",
-            "low_precision_peak": "gcp-v5p",
             "topology": "maxtext-accel",
         },
     ),
@@ -183,7 +233,11 @@ CHIPS: dict[str, ChipSpec] = {
         pcie_bw=3.2e10,
         mxu_efficiency=0.70,
         mxu_dim=256,
-        low_precision_peak={"int8": 1836e12},
+        matmul_peaks={
+            "int8": MatmulPeak(1836e12, True, "gcp-v6e"),
+            "fp8": MatmulPeak(918e12, False, "gcp-fp8"),
+            "int4": MatmulPeak(3672e12, True, "jax-tpu-info"),
+        },
         sources={
             "peak_bf16_flops": "gcp-v6e",
             "hbm_bytes": "gcp-v6e",
@@ -195,7 +249,6 @@ CHIPS: dict[str, ChipSpec] = {
             "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-v6e",
             "mxu_dim": "scaling-book",
-            "low_precision_peak": "gcp-v6e",
             "topology": "maxtext-accel",
         },
     ),
@@ -216,7 +269,11 @@ CHIPS: dict[str, ChipSpec] = {
         mxu_efficiency=0.70,
         mxu_dim=256,
         tensorcores=2,
-        low_precision_peak={"fp8": 4614e12},
+        matmul_peaks={
+            "int8": MatmulPeak(2307e12, False, "no-int8-tpu7x"),
+            "fp8": MatmulPeak(4614e12, True, "gcp-fp8"),
+            "int4": MatmulPeak(2307e12, False, "no-int8-tpu7x"),
+        },
         sources={
             "peak_bf16_flops": "gcp-tpu7x",
             "hbm_bytes": "gcp-tpu7x",
@@ -228,7 +285,6 @@ CHIPS: dict[str, ChipSpec] = {
             "mxu_efficiency": "assumed-mxu",
             "tensorcores": "gcp-tpu7x",
             "mxu_dim": "scaling-book",
-            "low_precision_peak": "gcp-tpu7x",
             "topology": "maxtext-accel",
         },
     ),
@@ -236,6 +292,8 @@ CHIPS: dict[str, ChipSpec] = {
 
 for _chip in CHIPS.values():
     _chip.sources.setdefault("hop_latency", "domain-hop")
+    for _dtype, _peak in _chip.matmul_peaks.items():
+        _chip.sources[f"{_dtype}_peak"] = _peak.source
 
 # Generation aliases accepted in names (MaxText and gcloud spellings).
 ALIASES: dict[str, str] = {"v5litepod": "v5e", "v5lite": "v5e", "ironwood": "tpu7x", "v7x": "tpu7x"}
