@@ -1,6 +1,8 @@
 """Published MaxText training results used to calibrate ASAP's performance model.
 
 These are the DOMAIN.md §4 development references plus further published MaxText results that come with a full config.
+REFERENCES are dense models (scored on MFU); MOE_REFERENCES (end of file, issue 14) are mixture-of-experts runs scored
+on step time, each marked development (may be tuned on) or held out (never tuned on).
 """
 
 from __future__ import annotations
@@ -311,84 +313,6 @@ _V6E: tuple[Reference, ...] = (
             "Recipe log: 'seconds: 54.803, TFLOP/s/device: 392.454, Tokens/s/device: 149.482, total_weights: "
             "4194304' (=512*8192*1). published_mfu = 392.454/918 computed here. xla_flags: DENSE_VMEM_LIMIT_FLAG + "
             "CF_FOR_ALL_GATHER + HOST_OFFLOAD_FLAGS. " + _MAXTEXT_FLOPS_NOTE
-        ),
-    ),
-    Reference(
-        name="mixtral-8x7b v6e-256 seq4096 (mixtral_8x7b_dropped, pdbs 12) [tiering]",
-        slice="v6e-256",
-        num_slices=1,
-        config={
-            "model_name": "mixtral-8x7b",
-            "per_device_batch_size": 12,
-            "ici_fsdp_parallelism": -1,
-            "max_target_length": 4096,
-            "remat_policy": "custom",
-            "decoder_layer_input": "offload",
-            "out_proj": "offload",
-            "query_proj": "offload",
-            "key_proj": "offload",
-            "value_proj": "offload",
-            "attention": "flash",
-            "use_iota_embed": True,
-            "dataset_type": "synthetic",
-            **_SA_MOE,
-            "megablox": False,
-            "sparse_matmul": False,
-            "capacity_factor": 1.25,
-        },
-        published_mfu=0.3523,
-        published_tflops_per_chip=None,
-        source=(
-            f"MFU: {_TIERING} (Silver, 35.23%, 3,899 tok/s/device); config+log: {_TR} "
-            "training/trillium/Mixtral-8x7B-MaxText/README.md@e008533bc4a73f8f4246148a55f67c3bd3b9623c"
-        ),
-        notes=(
-            "Recipe (tpu-recipes-v0.1.2) log: 'seconds: 13.484, TFLOP/s/device: 302.311, Tokens/s/device: "
-            "3645.203, total_weights: 12582912' (=256*4096*12) => 302.311/918 = 32.9%, lower than tiering's 35.23%; "
-            "an older recipe (fork mahdi-shafiei/tpu-recipes@0aae82e1, maxtext@2e1ebad7) logged 302.566 TFLOP/s at "
-            "total_weights 8388608 (pdbs 8). Dropping (capacity_factor 1.25) MoE, no EP. xla_flags: "
-            "MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + DATA_PARALLEL_OVERLAP. " + _MAXTEXT_FLOPS_NOTE
-        ),
-    ),
-    Reference(
-        name="mixtral-8x22b v6e-256 seq4096 (mixtral_8x22b_dropped: fsdp 64 x expert 4, pdbs 8) [tiering]",
-        slice="v6e-256",
-        num_slices=1,
-        config={
-            "model_name": "mixtral-8x22b",
-            "per_device_batch_size": 8,
-            "max_target_length": 4096,
-            "ici_fsdp_parallelism": 64,
-            "ici_expert_parallelism": 4,
-            "remat_policy": "custom",
-            "decoder_layer_input": "offload",
-            "out_proj": "offload",
-            "query_proj": "offload",
-            "key_proj": "offload",
-            "value_proj": "offload",
-            "attention": "flash",
-            "use_iota_embed": True,
-            "dataset_type": "synthetic",
-            **_SA_MOE,
-            "megablox": False,
-            "sparse_matmul": False,
-            "capacity_factor": 1.25,
-            "dtype": "bfloat16",
-            "weight_dtype": "bfloat16",
-            "allow_split_physical_axes": True,
-            "custom_mesh": "hybrid_ring_64x4",
-        },
-        published_mfu=0.362,
-        published_tflops_per_chip=332.463,
-        source=(
-            f"MFU: {_TIERING} (Silver, 36.2%, 1,326 tok/s/device); config: {_TRILLIUM} (mixtral_8x22b_dropped); "
-            f"log: {_TR} training/trillium/Mixtral-8x22B-MaxText/README.md@03fb496c2da2bc3183be6484f3d54845a66ac002"
-        ),
-        notes=(
-            "Recipe log (maxtext@261a8be0, libtpu 20241119): 'seconds: 24.706, TFLOP/s/device: 332.463, "
-            "Tokens/s/device: 1326.307, total_weights: 8388608' (=256*4096*8). The recipe README does not print the "
-            "config; it is taken from the later bfd388fd file (may differ from 261a8be0). weight_dtype bf16. "
-            "xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + DATA_PARALLEL_OVERLAP. " + _MAXTEXT_FLOPS_NOTE
         ),
     ),
 )
@@ -748,3 +672,944 @@ TUNED_CONFIGS_WITHOUT_RESULT: tuple[TunedConfig, ...] = (
         ),
     ),
 )
+
+# ===============================================================================================================
+# MoE: published MaxText mixture-of-experts training results (issue 14).
+#
+# Scored on STEP TIME (bench/mfu_references.py, MoE section), which does not depend on how the FLOPs are counted.
+# Development rows (development=True) are the three MoE rows of MaxText's tiering page named in issue 14: Mixtral
+# 8x7B and 8x22B on v6e-256 and Mixtral 8x7B on v5p. Everything else is HELD OUT: it is printed separately and is
+# not to be used to tune the performance model.
+# ===============================================================================================================
+
+FULL_ATTENTION = "full attention (MaxText before PR #1988, merged 2025-07-18 as a4c01726)"
+CAUSAL_HALVED = "causal attention halved (MaxText after PR #1988)"
+
+# How published_step_s was obtained.
+STEP_LOG = "log"  # a MaxText 'completed step: N, seconds: S, ...' line printed in the recipe
+STEP_TABLE = "table"  # a results table's 'Step time (seconds)' column
+STEP_TOKENS = "tokens/s"  # pdbs x seq / published tokens/s/device (both exact MaxText quantities)
+STEP_FROM_MFU = "MFU"  # only MFU is published: step implied with MaxText's own FLOP count (maxtext_tflops_per_device)
+
+
+@dataclass(frozen=True)
+class MoEReference:
+    name: str
+    slice: str  # compile_topology name (tpu7x and v5p names count TensorCores/devices: tpu7x-256 = 128 chips)
+    num_slices: int
+    config: dict[str, object]  # MaxText keys exactly as the recipe sets them (run/IO-only keys dropped, see below)
+    development: bool  # True: an issue 14 development row (may be tuned on); False: held out
+    published_step_s: float | None  # seconds per optimizer step; None where only MFU is published
+    step_basis: str  # STEP_LOG / STEP_TABLE / STEP_TOKENS / STEP_FROM_MFU
+    flop_count: str  # FULL_ATTENTION or CAUSAL_HALVED: the count behind the published TFLOP/s or MFU
+    active_params: float  # published active parameters per token (for the trivial 6*N*D baseline only)
+    active_source: str
+    published_tflops_per_device: float | None = None  # MaxText's logged TFLOP/s/device (per JAX device)
+    published_mfu: float | None = None
+    maxtext_dims: dict[str, int] | None = None  # dims for maxtext_tflops_per_device (GQA decoders only)
+    source: str = ""
+    notes: str = ""
+
+    @property
+    def pdbs(self) -> float:
+        return float(self.config["per_device_batch_size"])  # type: ignore[arg-type]
+
+    @property
+    def seq(self) -> int:
+        return int(self.config["max_target_length"])  # type: ignore[call-overload]
+
+
+def maxtext_tflops_per_device(dims: dict[str, int], pdbs: float, seq: int, *, causal: bool) -> float:
+    """MaxText's training TFLOPs per device per step (calculate_tflops_training_per_device) for a GQA decoder in
+    which every layer has the same MLP: dense (experts=1) or a routed MoE counted at top-k experts plus the router
+    (the Mixtral/Mistral branch; AI-Hypercomputer/maxtext MaxText/maxtext_utils.py
+    @3662540ee852d0d8f8333a36c04ddc0f1316ebfb, calculate_tflops_training_per_device; same terms at e7292a3a5727):
+      ffn = 2*B*T*F*D*n_in + 2*B*T*F*D, and for MoE: 2*B*T*D*E (gate) + k*ffn
+      qkv = 2*B*T*D*(H+2K)*hd; proj = 2*B*T*D*H*hd; logits = 2*B*T*D*V
+      attention = 4*B*T^2*H*hd (halved for causal masks after PR #1988)
+      total = 3*((ffn+qkv+proj)*L + logits) + 3*attention*L.
+    Not valid for MLA (DeepSeek), Llama 4 (interleaved MoE / NoPE) or Gemma decoders, which MaxText counts otherwise."""
+    b, t = pdbs, seq
+    d, f, h, k, hd, v, n_layers = (dims[x] for x in ("emb", "mlp", "heads", "kv_heads", "head_dim", "vocab", "layers"))
+    experts, top_k, n_in = dims.get("experts", 1), dims.get("experts_per_tok", 1), dims.get("mlp_in", 2)
+    ffn = 2 * b * t * f * d * n_in + 2 * b * t * f * d
+    if experts > 1:
+        ffn = 2 * b * t * d * experts + top_k * ffn
+    qkv = 2 * b * t * d * (h + 2 * k) * hd
+    proj = 2 * b * t * d * h * hd
+    logits = 2 * b * t * d * v
+    attention = 4 * b * t * t * h * hd * (0.5 if causal else 1.0)
+    return (3 * ((ffn + qkv + proj) * n_layers + logits) + 3 * attention * n_layers) / 1e12
+
+
+# Keys of the recipes that only name files, runs, logging or checkpointing; dropped from `config`.
+_RUN_ONLY_KEYS = frozenset(
+    {
+        "tokenizer_path",
+        "tokenizer_type",
+        "dataset_path",
+        "base_output_directory",
+        "output_dir",
+        "run_name",
+        "steps",
+        "profiler",
+        "skip_first_n_steps_for_profiler",
+        "profiler_steps",
+        "profile_periodically_period",
+        "gcs_metrics",
+        "enable_checkpointing",
+        "async_checkpointing",
+        "skip_jax_distributed_system",
+        "reuse_example_batch",
+    }
+)
+
+
+def _value(text: str) -> object:
+    if text in ("True", "true"):
+        return True
+    if text in ("False", "false"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text.strip("'\"")
+
+
+def _recipe_args(text: str) -> dict[str, object]:
+    """The `key=value` MAXTEXT_ARGS of a tpu-recipes run_recipe.sh, pasted verbatim, as a config dict (values
+    typed as MaxText's pyconfig reads them; run/IO-only keys dropped)."""
+    out: dict[str, object] = {}
+    for tok in text.split():
+        key, _, val = tok.partition("=")
+        if key and key not in _RUN_ONLY_KEYS:
+            out[key] = _value(val)
+    return out
+
+
+# --- sources -----------------------------------------------------------------------------------------------------
+_TR_MIXTRAL_7B = f"{_TR} training/trillium/Mixtral-8x7B-MaxText/README.md"
+_TR_IRONWOOD = f"{_TR} training/ironwood/README.md"
+_MT = "AI-Hypercomputer/maxtext"
+_MOE_NOTE = (
+    "Step time is the score; a MaxText TFLOP/s or MFU figure, where given, counts routed experts at top-k (no "
+    "capacity padding) plus the router, "
+)
+
+# Published active parameters per token (trivial baseline only; issue 14 lists the same figures).
+_ACTIVE: dict[str, tuple[float, str]] = {
+    "mixtral-8x7b": (12.9e9, "Mistral AI, mistral.ai/news/mixtral-of-experts: 46.7B total, 12.9B per token"),
+    "mixtral-8x22b": (39.1e9, "Mistral AI, mistral.ai/news/mixtral-8x22b: 141B total, 39B active (issue 14: 39.1B)"),
+    "llama4-17b-16e": (17e9, "Meta, Llama 4 Scout model card: 17B active, 109B total"),
+    "llama4-17b-128e": (17e9, "Meta, Llama 4 Maverick model card: 17B active, 400B total"),
+    "deepseek3-671b": (37e9, "DeepSeek-V3 technical report (arXiv 2412.19437): 671B total, 37B activated"),
+    "gpt-oss-120b": (5.1e9, "OpenAI gpt-oss model card: 116.8B total, 5.1B active"),
+    "qwen3-235b-a22b": (22e9, "Qwen3 technical report: 235B total, 22B activated"),
+    "gemma4-26b": (3.8e9, "google/gemma-4-26B-A4B model details (as quoted on Hugging Face): 25.2B total, 3.8B active"),
+}
+
+# MaxText model files (dims for maxtext_tflops_per_device).
+_MIXTRAL_8X7B_DIMS = {
+    "emb": 4096,
+    "mlp": 14336,
+    "heads": 32,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "vocab": 32000,
+    "layers": 32,
+    "experts": 8,
+    "experts_per_tok": 2,
+}  # src/maxtext/configs/models/mixtral-8x7b.yml@e591f30cb (same at 5172e9e2, Oct 2024)
+_MIXTRAL_8X22B_DIMS = {
+    "emb": 6144,
+    "mlp": 16384,
+    "heads": 48,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "vocab": 32768,
+    "layers": 56,
+    "experts": 8,
+    "experts_per_tok": 2,
+}  # src/maxtext/configs/models/mixtral-8x22b.yml@e591f30cb
+
+_V6E_MOE_COMMON = {
+    "attention": "flash",
+    "dataset_type": "synthetic",
+    "sa_block_q": 2048,
+    "sa_block_q_dkv": 2048,
+    "sa_block_q_dq": 2048,
+}
+_CUSTOM_OFFLOAD = {
+    "remat_policy": "custom",
+    "decoder_layer_input": "offload",
+    "out_proj": "offload",
+    "query_proj": "offload",
+    "key_proj": "offload",
+    "value_proj": "offload",
+}
+_SA_ALL_2048 = {
+    "sa_block_q": 2048,
+    "sa_block_kv": 2048,
+    "sa_block_kv_compute": 2048,
+    "sa_block_q_dkv": 2048,
+    "sa_block_kv_dkv": 2048,
+    "sa_block_kv_dkv_compute": 2048,
+    "sa_block_q_dq": 2048,
+    "sa_block_kv_dq": 2048,
+}
+_DENSE_PATH_NOTE = (
+    "sparse_matmul=False is today's spelling of what this config selected: at e7292a3a/261a8be0 the key did not "
+    "exist and megablox=False alone chose MaxText's dense (capacity-padded, token-dropping) MoE path. "
+)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Development rows: MaxText tiering page (docs/reference/models/tiering.md), MoE entries.
+# ---------------------------------------------------------------------------------------------------------------
+_MOE_DEV: tuple[MoEReference, ...] = (
+    MoEReference(
+        name="mixtral-8x7b v6e-256 seq4096 (mixtral_8x7b_dropped @e7292a3a: pdbs 8, remat full, cf 1.25) [tiering]",
+        slice="v6e-256",
+        num_slices=1,
+        config={
+            "model_name": "mixtral-8x7b",
+            "per_device_batch_size": 8,
+            "ici_fsdp_parallelism": -1,
+            "max_target_length": 4096,
+            "remat_policy": "full",
+            "use_iota_embed": True,
+            **_V6E_MOE_COMMON,
+            "megablox": False,
+            "sparse_matmul": False,
+            "capacity_factor": 1.25,
+        },
+        development=True,
+        published_step_s=8.409,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["mixtral-8x7b"][0],
+        active_source=_ACTIVE["mixtral-8x7b"][1],
+        published_tflops_per_device=323.173,
+        published_mfu=0.3523,
+        maxtext_dims=_MIXTRAL_8X7B_DIMS,
+        source=(
+            f"MFU: {_TIERING} (Trillium Silver 'Mixtral 8X7B | 256 Chips, BF16, SL=4096 | 35.23% | 3,899'); log: "
+            f"{_TR_MIXTRAL_7B}@372537f26ecdb56c06992e5bcc3937860b9e0115 (first set in a50d68ea90b7); config: {_MT} "
+            "benchmarks/maxtext_trillium_model_configs.py@e7292a3a572792a0d797fc8977b21d0f255729f1 L439-467 "
+            "(mixtral_8x7b_dropped; the recipe pins maxtext@e7292a3a, libtpu-nightly 20241028, jaxlib 0.4.35)"
+        ),
+        notes=(
+            "Log: 'completed step: 19, seconds: 8.409, TFLOP/s/device: 323.173, Tokens/s/device: 3896.752, "
+            "total_weights: 8388608' (=256*4096*8). Tiering's 35.23% / 3,899 tok/s is this run (323.173/918 = 35.2%); "
+            "maxtext_tflops_per_device(full attention) x 8.409 s reproduces 323.17 TFLOP/s. The recipe README later "
+            "moved to a pdbs-12 config (held-out row below) but the tiering page kept this figure. "
+            + _DENSE_PATH_NOTE
+            + "xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + DATA_PARALLEL_OVERLAP. "
+            + _MOE_NOTE
+            + "and this figure predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="mixtral-8x22b v6e-256 seq4096 (mixtral_8x22b_dropped: fsdp 64 x expert 4, pdbs 8, cf 1.25) [tiering]",
+        slice="v6e-256",
+        num_slices=1,
+        config={
+            "model_name": "mixtral-8x22b",
+            "per_device_batch_size": 8,
+            "max_target_length": 4096,
+            "ici_fsdp_parallelism": 64,
+            "ici_expert_parallelism": 4,
+            **_CUSTOM_OFFLOAD,
+            "use_iota_embed": True,
+            **_V6E_MOE_COMMON,
+            "megablox": False,
+            "sparse_matmul": False,
+            "capacity_factor": 1.25,
+            "dtype": "bfloat16",
+            "weight_dtype": "bfloat16",
+            "allow_split_physical_axes": True,
+            "custom_mesh": "hybrid_ring_64x4",
+        },
+        development=True,
+        published_step_s=24.706,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["mixtral-8x22b"][0],
+        active_source=_ACTIVE["mixtral-8x22b"][1],
+        published_tflops_per_device=332.463,
+        published_mfu=0.362,
+        maxtext_dims=_MIXTRAL_8X22B_DIMS,
+        source=(
+            f"MFU: {_TIERING} (Trillium Silver 'Mixtral 8X22B | 256 Chips, BF16, SL=4096 | 36.2% | 1,326'); log: "
+            f"{_TR} training/trillium/Mixtral-8x22B-MaxText/README.md@c78c38e16b0e1eae214a873a3b5fba953ad80a7a "
+            "(maxtext@261a8be0, libtpu-nightly 20241119); config: "
+            f"{_MT} benchmarks/maxtext_trillium_model_configs.py@449b4fe52a781e8f9adfa43550bed36d2e9dbd99 L1074 "
+            "(mixtral_8x22b_dropped, the commit that added it, Feb 2025; unchanged at bfd388fd)"
+        ),
+        notes=(
+            "Log: 'completed step: 9, seconds: 24.706, TFLOP/s/device: 332.463, Tokens/s/device: 1326.307, "
+            "total_weights: 8388608' (=256*4096*8). DOUBT: the run (maxtext@261a8be0, Nov 2024) predates the config "
+            "entry (449b4fe5, Feb 2025); maxtext_tflops_per_device(full attention) x 24.706 s reproduces 332.47 "
+            "TFLOP/s, so pdbs/seq/model agree; the mesh is the file's. "
+            + _DENSE_PATH_NOTE
+            + "xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + DATA_PARALLEL_OVERLAP. "
+            + _MOE_NOTE
+            + "and this figure predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="mixtral-8x7b v5p-256 (8x4x4) seq4096 (run_mixtral-8x7b.sh: pdbs 36, dropless megablox) [tiering]",
+        slice="v5p-256",
+        num_slices=1,
+        config={
+            "model_name": "mixtral-8x7b",
+            "per_device_batch_size": 36,
+            "max_target_length": 4096,
+            "dtype": "bfloat16",
+            "weight_dtype": "bfloat16",
+            "dataset_type": "synthetic",
+            "attention": "flash",
+            "remat_policy": "full",
+            "ici_fsdp_parallelism": -1,
+            "megablox": True,
+            "sparse_matmul": True,
+            "capacity_factor": -1.0,
+        },
+        development=True,
+        published_step_s=36 * 4096 / 2909,
+        step_basis=STEP_TOKENS,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["mixtral-8x7b"][0],
+        active_source=_ACTIVE["mixtral-8x7b"][1],
+        published_mfu=0.5256,
+        maxtext_dims=_MIXTRAL_8X7B_DIMS,
+        source=(
+            f"MFU and tokens/s: {_TIERING} (v5p Silver 'Mixtral 8X7B | 256 Chips(8x4x4), bf16, SL=4096 | 52.56% | "
+            f"2,909'); config: {_TR} training/v5p/Mixtral-8X7B-Maxtext/scripts/run_mixtral-8x7b.sh"
+            "@0dfb6a6e8467315d306babaac4cf6aef52d448a1 (unchanged to c8cfe2f6)"
+        ),
+        notes=(
+            "published_step_s = pdbs*seq/tokens-per-s-per-device = 36*4096/2909 = 50.69 s. The MFU agrees only with "
+            "the full-attention count: maxtext_tflops_per_device(full) / (0.5256*459) = 50.69 s (the halved count "
+            "would give 48.7 s), so the run predates PR #1988. The script sets only model_name, pdbs 36, seq 4096, "
+            "dtype/weight_dtype bf16, attention flash, synthetic data; remat_policy full, ici_fsdp -1, megablox True "
+            "and capacity_factor -1 (dropless) are base.yml defaults of the time (maxtext@5172e9e2, Oct 2024; "
+            "sparse_matmul True is today's spelling of that default path). No MaxText commit is pinned (recipe clones "
+            "main). DOUBT: slice size. Tiering says '256 Chips(8x4x4)' but 8x4x4 is 128 chips (v5p-256, the "
+            "name counting TensorCores); the recipe's example TPU_TYPE is v5p-128. v5p-256 is used here. "
+            "LIBTPU_INIT_ARGS: async collective fusion (fuse all-gather, multiple steps), megacore_fusion_allow_ags "
+            "false, async collective permute, ag backward pipelining, data-parallel all-reduce opt, "
+            "overlap_compute_collective_tc, async all-gather, scoped_vmem_limit_kib 81920. "
+            + _MOE_NOTE
+            + "and this figure predates PR #1988. The same MaxText team published 'Mixtral 8X7B | v5p-128 | 251.94 "
+            "TFLOP/chip/s | 54.89%' (end_to_end/tpu/mixtral/Run_Mixtral.md@7534e5e2, Jul 2024) without a config; "
+            "not used."
+        ),
+    ),
+)
+
+# --- tpu-recipes Ironwood (tpu7x) MAXTEXT_ARGS, pasted verbatim from the run_recipe.sh of the commit that set each
+# published figure (run/IO-only keys omitted).
+# training/ironwood/deepseek3-671b/4k-bf16-tpu7x-4x4x8/xpk/run_recipe.sh@216f3e1be262
+_ARGS_DS_BF16_128 = (
+    "model_name=deepseek3-671b per_device_batch_size=8.0 max_target_length=4096 dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=-1 "
+    "allow_split_physical_axes=True use_iota_embed=True remat_policy=custom decoder_layer_input=offload "
+    "opt_type=adamw mu_dtype=bfloat16 grad_dtype=bfloat16 use_random_routing=True megablox=True "
+    "sparse_matmul=True use_custom_sort_vjp=True fsdp_shard_on_exp=True sa_use_fused_bwd_kernel=True "
+    "sa_block_q=2048 sa_block_kv=2048 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=2048 "
+    "sa_block_kv_dq=2048 sa_block_q_dq=2048 attention=flash use_tokamax_splash=True use_max_logit_estimate=-1 "
+    "cost_estimate_flops_fwd=5000000000000 cost_estimate_flops_bwd=5000000000000 float32_weight_sum=False "
+    "use_tokamax_gmm=True dataset_type=synthetic "
+)
+# training/ironwood/deepseek3-671b/4k-bf16-tpu7x-4x8x8/run_recipe.sh@216f3e1be262
+_ARGS_DS_BF16_256 = (
+    "model_name=deepseek3-671b per_device_batch_size=8.0 max_target_length=4096 dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=2 ici_fsdp_parallelism=-1 "
+    "allow_split_physical_axes=True use_iota_embed=True remat_policy=custom decoder_layer_input=offload "
+    "opt_type=adamw mu_dtype=bfloat16 grad_dtype=bfloat16 use_random_routing=True megablox=True "
+    "sparse_matmul=True use_custom_sort_vjp=True fsdp_shard_on_exp=False use_2d_fsdp_sharding=True "
+    "sa_use_fused_bwd_kernel=True sa_block_q=2048 sa_block_kv=2048 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=2048 sa_block_kv_dq=2048 sa_block_q_dq=2048 attention=flash use_tokamax_splash=True "
+    "use_max_logit_estimate=-1 cost_estimate_flops_fwd=5000000000000 cost_estimate_flops_bwd=5000000000000 "
+    "float32_weight_sum=False use_tokamax_gmm=True dataset_type=synthetic "
+)
+# training/ironwood/deepseek3-671b/4k-fp8-tpu7x-4x4x8/xpk/run_recipe.sh@52ab24d915d4
+_ARGS_DS_FP8_128 = (
+    "model_name=deepseek3-671b per_device_batch_size=8.0 max_target_length=4096 dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=-1 "
+    "allow_split_physical_axes=True use_iota_embed=True remat_policy=custom decoder_layer_input=offload "
+    "opt_type=adamw mu_dtype=bfloat16 grad_dtype=bfloat16 megablox=True sparse_matmul=True "
+    "use_custom_sort_vjp=True fsdp_shard_on_exp=True sa_use_fused_bwd_kernel=True sa_block_q=2048 "
+    "sa_block_kv=2048 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=2048 sa_block_kv_dq=2048 "
+    "sa_block_q_dq=2048 attention=flash use_tokamax_splash=True use_max_logit_estimate=-1 "
+    "cost_estimate_flops_fwd=5000000000000 cost_estimate_flops_bwd=5000000000000 float32_weight_sum=False "
+    "use_tokamax_gmm=True dataset_type=synthetic use_qwix_quantization=True quantization=fp8_full "
+    "wi_tile_fwd_batch_seq=128 wi_tile_fwd_embed_dim=7168 wi_tile_fwd_mlp_dim=2048 wi_tile_dlhs_batch_seq=256 "
+    "wi_tile_dlhs_embed_dim=2048 wi_tile_dlhs_mlp_dim=3584 wi_tile_drhs_batch_seq=256 wi_tile_drhs_embed_dim=1792 "
+    "wi_tile_drhs_mlp_dim=2048 wo_tile_fwd_batch_seq=256 wo_tile_fwd_embed_dim=2048 wo_tile_fwd_mlp_dim=3584 "
+    "wo_tile_dlhs_batch_seq=256 wo_tile_dlhs_embed_dim=7168 wo_tile_dlhs_mlp_dim=1024 wo_tile_drhs_batch_seq=256 "
+    "wo_tile_drhs_embed_dim=2048 wo_tile_drhs_mlp_dim=1792 weight_quantization_calibration_method=fixed,-224,224 "
+    "act_quantization_calibration_method=fixed,-224,224 "
+)
+# training/ironwood/deepseek3-671b/4k-fp8-tpu7x-4x8x8/run_recipe.sh@216f3e1be262
+_ARGS_DS_FP8_256 = (
+    "model_name=deepseek3-671b per_device_batch_size=8.0 max_target_length=4096 dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=2 ici_fsdp_parallelism=-1 "
+    "allow_split_physical_axes=True use_iota_embed=True remat_policy=custom decoder_layer_input=offload "
+    "opt_type=adamw megablox=True sparse_matmul=True use_custom_sort_vjp=True fsdp_shard_on_exp=True "
+    "moe_fsdp_use_two_stage_all_gather=True sa_use_fused_bwd_kernel=True sa_block_q=2048 sa_block_kv=2048 "
+    "sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=2048 sa_block_kv_dq=2048 sa_block_q_dq=2048 "
+    "attention=flash use_tokamax_splash=True use_max_logit_estimate=22 attn_logits_soft_cap=15 "
+    "cost_estimate_flops_fwd=5000000000000 cost_estimate_flops_bwd=5000000000000 float32_weight_sum=False "
+    "use_tokamax_gmm=True dataset_type=synthetic use_qwix_quantization=True quantization=fp8_full "
+    "wi_tile_fwd_batch_seq=128 wi_tile_fwd_embed_dim=7168 wi_tile_fwd_mlp_dim=2048 wi_tile_dlhs_batch_seq=256 "
+    "wi_tile_dlhs_embed_dim=2048 wi_tile_dlhs_mlp_dim=3584 wi_tile_drhs_batch_seq=256 wi_tile_drhs_embed_dim=1792 "
+    "wi_tile_drhs_mlp_dim=2048 wo_tile_fwd_batch_seq=256 wo_tile_fwd_embed_dim=2048 wo_tile_fwd_mlp_dim=3584 "
+    "wo_tile_dlhs_batch_seq=256 wo_tile_dlhs_embed_dim=7168 wo_tile_dlhs_mlp_dim=1024 wo_tile_drhs_batch_seq=256 "
+    "wo_tile_drhs_embed_dim=2048 wo_tile_drhs_mlp_dim=1792 weight_quantization_calibration_method=fixed,-224,224 "
+    "act_quantization_calibration_method=fixed,-224,224 "
+)
+# training/ironwood/gpt-oss-120b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@adaaeb466ae7
+_ARGS_GPTOSS_64 = (
+    "model_name=gpt-oss-120b per_device_batch_size=10.0 max_target_length=8192 dtype=bfloat16 "
+    "weight_dtype=float32 use_custom_sort_vjp=True fsdp_shard_on_exp=True use_tokamax_gmm=True "
+    "use_random_routing=True remat_policy=custom decoder_layer_input=offload mlpwo=offload opt_type=adamw "
+    "megablox=True sparse_matmul=True use_tokamax_splash=True sa_block_q=1024 sa_block_kv=1024 "
+    "sa_block_kv_compute=1024 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=2048 "
+    "sa_block_q_dq=2048 sa_block_kv_dq=2048 sa_use_fused_bwd_kernel=True sa_q_layout=SEQ_MINOR "
+    "sa_k_layout=SEQ_MINOR sa_v_layout=SEQ_MINOR attention=flash dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=64 "
+    "ici_data_parallelism=2 dataset_type=synthetic "
+)
+# training/ironwood/gpt-oss-120b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@adaaeb466ae7
+_ARGS_GPTOSS_256 = (
+    "model_name=gpt-oss-120b per_device_batch_size=10.0 max_target_length=8192 dtype=bfloat16 "
+    "weight_dtype=float32 use_custom_sort_vjp=True fsdp_shard_on_exp=True use_tokamax_gmm=True "
+    "use_random_routing=True remat_policy=custom decoder_layer_input=offload mlpwo=offload opt_type=adamw "
+    "megablox=True sparse_matmul=True use_tokamax_splash=True sa_block_q=1024 sa_block_kv=1024 "
+    "sa_block_kv_compute=1024 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=2048 "
+    "sa_block_q_dq=2048 sa_block_kv_dq=2048 sa_use_fused_bwd_kernel=True sa_q_layout=SEQ_MINOR "
+    "sa_k_layout=SEQ_MINOR sa_v_layout=SEQ_MINOR attention=flash dcn_pipeline_parallelism=1 "
+    "dcn_data_parallelism=-1 ici_pipeline_parallelism=1 ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=64 "
+    "ici_data_parallelism=8 dataset_type=synthetic "
+)
+# training/ironwood/qwen3-235b-a22b/4k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@1302a862efdc
+_ARGS_QWEN3_BF16_256 = (
+    "model_name=qwen3-235b-a22b per_device_batch_size=16.0 max_target_length=4096 dtype=bfloat16 "
+    "weight_dtype=float32 opt_type=adamw remat_policy=custom decoder_layer_input=offload use_custom_sort_vjp=True "
+    "use_random_routing=True shard_exp_on_fsdp=False megablox=False sparse_matmul=True use_tokamax_gmm=True "
+    "use_tokamax_splash=True sa_use_fused_bwd_kernel=True attention=flash sa_block_q=1024 sa_block_kv=1024 "
+    "sa_block_kv_compute=512 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=1024 "
+    "sa_block_q_dq=1024 sa_block_kv_dq=1024 sa_q_layout=HEAD_DIM_MINOR sa_k_layout=SEQ_MINOR "
+    "sa_v_layout=HEAD_DIM_MINOR dcn_pipeline_parallelism=1 dcn_data_parallelism=-1 ici_pipeline_parallelism=1 "
+    "ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=-1 dataset_type=synthetic "
+)
+# training/ironwood/qwen3-235b-a22b/4k-fp8-tpu7x-4x8x8/run_recipe.sh@5ccfce2bab55
+_ARGS_QWEN3_FP8_256 = (
+    "model_name=qwen3-235b-a22b per_device_batch_size=16.0 max_target_length=4096 dtype=bfloat16 "
+    "weight_dtype=float32 opt_type=adamw remat_policy=custom decoder_layer_input=offload use_custom_sort_vjp=True "
+    "use_random_routing=True fsdp_shard_on_exp=False megablox=False sparse_matmul=True use_tokamax_gmm=True "
+    "use_tokamax_splash=True sa_use_fused_bwd_kernel=True attention=flash sa_block_q=1024 sa_block_kv=1024 "
+    "sa_block_kv_compute=512 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=1024 "
+    "sa_block_q_dq=1024 sa_block_kv_dq=1024 sa_q_layout=HEAD_DIM_MINOR sa_k_layout=SEQ_MINOR "
+    "sa_v_layout=HEAD_DIM_MINOR dcn_pipeline_parallelism=1 dcn_data_parallelism=-1 ici_pipeline_parallelism=1 "
+    "ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=-1 use_qwix_quantization=True quantization=fp8_full "
+    "weight_quantization_calibration_method=fixed,-224,224 act_quantization_calibration_method=fixed,-224,224 "
+    "wi_tile_fwd_batch_seq=512 wi_tile_fwd_embed_dim=4096 wi_tile_fwd_mlp_dim=1536 wi_tile_dlhs_batch_seq=512 "
+    "wi_tile_dlhs_embed_dim=1536 wi_tile_dlhs_mlp_dim=4096 wi_tile_drhs_batch_seq=1024 "
+    "wi_tile_drhs_embed_dim=1024 wi_tile_drhs_mlp_dim=1536 wo_tile_fwd_batch_seq=512 wo_tile_fwd_embed_dim=1536 "
+    "wo_tile_fwd_mlp_dim=4096 wo_tile_dlhs_batch_seq=512 wo_tile_dlhs_embed_dim=4096 wo_tile_dlhs_mlp_dim=1536 "
+    "wo_tile_drhs_batch_seq=512 wo_tile_drhs_embed_dim=768 wo_tile_drhs_mlp_dim=4096 dataset_type=synthetic "
+)
+# training/ironwood/gemma4-26b/4k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc
+_ARGS_GEMMA4_26B_64 = (
+    "model_name=gemma4-26b dtype=bfloat16 per_device_batch_size=16 max_target_length=4096 use_iota_embed=True "
+    "num_vocab_tiling=1 remat_policy=full decoder_layer_input=offload allow_split_physical_axes=True "
+    "ici_fsdp_transpose_parallelism=1 ici_fsdp_parallelism=-1 wi_tile_fwd_embed_dim=2816 "
+    "wi_tile_dlhs_embed_dim=2816 wi_tile_drhs_embed_dim=2816 wo_tile_fwd_embed_dim=2816 "
+    "wo_tile_dlhs_embed_dim=2816 wo_tile_drhs_embed_dim=2816 wi_tile_fwd_mlp_dim=704 wi_tile_dlhs_mlp_dim=704 "
+    "wi_tile_drhs_mlp_dim=704 wo_tile_fwd_mlp_dim=704 wo_tile_dlhs_mlp_dim=704 wo_tile_drhs_mlp_dim=704 "
+    "megablox=True sparse_matmul=True use_custom_sort_vjp=True attention=flash use_tokamax_splash=True "
+    "sa_use_fused_bwd_kernel=True sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=1024 "
+    "sa_block_kv_dkv=1024 sa_block_kv_dkv_compute=256 dataset_type=synthetic opt_type=adamw "
+)
+# training/ironwood/gemma4-26b/4k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@aa23ecdf61fc
+_ARGS_GEMMA4_26B_256 = (
+    "model_name=gemma4-26b dtype=bfloat16 per_device_batch_size=16 max_target_length=4096 use_iota_embed=True "
+    "num_vocab_tiling=1 remat_policy=custom allow_split_physical_axes=True ici_fsdp_transpose_parallelism=1 "
+    "ici_fsdp_parallelism=256 ici_data_parallelism=2 wi_tile_fwd_embed_dim=2816 wi_tile_dlhs_embed_dim=2816 "
+    "wi_tile_drhs_embed_dim=2816 wo_tile_fwd_embed_dim=2816 wo_tile_dlhs_embed_dim=2816 "
+    "wo_tile_drhs_embed_dim=2816 wi_tile_fwd_mlp_dim=704 wi_tile_dlhs_mlp_dim=704 wi_tile_drhs_mlp_dim=704 "
+    "wo_tile_fwd_mlp_dim=704 wo_tile_dlhs_mlp_dim=704 wo_tile_drhs_mlp_dim=704 megablox=True sparse_matmul=True "
+    "use_custom_sort_vjp=True attention=flash use_tokamax_splash=True sa_use_fused_bwd_kernel=True "
+    "sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=1024 sa_block_kv_dkv=1024 "
+    "sa_block_kv_dkv_compute=256 dataset_type=synthetic opt_type=adamw "
+)
+
+_CUSTOM_700B_DIMS = {
+    "emb": 8192,
+    "mlp": 32768,
+    "heads": 128,
+    "kv_heads": 8,
+    "head_dim": 256,
+    "vocab": 32000,
+    "layers": 56,
+    "experts": 16,
+    "experts_per_tok": 2,
+}
+_CUSTOM_700B = {
+    "model_name": "default",
+    "per_device_batch_size": 1,
+    "max_target_length": 8192,
+    "decoder_block": "mixtral",
+    "base_emb_dim": 8192,
+    "base_mlp_dim": 32768,
+    "base_num_decoder_layers": 56,
+    "head_dim": 256,
+    "base_num_kv_heads": 8,
+    "base_num_query_heads": 128,
+    "vocab_size": 32000,
+    "enable_dropout": False,
+    "logits_via_embedding": False,
+    "normalization_layer_epsilon": 1.0e-5,
+    "rope_max_timescale": 1_000_000,
+    "num_experts": 16,
+    "num_experts_per_tok": 2,
+    "ici_fsdp_parallelism": 16,
+    "ici_expert_parallelism": 16,
+    **_CUSTOM_OFFLOAD,
+    "dataset_type": "synthetic",
+    **_SA_ALL_2048,
+    "sa_use_fused_bwd_kernel": True,
+    "sparse_matmul": False,
+    "capacity_factor": 1.5,
+    "dtype": "bfloat16",
+    "weight_dtype": "bfloat16",
+    "opt_type": "sgd",
+    "attention": "flash",
+}
+_CUSTOM_700B_SRC = (
+    f"MFU: {_MT} docs/guides/optimization/custom_model.md@e591f30cbbf217ed67ef71263ec0538239f9c3b8 ('700B "
+    "Mixtral-like MoE on Trillium', Final Configs column; first published as getting_started/Custom_Model.md@"
+    f"7b2f9476a20b, 2025-06-20); config: {_MT} benchmarks/maxtext_trillium_model_configs.py"
+    "@3662540ee852d0d8f8333a36c04ddc0f1316ebfb L1743 (custom_moe_700b, the doc's link)"
+)
+_CUSTOM_700B_NOTE = (
+    "Only MFU is published: published_step_s is None and the bench implies the step from MaxText's full-attention "
+    "count (maxtext_tflops_per_device; the guide predates PR #1988) at 918 TFLOP/s/chip. The doc's table gives "
+    "1.23e11 active params (matches the dims). opt_type sgd (no Adam moments). The file says 'config only runs on "
+    "v6e-256'. xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + DATA_PARALLEL_OVERLAP + "
+    "LAYOUT_FOR_ALL_REDUCE_SCATTER + HOST_OFFLOAD_FLAGS. "
+)
+_V5P_LLAMA4_NOTE = (
+    "Dropless (sparse_matmul + megablox), weight_dtype float32. xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + "
+    "DATA_PARALLEL_OVERLAP + LAYOUT_FOR_ALL_REDUCE_SCATTER + HOST_OFFLOAD_FLAGS. "
+)
+_SCOUT = {
+    "model_name": "llama4-17b-16e",
+    "per_device_batch_size": 8,
+    "max_target_length": 8192,
+    "ici_fsdp_parallelism": -1,
+    "dtype": "bfloat16",
+    "weight_dtype": "float32",
+    "megablox": True,
+    "sparse_matmul": True,
+    "dataset_type": "synthetic",
+    "opt_type": "adamw",
+    "remat_policy": "custom",
+    "decoder_layer_input": "offload",
+    **_SA_ALL_2048,
+}
+_IRONWOOD_NOTE = (
+    "Ironwood: the slice name counts devices (2 TensorCores per chip), so pdbs is per TensorCore and "
+    "GBS = pdbs x 2 x chips. published_step_s is the table's 'Step time (seconds)'; its TFLOPs/sec/chip column is "
+    "not used (per chip, i.e. about twice MaxText's per-device log). Post PR #1988 (causal halved). XLA_FLAGS as in "
+    "run_recipe.sh (not transcribed). "
+)
+_RANDOM_ROUTING = "use_random_routing=True: tokens are routed at random, so experts are balanced (no load imbalance). "
+
+
+def _ironwood(
+    name: str, sl: str, args: str, step: float, model: str, table_commit: str, recipe: str, notes: str
+) -> MoEReference:
+    return MoEReference(
+        name=name,
+        slice=sl,
+        num_slices=1,
+        config=_recipe_args(args),
+        development=False,
+        published_step_s=step,
+        step_basis=STEP_TABLE,
+        flop_count=CAUSAL_HALVED,
+        active_params=_ACTIVE[model][0],
+        active_source=_ACTIVE[model][1],
+        source=f"step: {_TR_IRONWOOD}@{table_commit}; config: {_TR} {recipe}",
+        notes=_IRONWOOD_NOTE + notes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Held-out rows: other configs, models and generations. NOT for tuning.
+# ---------------------------------------------------------------------------------------------------------------
+_MOE_HELD_OUT: tuple[MoEReference, ...] = (
+    MoEReference(
+        name="mixtral-8x7b v6e-256 seq4096 (mixtral_8x7b_dropped @tpu-recipes-v0.1.0: pdbs 12, offload, cf 1.25)",
+        slice="v6e-256",
+        num_slices=1,
+        config={
+            "model_name": "mixtral-8x7b",
+            "per_device_batch_size": 12,
+            "ici_fsdp_parallelism": -1,
+            "max_target_length": 4096,
+            **_CUSTOM_OFFLOAD,
+            "use_iota_embed": True,
+            **_V6E_MOE_COMMON,
+            "megablox": False,
+            "sparse_matmul": False,
+            "capacity_factor": 1.25,
+        },
+        development=False,
+        published_step_s=13.484,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["mixtral-8x7b"][0],
+        active_source=_ACTIVE["mixtral-8x7b"][1],
+        published_tflops_per_device=302.311,
+        maxtext_dims=_MIXTRAL_8X7B_DIMS,
+        source=(
+            f"log: {_TR_MIXTRAL_7B}@44189f96a3731e62fdca51c9355e811fc853c0a2 (MaxText tag tpu-recipes-v0.1.0, JAX "
+            f"0.5.2; kept verbatim at c8cfe2f6 under tag v0.1.2); config: {_MT} benchmarks/"
+            "maxtext_trillium_model_configs.py@0b1fde4513d9b57c25dc3651b2f3c66497d800bb (tag tpu-recipes-v0.1.0) "
+            "L1298 (mixtral_8x7b_dropped), printed in the README"
+        ),
+        notes=(
+            "Log: 'completed step: 11, seconds: 13.484, TFLOP/s/device: 302.311, Tokens/s/device: 3645.203, "
+            "total_weights: 12582912' (=256*4096*12); maxtext_tflops_per_device(full) x 13.484 s reproduces 302.31. "
+            "An earlier log of the same config (f190d41e, JAX 0.4.37): 13.360 s. Same model and generation as a "
+            "development row (a weaker held-out test). xla_flags: MOE_VMEM_LIMIT_FLAG + CF_FOR_ALL_GATHER + "
+            "DATA_PARALLEL_OVERLAP. Predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="mixtral-8x7b v6e-256 seq4096 int8 (mixtral_8x7b_dropped_int8 @e7292a3a: pdbs 8, remat full, cf 1.25)",
+        slice="v6e-256",
+        num_slices=1,
+        config={
+            "model_name": "mixtral-8x7b",
+            "per_device_batch_size": 8,
+            "ici_fsdp_parallelism": -1,
+            "max_target_length": 4096,
+            "remat_policy": "full",
+            **_V6E_MOE_COMMON,
+            "megablox": False,
+            "sparse_matmul": False,
+            "capacity_factor": 1.25,
+            "quantization": "int8",
+        },
+        development=False,
+        published_step_s=8.218,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["mixtral-8x7b"][0],
+        active_source=_ACTIVE["mixtral-8x7b"][1],
+        published_tflops_per_device=330.683,
+        maxtext_dims=_MIXTRAL_8X7B_DIMS,
+        source=(
+            f"log: {_TR_MIXTRAL_7B}@372537f26ecdb56c06992e5bcc3937860b9e0115 ('Int8 run', first in f81bfc90e779); "
+            f"config: {_MT} benchmarks/maxtext_trillium_model_configs.py@e7292a3a572792a0d797fc8977b21d0f255729f1 "
+            "L469-497 (mixtral_8x7b_dropped_int8)"
+        ),
+        notes=(
+            "Log: 'completed step: 18, seconds: 8.218, TFLOP/s/device: 330.683, Tokens/s/device: 3987.307, "
+            "total_weights: 8388608'. MaxText's TFLOP/s counts the int8 matmuls as bf16 work. No use_iota_embed "
+            "(unlike the bf16 entry). " + _DENSE_PATH_NOTE + "Predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="custom-moe-700b v6e-256 seq8192 (custom_moe_700b: fsdp 16 x expert 16, pdbs 1, cf 1.5)",
+        slice="v6e-256",
+        num_slices=1,
+        config=dict(_CUSTOM_700B),
+        development=False,
+        published_step_s=None,
+        step_basis=STEP_FROM_MFU,
+        flop_count=FULL_ATTENTION,
+        active_params=1.23e11,
+        active_source="the custom_model.md table: Active Params 1.23E+11",
+        published_mfu=0.381,
+        maxtext_dims=_CUSTOM_700B_DIMS,
+        source=_CUSTOM_700B_SRC + " ('MFU (1 pod Trillium) 38.1%')",
+        notes=_CUSTOM_700B_NOTE,
+    ),
+    MoEReference(
+        name="custom-moe-700b 4x v6e-256 seq8192 (custom_moe_700b, 4 pods: dcn data parallel)",
+        slice="v6e-256",
+        num_slices=4,
+        config=dict(_CUSTOM_700B),
+        development=False,
+        published_step_s=None,
+        step_basis=STEP_FROM_MFU,
+        flop_count=FULL_ATTENTION,
+        active_params=1.23e11,
+        active_source="the custom_model.md table: Active Params 1.23E+11",
+        published_mfu=0.353,
+        maxtext_dims=_CUSTOM_700B_DIMS,
+        source=_CUSTOM_700B_SRC + " ('MFU (4 pod Trillium) 35.3%')",
+        notes=_CUSTOM_700B_NOTE + "DOUBT: the 4-pod DCN mesh is not written; base.yml dcn_data_parallelism=-1 assumed.",
+    ),
+    MoEReference(
+        name="llama4-17b-128e v5p-256 seq8192 (llama4_maverick_dropless_v5p_256: fsdp 32 x tensor 4, pdbs 4)",
+        slice="v5p-256",
+        num_slices=1,
+        config={
+            "model_name": "llama4-17b-128e",
+            "per_device_batch_size": 4,
+            "max_target_length": 8192,
+            "ici_fsdp_parallelism": 32,
+            "ici_tensor_parallelism": 4,
+            "dtype": "bfloat16",
+            "weight_dtype": "float32",
+            "megablox": True,
+            "sparse_matmul": True,
+            "dataset_type": "synthetic",
+            "opt_type": "adamw",
+            **_CUSTOM_OFFLOAD,
+            **_SA_ALL_2048,
+        },
+        development=False,
+        published_step_s=24.792,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["llama4-17b-128e"][0],
+        active_source=_ACTIVE["llama4-17b-128e"][1],
+        published_tflops_per_device=160.005,
+        source=(
+            f"log+config: {_TR} training/v5p/Llama4-Maverick-17B-128E-Maxtext/README.md"
+            f"@c51f658196068d5bb03f1201ca00b92c03aec73e (MaxText tag tpu-recipes-v0.1.3, JAX 0.5.2); config also "
+            f"{_MT} benchmarks/maxtext_v5p_model_configs.py@9ca35d7e60b71303b9f6fa885447d32e8a612c47 L151-196"
+        ),
+        notes=(
+            "Log: 'completed step: 12, seconds: 24.792, TFLOP/s/device: 160.005, Tokens/s/device: 1321.725, "
+            "total_weights: 4194304' (=128 chips*8192*4). " + _V5P_LLAMA4_NOTE + "June 2025: predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="llama4-17b-16e v5p-256 seq8192 (llama4_scout_dropless_v5p_256 @tpu-recipes-v0.1.3: pdbs 8)",
+        slice="v5p-256",
+        num_slices=1,
+        config=dict(_SCOUT),
+        development=False,
+        published_step_s=31.494,
+        step_basis=STEP_LOG,
+        flop_count=FULL_ATTENTION,
+        active_params=_ACTIVE["llama4-17b-16e"][0],
+        active_source=_ACTIVE["llama4-17b-16e"][1],
+        published_tflops_per_device=251.760,
+        source=(
+            f"log+config: {_TR} training/v5p/Llama4-Scout-17B-16E-Maxtext/README.md"
+            f"@c51f658196068d5bb03f1201ca00b92c03aec73e (tag tpu-recipes-v0.1.3); config also {_MT} "
+            "benchmarks/maxtext_v5p_model_configs.py@f4db8e4cc9463151bbfbc04baa5adfde64d6f5ec L109"
+        ),
+        notes=(
+            "Log: 'completed step: 12, seconds: 31.494, TFLOP/s/device: 251.760, Tokens/s/device: 2080.892, "
+            "total_weights: 8388608' (=128 chips*8192*8). " + _V5P_LLAMA4_NOTE + "June 2025: predates PR #1988."
+        ),
+    ),
+    MoEReference(
+        name="llama4-17b-16e v5p-1024 seq8192 (llama4_scout_dropless_v5p_256 @3eb77db3: pdbs 8, 512 chips)",
+        slice="v5p-1024",
+        num_slices=1,
+        config=dict(_SCOUT),
+        development=False,
+        published_step_s=31.652,
+        step_basis=STEP_LOG,
+        flop_count=CAUSAL_HALVED,
+        active_params=_ACTIVE["llama4-17b-16e"][0],
+        active_source=_ACTIVE["llama4-17b-16e"][1],
+        published_tflops_per_device=225.491,
+        source=(
+            f"log: {_TR} training/v5p/Llama4-Scout-17B-16E-Maxtext/README.md@7e88b6d146a00901446f8a11244d49a471d8242b "
+            f"(maxtext@3eb77db3, JAX 0.7.0); config: {_MT} benchmarks/maxtext_v5p_model_configs.py"
+            "@3eb77db3c94580f56f1b738f8d254b03bd205e35 L109 (the README: the v5p_1024 run uses the v5p_256 config)"
+        ),
+        notes=(
+            "Log: 'completed step: 11, seconds: 31.652, TFLOP/s/device: 225.491, Tokens/s/device: 2070.487, "
+            "total_weights: 33554432' (=512 chips*8192*8, so the logged run is v5p-1024). Same per-chip step as the "
+            "v5p-256 June run (31.49 s) while TFLOP/s fell 251.8 -> 225.5: the causal halving of PR #1988. "
+            + _V5P_LLAMA4_NOTE
+        ),
+    ),
+    MoEReference(
+        name="deepseek3-671b v5p-1024 seq8192 (deepseek3_671b_v5p_1024: fsdp 512, pdbs 6, dropless megablox)",
+        slice="v5p-1024",
+        num_slices=1,
+        config={
+            "model_name": "deepseek3-671b",
+            "ici_fsdp_parallelism": -1,
+            "ici_tensor_parallelism": 1,
+            "per_device_batch_size": 6,
+            "max_target_length": 8192,
+            "dtype": "bfloat16",
+            "weight_dtype": "float32",
+            "megablox": True,
+            "sparse_matmul": True,
+            "scan_layers": True,
+            "use_custom_sort_vjp": True,
+            **_SA_ALL_2048,
+            "remat_policy": "custom",
+            "decoder_layer_input": "offload",
+            "out_proj": "offload",
+            "tile_batch_seq": 512,
+            "tile_embed_dim": 1024,
+            "tile_mlp_dim": 1024,
+            "sa_use_fused_bwd_kernel": False,
+            "dataset_type": "synthetic",
+        },
+        development=False,
+        published_step_s=90.668,
+        step_basis=STEP_LOG,
+        flop_count=CAUSAL_HALVED,
+        active_params=_ACTIVE["deepseek3-671b"][0],
+        active_source=_ACTIVE["deepseek3-671b"][1],
+        published_tflops_per_device=152.415,
+        source=(
+            f"log: {_TR} training/v5p/DeepSeek3-671B-MaxText/README.md@7e88b6d146a00901446f8a11244d49a471d8242b "
+            f"(maxtext@3eb77db3, JAX 0.7.0); config: {_MT} benchmarks/maxtext_v5p_model_configs.py"
+            "@3eb77db3c94580f56f1b738f8d254b03bd205e35 L287 (deepseek3_671b_v5p_1024)"
+        ),
+        notes=(
+            "Log: 'completed step: 11, seconds: 90.668, TFLOP/s/device: 152.415, Tokens/s/device: 542.108, "
+            "total_weights: 25165824' (=512 chips*8192*6). opt_type adamw (default). xla_flags: "
+            "ENABLE_SPARSECORE_OFFLOADING_FOR_RS_AG_AR + HOST_OFFLOAD_FLAGS + LAYOUT_FOR_ALL_REDUCE_SCATTER + "
+            "DATA_PARALLEL_OVERLAP + MOE_VMEM_LIMIT_FLAG + DISABLE_MEGACORE_FUSION_ALLOW_AGS + "
+            "ENABLE_ASYNC_COLLECTIVE_PERMUTE. Oct 2025: after PR #1988."
+        ),
+    ),
+    _ironwood(
+        "deepseek3-671b tpu7x-256 (128 chips) seq4096 bf16 (fsdp 256, pdbs 8)",
+        "tpu7x-256",
+        _ARGS_DS_BF16_128,
+        27.02,
+        "deepseek3-671b",
+        "216f3e1be26275e754ed140f20330b9edfbfd17d",
+        "training/ironwood/deepseek3-671b/4k-bf16-tpu7x-4x4x8/xpk/run_recipe.sh@216f3e1be262 (tpu7x-4x4x8; "
+        "MaxText maxtext-tutorial-v1.4.0 = 79eecc9f2)",
+        "Table: '128 | GBS 2048 | 4096 | bf16 | 27.02 | 607.53 | 2,425.75'. "
+        + _RANDOM_ROUTING
+        + "fsdp_shard_on_exp is the v1.4.0 name of today's shard_exp_on_fsdp.",
+    ),
+    _ironwood(
+        "deepseek3-671b tpu7x-512 (256 chips) seq4096 bf16 (fsdp x fsdp_transpose 2, 2D FSDP, pdbs 8)",
+        "tpu7x-512",
+        _ARGS_DS_BF16_256,
+        26.79,
+        "deepseek3-671b",
+        "216f3e1be26275e754ed140f20330b9edfbfd17d",
+        "training/ironwood/deepseek3-671b/4k-bf16-tpu7x-4x8x8/run_recipe.sh@216f3e1be262 (tpu7x-4x8x8; "
+        "maxtext-tutorial-v1.4.0)",
+        "Table: '256 | GBS 4096 | 4096 | bf16 | 26.79 | 612.66 | 2,446.25'. "
+        + _RANDOM_ROUTING
+        + "The recipe was rewritten later (43ecfd65, Apr 2026: model deepseek3-671b-2dfsdp) without a new figure; "
+        "the table's figure is paired with the recipe of its own commit.",
+    ),
+    _ironwood(
+        "deepseek3-671b tpu7x-256 (128 chips) seq4096 fp8_full (fsdp 256, pdbs 8)",
+        "tpu7x-256",
+        _ARGS_DS_FP8_128,
+        22.47,
+        "deepseek3-671b",
+        "52ab24d915d44168e48634ac610e79abe68a1185",
+        "training/ironwood/deepseek3-671b/4k-fp8-tpu7x-4x4x8/xpk/run_recipe.sh@52ab24d915d4 (tpu7x-4x4x8; MaxText "
+        "98a3d4cdd9c7)",
+        "Table: '128 | GBS 2048 | 4096 | fp8_full | 22.47 | 730.60 | 2,917.15'. Routing is learned here (no "
+        "use_random_routing). Quantized (qwix fp8_full).",
+    ),
+    _ironwood(
+        "deepseek3-671b tpu7x-512 (256 chips) seq4096 fp8_full (fsdp x fsdp_transpose 2, pdbs 8)",
+        "tpu7x-512",
+        _ARGS_DS_FP8_256,
+        22.08,
+        "deepseek3-671b",
+        "216f3e1be26275e754ed140f20330b9edfbfd17d",
+        "training/ironwood/deepseek3-671b/4k-fp8-tpu7x-4x8x8/run_recipe.sh@216f3e1be262 (tpu7x-4x8x8; "
+        "maxtext-tutorial-v1.4.0)",
+        "Table: '256 | GBS 4096 | 4096 | fp8_full | 22.08 | 743.46 | 2,968.49'. Routing is learned (no "
+        "use_random_routing); attn_logits_soft_cap 15. Quantized (qwix fp8_full).",
+    ),
+    _ironwood(
+        "gpt-oss-120b tpu7x-128 (64 chips) seq8192 bf16 (fsdp 64 x data 2, pdbs 10)",
+        "tpu7x-128",
+        _ARGS_GPTOSS_64,
+        17.10,
+        "gpt-oss-120b",
+        "adaaeb466ae7594c6bd47064306fb466fa16e813",
+        "training/ironwood/gpt-oss-120b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@adaaeb466ae7 (tpu7x-4x4x4; "
+        "maxtext-tutorial-v1.4.0)",
+        "Table: '64 | GBS 1280 | 8192 | bf16 | 17.10 | 330.25 | 9,581.66'. " + _RANDOM_ROUTING,
+    ),
+    _ironwood(
+        "gpt-oss-120b tpu7x-512 (256 chips) seq8192 bf16 (fsdp 64 x data 8, pdbs 10)",
+        "tpu7x-512",
+        _ARGS_GPTOSS_256,
+        17.12,
+        "gpt-oss-120b",
+        "adaaeb466ae7594c6bd47064306fb466fa16e813",
+        "training/ironwood/gpt-oss-120b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@adaaeb466ae7 (tpu7x-4x8x8; "
+        "maxtext-tutorial-v1.4.0)",
+        "Table: '256 | GBS 5120 | 8192 | bf16 | 17.12 | 329.90 | 9,571.36'. " + _RANDOM_ROUTING,
+    ),
+    _ironwood(
+        "qwen3-235b-a22b tpu7x-512 (256 chips) seq4096 bf16 (fsdp 512, pdbs 16)",
+        "tpu7x-512",
+        _ARGS_QWEN3_BF16_256,
+        30.87,
+        "qwen3-235b-a22b",
+        "1302a862efdc0a77095a8d7b9e32a34452751a36",
+        "training/ironwood/qwen3-235b-a22b/4k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@1302a862efdc (tpu7x-4x8x8; "
+        "MaxText a0fceb5bd2cd)",
+        "Table: '256 | GBS 8192 | 4096 | bf16 | 30.87 | 629.79 | 4,245.89' (was 31.58 s with the 5ccfce2b recipe). "
+        + _RANDOM_ROUTING
+        + "JAX ragged dot via tokamax (megablox False, use_tokamax_gmm True).",
+    ),
+    _ironwood(
+        "qwen3-235b-a22b tpu7x-512 (256 chips) seq4096 fp8_full (fsdp 512, pdbs 16)",
+        "tpu7x-512",
+        _ARGS_QWEN3_FP8_256,
+        27.67,
+        "qwen3-235b-a22b",
+        "5ccfce2bab55f55e2394257b77902a5a212b469a",
+        "training/ironwood/qwen3-235b-a22b/4k-fp8-tpu7x-4x8x8/run_recipe.sh@5ccfce2bab55 (tpu7x-4x8x8; "
+        "maxtext-tutorial-v1.4.0; dea86fa1 later changed only the run keys)",
+        "Table: '256 | GBS 8192 | 4096 | fp8_full | 27.67 | 702.60 | 4,736.72'. "
+        + _RANDOM_ROUTING
+        + "Quantized (qwix fp8_full).",
+    ),
+    _ironwood(
+        "gemma4-26b tpu7x-128 (64 chips) seq4096 bf16 (fsdp 128, pdbs 16, remat full)",
+        "tpu7x-128",
+        _ARGS_GEMMA4_26B_64,
+        5.54,
+        "gemma4-26b",
+        "aa23ecdf61fc7eadff7fbe3cf798041dd8039161",
+        "training/ironwood/gemma4-26b/4k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc (tpu7x-4x4x4; MaxText "
+        "df1b3598070)",
+        "Table: '64 | GBS 2048 | 4096 | bf16 | 5.54 | 592.31 | 23,655.73' (was 6.04 s at dad1193). Gemma 4 26B-A4B "
+        "text decoder (128 experts top-8 + 1 shared, sliding/global attention); learned routing.",
+    ),
+    _ironwood(
+        "gemma4-26b tpu7x-512 (256 chips) seq4096 bf16 (fsdp 256 x data 2, pdbs 16, remat custom)",
+        "tpu7x-512",
+        _ARGS_GEMMA4_26B_256,
+        5.54,
+        "gemma4-26b",
+        "aa23ecdf61fc7eadff7fbe3cf798041dd8039161",
+        "training/ironwood/gemma4-26b/4k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@aa23ecdf61fc (tpu7x-4x8x8; MaxText "
+        "df1b3598070)",
+        "Table: '256 | GBS 8192 | 4096 | bf16 | 5.54 | 592.41 | 23,660.00'. remat_policy custom with no offload "
+        "key set. Learned routing.",
+    ),
+)
+
+MOE_REFERENCES: tuple[MoEReference, ...] = _MOE_DEV + _MOE_HELD_OUT
