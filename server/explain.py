@@ -15,6 +15,7 @@ from server.agent_findings import mesh_label
 from server.analysis import Analysis
 from server.perf import profile as prof
 from server.perf.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
+from server.perf.estimate import Estimate
 from server.perf.findings import Finding, Severity, Span
 from server.perf.placement import jax_physical_shape
 from server.perf.slices import GB, SOURCES, Slice
@@ -297,6 +298,16 @@ def _model_md(an: Analysis) -> str:
     )
 
 
+def _mfu_peak_md(e: Estimate) -> str:
+    """Which peak the MFU is against, when the config quantizes: MaxText's MFU counts the bf16 peak."""
+    if e.matmuls.quantized:
+        return (
+            f" (MaxText's, against the bf16 peak; {e.mfu_at_matmul_peak:.1%} of the peak the step runs at, with "
+            f"{e.matmuls.describe()})"
+        )
+    return f" ({e.matmuls.describe()})" if e.quantization else ""
+
+
 def _estimate_md(an: Analysis) -> str:
     e = an.estimate
     if e is None:
@@ -308,7 +319,7 @@ def _estimate_md(an: Analysis) -> str:
         [
             "",
             "",
-            f"**Estimate** (performance model, not a measurement): {e.mfu:.1%} MFU, "
+            f"**Estimate** (performance model, not a measurement): {e.mfu:.1%} MFU{_mfu_peak_md(e)}, "
             f"{e.tflops_per_chip:.0f} TFLOP/s per chip, step {t.step_s * 1e3:,.0f} ms, **{kind}-bound** "
             f"(lead {margin:.0%} of the step)",
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "

@@ -6,6 +6,7 @@ other layout. Plain data with a stable JSON form (`asap estimate --json`, README
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from server.perf import arith, layout, memory, roofline, steptime
@@ -14,6 +15,7 @@ from server.perf.config import Config
 from server.perf.layout import Layout
 from server.perf.memory import Memory
 from server.perf.mesh import MeshCheck
+from server.perf.quantization import MatmulPlan, matmul_plan
 from server.perf.remat import RematPolicy
 from server.perf.steptime import StepTime
 
@@ -27,7 +29,10 @@ FORMULAS = {
     "collectives": "server/perf/collectives.py: V(X-1)/X over the axis' bidirectional ICI bandwidth "
     "(x2 all-reduce, /4 all-to-all), DCN share at the chip's DCN bandwidth",
     "step_s": "server/perf/steptime.py: compute + HBM + exposed communication (+ pipeline bubble)",
-    "mfu": "flops_per_step / (step_s x devices x peak bf16 FLOP/s per device) (MaxText's definition)",
+    "mfu": "flops_per_step / (step_s x chips x peak bf16 FLOP/s per chip) (MaxText's definition, whatever dtype the "
+    "matmuls run in)",
+    "mfu_at_matmul_peak": "flops_per_step / (step_s x chips x matmuls.effective_peak_flops_per_chip): the share of "
+    "the peak the step's FLOPs run at, each at the peak of its matmul (server/perf/quantization.py); <= 1",
 }
 
 
@@ -52,6 +57,7 @@ class Estimate:
     pdbs: float
     seq: int
     grad_accum: int
+    quantization: str = ""  # MaxText's `quantization`: at which peak the weight matmuls run (`matmuls`)
 
     @property
     def tokens_per_step(self) -> float:
@@ -71,12 +77,63 @@ class Estimate:
 
     @property
     def mfu(self) -> float:
+        """MaxText's MFU: model FLOPs / (step time x chips x the chip's bf16 peak), whatever dtype the matmuls run
+        in (MaxText logs TFLOP/s per device and its MFU against the bf16 peak). With int8 or fp8 matmuls it can
+        pass what bf16 allows, even 1: `mfu_at_matmul_peak` is the utilisation of the peak the work runs at."""
         sl = self.layout.slice
         return self.model_flops_per_step / (self.time.step_s * sl.total_chips * sl.chip.peak_bf16_flops)
 
+    @cached_property
+    def matmuls(self) -> MatmulPlan:
+        """The peak the decoder layers' weight matmuls run at under `quantization`: the one steptime priced them
+        at (arith.matmul_speedup reads the same plan)."""
+        return matmul_plan(self.quantization, self.layout.slice.chip)
+
+    @property
+    def matmul_peak_flops(self) -> float:
+        """Per chip, the peak the quantized weight matmuls run at (its dtype: `matmuls.dtype`); the bf16 peak
+        when none runs faster."""
+        return self.matmuls.peak.flops if self.matmuls.quantized else self.layout.slice.chip.peak_bf16_flops
+
+    @property
+    def quantized_flops_fraction(self) -> float:
+        """Share of the model FLOPs that run in the quantized dtype: the decoder layers' weight matmuls (the model
+        FLOPs less attention and logits, which no mode quantizes) on the passes the mode quantizes."""
+        fl = self.flops
+        if not self.matmuls.quantized or fl.model <= 0:
+            return 0.0
+        weights = fl.model - 3 * (fl.attention_forward + fl.logits_forward)
+        return min(1.0, max(0.0, weights / fl.model)) * self.matmuls.pass_share
+
+    @property
+    def effective_peak_flops(self) -> float:
+        """The peak the step's model FLOPs run at, per chip: each FLOP at the peak of the matmul it is in (the
+        quantized ones at the quantized peak, the rest at bf16), i.e. their FLOP-weighted harmonic mean. The bf16
+        peak when nothing runs quantized."""
+        q, bf16 = self.quantized_flops_fraction, self.layout.slice.chip.peak_bf16_flops
+        return 1.0 / (q / self.matmul_peak_flops + (1.0 - q) / bf16) if q else bf16
+
+    @property
+    def mfu_at_matmul_peak(self) -> float:
+        """Model FLOPs / (step time x chips x `effective_peak_flops`): how close the step comes to the peak its
+        work runs at. Equals `mfu` without quantized matmuls; never above 1, since no matmul is priced faster
+        than its peak."""
+        sl = self.layout.slice
+        return self.model_flops_per_step / (self.time.step_s * sl.total_chips * self.effective_peak_flops)
+
+    def _mfu_text(self) -> str:
+        text = f"{self.mfu:.0%} MFU"
+        if self.matmuls.quantized:
+            return text + f" (bf16 peak; {self.mfu_at_matmul_peak:.0%} of the peak with {self.matmuls.dtype} matmuls)"
+        if self.quantization:
+            return text + f" ({self.quantization} runs at the bf16 peak on {self.layout.slice.chip.generation})"
+        return text
+
     def summary(self) -> str:
         """One line for the editor, e.g. 'Estimated: 61% MFU, communication-bound (tensor collectives 34%
-        of step), 71 of 95 GiB HBM'; a close runner-up (within 15% of the step) is named too."""
+        of step), 71 of 95 GiB HBM'; a close runner-up (within 15% of the step) is named too. With quantized
+        matmuls the MFU (MaxText's, against the bf16 peak) has the utilisation of the peak they run at beside it:
+        '86% MFU (bf16 peak; 52% of the peak with int8 matmuls)'."""
         kind, margin, parts = self.time.bottleneck()
         step = self.time.step_s
         top_axis = max(self.time.exposed_by_axis.items(), key=lambda kv: kv[1], default=None)
@@ -92,13 +149,21 @@ class Estimate:
             why += f", {detail(runner)} close behind" if runner != kind else ""
         gib = 1024**3
         return (
-            f"Estimated: {self.mfu:.0%} MFU, {kind}-bound{why}, "
+            f"Estimated: {self._mfu_text()}, {kind}-bound{why}, "
             f"{self.memory.total / gib:.0f} of {self.memory.usable / gib:.0f} GiB HBM"
         )
 
     def to_json(self) -> dict[str, Any]:
         sl = self.layout.slice
         kind, margin, parts = self.time.bottleneck()
+        points = [p.to_json(sl.chip) for p in self.time.points]
+        if self.matmuls.quantized:  # the weight matmuls' points against the peak they run at
+            peak = sl.chip.peak_bf16_flops / sl.chip.devices_per_chip * self.matmuls.speedup
+            bw = sl.chip.hbm_bw / sl.chip.devices_per_chip
+            for p, pt in zip(self.time.points, points, strict=True):
+                if p.name in ("qkv", "out_proj", "mlpwi", "mlpwo"):
+                    pt.update(peak_flops_per_s=peak, attainable_flops_per_s=min(peak, p.intensity * bw))
+                    pt["dtype"] = self.matmuls.dtype
         return {
             "slice": {
                 "name": sl.name,
@@ -156,12 +221,19 @@ class Estimate:
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_chip": self.tflops_per_chip,
             "mfu": self.mfu,
+            "mfu_at_matmul_peak": self.mfu_at_matmul_peak,
+            "matmuls": {
+                **self.matmuls.to_json(),
+                "bf16_peak_flops_per_chip": sl.chip.peak_bf16_flops,
+                "quantized_flops_fraction": self.quantized_flops_fraction,
+                "effective_peak_flops_per_chip": self.effective_peak_flops,
+            },
             "bottleneck": kind,
             "margin": margin,
             "attribution_s": parts,
             "roofline": {
                 "ridge_points": roofline.ridge_points(sl.chip),
-                "points": [p.to_json(sl.chip) for p in self.time.points],
+                "points": points,
             },
             "assumptions": {
                 "mxu_efficiency": sl.chip.mxu_efficiency,
@@ -255,7 +327,9 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         speedup,
         memo,
     )
-    return Estimate(lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum)
+    return Estimate(
+        lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization
+    )
 
 
 def estimate(cfg: Config, chk: MeshCheck, lay: Layout | None = None) -> Estimate:

@@ -226,7 +226,8 @@ class MatmulPlan:
         return self.speedup > 1.0
 
     def describe(self) -> str:
-        """E.g. 'int8 matmuls at 1836 TOP/s per chip', 'fp8 matmuls at the bf16 peak (no native fp8 on v6e)'."""
+        """E.g. 'int8 matmuls at 1,836 TOP/s per chip'; 'fp8 matmuls at the bf16 peak: no faster fp8 rate on
+        this chip'."""
         if not self.quantization:
             return "bf16 matmuls"
         if self.mode is None:
@@ -236,7 +237,7 @@ class MatmulPlan:
             return f"{self.dtype} matmuls{which} at {self.peak.flops / 1e12:,.0f} TOP/s per chip"
         if self.dtype == "bf16":
             return f"{self.quantization}: bf16 matmuls"
-        return f"{self.dtype} matmuls at the bf16 peak (no faster {self.dtype} rate on this chip)"
+        return f"{self.dtype} matmuls at the bf16 peak: no faster {self.dtype} rate on this chip"
 
     def to_json(self) -> dict[str, object]:
         return {
