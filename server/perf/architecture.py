@@ -562,6 +562,7 @@ def _mha(
     share_kv_projections: bool = False,
     kv_shared: bool = False,
     q_gate: bool = False,
+    qk_scale: bool | None = None,
 ) -> AttentionSpec:
     """MaxText's Attention (layers/attentions.py:229): query, key, value and out projections
     (_init_projections: attentions.py:648), optional biases (the output's dropped for qwen2:
@@ -582,9 +583,11 @@ def _mha(
         params += out
     if sinks:
         params += H
-    if qk_norm == "head":
+    if qk_scale is None:
+        qk_scale = c.k.flag("qk_norm_with_scale")
+    if qk_norm == "head" and qk_scale:
         params += hd + (0 if kv_shared else hd)
-    elif qk_norm == "global":
+    elif qk_norm == "global" and qk_scale:
         params += H * hd + (0 if kv_shared else K * hd)
     if v_norm and not kv_shared:
         params += hd
@@ -954,7 +957,7 @@ def _gemma3(c: _Ctx) -> list[LayerGroup]:
     (GEMMA3_ATTENTION_PATTERN, gemma3.py:37, by layer index), q/k norms per head, pre/post norms."""
     w = c.k.num("sliding_window_size")
     norms = _gemma_norms(c)
-    qk = "head" if c.k.flag("qk_norm_with_scale") else ""
+    qk = "head"  # Gemma 3 always builds q/k norms (models/gemma3.py:125)
     local = _layer(c, _mha(c, window=w, qk_norm=qk), _dense(c), norms)
     glob = _layer(c, _mha(c, qk_norm=qk), _dense(c), norms)
     c.src("models/gemma3.py", 37)
@@ -981,7 +984,7 @@ def _gemma4(c: _Ctx) -> list[LayerGroup]:
     gkv = k.num("global_num_kv_heads", minimum=0) or c.K
     ghd = k.num("global_head_dim", minimum=0) or c.hd
     share = k.flag("share_kv_projections")
-    qk = "head" if k.flag("qk_norm_with_scale") else ""
+    qk = "head"
     vn = k.flag("v_norm_with_scale")
     ffn, ffn_norms = _gemma4_ffn(c)
     norms = _gemma_norms(c) + ffn_norms
@@ -1008,7 +1011,7 @@ def _gemma4_small(c: _Ctx) -> list[LayerGroup]:
     w = k.num("sliding_window_size")
     gkv = k.num("global_num_kv_heads", minimum=0) or c.K
     ghd = k.num("global_head_dim", minimum=0) or c.hd
-    qk = "head" if k.flag("qk_norm_with_scale") else ""
+    qk = "head"
     vn = k.flag("v_norm_with_scale")
     extra = 1 + ((2 * c.D * ple + c.D) if ple else 0)
     extra_mm = 2 * c.D * ple if ple else 0
@@ -1091,7 +1094,7 @@ def _llama4(c: _Ctx) -> list[LayerGroup]:
     out = []
     for i in range(c.L):
         nope = nope_every > 0 and (i + 1) % nope_every == 0
-        is_moe = moe_every > 0 and (i + 1) % moe_every == 0
+        is_moe = c.experts > 1 and moe_every > 0 and (i + 1) % moe_every == 0
         attn = _mha(c, rope=False, qk_norm=qk) if nope else _mha(c, chunk=chunk, qk_norm=qk)
         ffn = _moe(c, c.moe_dim(), shared_dim=shared * c.moe_dim(), shared_count=shared) if is_moe else _dense(c)
         out.append(_layer(c, attn, ffn, 2 * c.D))
@@ -1271,7 +1274,10 @@ def _qwen3_next(c: _Ctx) -> list[LayerGroup]:
     MoE with one shared expert at moe_mlp_dim and a shared-expert gate (1107)."""
     cycle = c.k.num("inhomogeneous_layer_cycle_interval")
     ffn = _moe(c, c.moe_dim(), shared_dim=c.moe_dim(), shared_count=1, shared_gate=True)
-    full = _layer(c, _mha(c, qk_norm="head", q_gate=True), ffn, 2 * c.D)
+    # With use_qk_norm the norms follow qk_norm_with_scale; otherwise Qwen3NextRMSNorm, always scaled
+    # (layers/attentions.py:486, 521).
+    qk_scale = None if c.k.flag("use_qk_norm") else True
+    full = _layer(c, _mha(c, qk_norm="head", qk_scale=qk_scale, q_gate=True), ffn, 2 * c.D)
     linear = _layer(c, _gated_delta(c), ffn, 2 * c.D)
     c.src("models/qwen3.py", 1279)
     return [full if (i + 1) % cycle == 0 else linear for i in range(c.L)]
@@ -1286,7 +1292,7 @@ def _envy(c: _Ctx) -> list[LayerGroup]:
     attn = _qwen3_attn(c)
     out = []
     for i in range(c.L):
-        is_moe = step > 0 and (i + 1) % step == 0
+        is_moe = c.experts > 1 and step > 0 and (i + 1) % step == 0
         out.append(_layer(c, attn, _moe(c, c.moe_dim()) if is_moe else _dense(c), norms))
     c.src("models/envy.py", 37)
     return out
@@ -1346,6 +1352,8 @@ def build(get: Getter) -> Architecture:
     if builder is None:
         c.notes.append(f"unknown decoder_block {c.block!r}: priced as the llama2-style dense block")
         builder = _llama2
+    if c.experts <= 1 and builder in (_llama4, _envy):
+        c.notes.append(f"num_experts=1: the {c.block} MoE layers are priced as dense MLPs")
     if c.experts > 1 and builder in (_llama2, _gemma, _gemma2, _gemma3, _qwen2, _qwen3, _olmo3, _gpt3):
         c.notes.append(f"num_experts={c.experts} is ignored: the {c.block} decoder block has no MoE layers")
     groups = _group(builder(c))
