@@ -30,6 +30,7 @@ from server.perf.enumeration import enumerate_meshes
 from server.perf.estimate import Estimate, EstimateError, estimate, inputs
 from server.perf.findings import Finding, Severity
 from server.perf.mesh import check
+from server.perf.models import MAXTEXT_PATH_HELP, MaxTextPathAction
 from server.perf.profile import ProfileError
 from server.perf.source import YamlSyntaxError
 from server.profile_analysis import analyze_tools
@@ -634,6 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("configs", nargs="+", metavar="CONFIG.yml")
     c.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     c.add_argument("--slice", metavar="NAME", help="slice to assume when a config declares none (e.g. v5e-256)")
+    c.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     c.set_defaults(func=cmd_check)
     e = sub.add_parser("estimate", help="roofline, memory, collectives, step time and MFU of a config on its slice")
     e.add_argument("config", metavar="CONFIG.yml")
@@ -643,6 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
     e.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     e.add_argument("--top", type=int, default=0, metavar="N", help="also list the N fastest valid meshes of the slice")
+    e.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     e.set_defaults(func=cmd_estimate)
     pr = sub.add_parser("profile", help="KPIs, top ops, collectives and bottleneck verdict of an XProf profile")
     pr.add_argument("path", metavar="PATH", help="a .xplane.pb, a run directory, or a directory of exported tool JSON")
@@ -650,6 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", metavar="CONFIG.yml", help="compare with this config's declared slice, mesh and estimate"
     )
     pr.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    pr.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     pr.set_defaults(func=cmd_profile)
     an = sub.add_parser("analyze", help="diagnose a config (and its profile) and propose up to three better meshes")
     an.add_argument("config", metavar="CONFIG.yml")
@@ -662,6 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where <run_name>/tensorboard/plugins/profile may be (repeatable; like asap.profileSearchPaths)",
     )
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
+    an.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     an.add_argument("--json", action="store_true", help="machine-readable output (see README)")
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
@@ -675,6 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
     ve.add_argument("--max-layers", type=int, default=4, metavar="N", help="compile at most N layers, extrapolate")
     ve.add_argument("--timeout", type=float, default=900.0, metavar="S", help="stop a compile after S seconds")
+    ve.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     ve.add_argument(
         "--maxtext-python",
         metavar="PYTHON",
@@ -689,6 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
     oc.add_argument("--experiment", metavar="ID", help="the analysis whose proposal was applied (with --proposal)")
     oc.add_argument("--proposal", type=int, metavar="N", help="which proposal was applied (with --experiment)")
     oc.add_argument("--slice", metavar="NAME", help="slice to assume when the config declares none")
+    oc.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
     oc.add_argument("--json", action="store_true")
     oc.set_defaults(func=cmd_outcome)
     sts = sub.add_parser("stats", help="ASAP's track record: prediction errors and confidence reliability")

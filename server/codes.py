@@ -52,11 +52,17 @@ _CODES = (
     Code(
         "ASAP004",
         "Unknown model_name",
-        "config loading",
-        "ASAP has no dimensions for this `model_name`, so the head checks and the estimate cannot run.",
-        "ASAP's model table (server/perf/models.py) lacks the name; MaxText may still know it.",
-        "Fix the name (the message lists known models of the family), or set `base_emb_dim`, "
-        "`base_num_query_heads`, `base_num_kv_heads`, `base_mlp_dim`, `base_num_decoder_layers` and `head_dim`.",
+        "MaxText pyconfig",
+        "No model file for this `model_name` in ASAP's catalog of MaxText's model files, in `models/` next to the "
+        "config (or next to its directory), or in the MaxText checkout the `base_config` chain or "
+        "`asap.maxtextPath` names. MaxText then only logs \"Model config for '<name>' not found\" and trains "
+        "what the config files and base.yml give. Information when the config sets the `base_*` dimensions (the "
+        "estimate prices them); a warning when it does not, because the run trains base.yml's default 1B model.",
+        "Certain for the places listed: MaxText's own lookup order (pyconfig.py). The catalog is MaxText at the "
+        "commit it names; a model added to MaxText later is found only in a checkout ASAP is pointed at.",
+        "Fix the name (the message lists the catalog's models of the family), point `asap.maxtextPath` / "
+        "`--maxtext-path` at a MaxText checkout that has the model, or set `base_emb_dim`, "
+        "`base_num_query_heads`, `base_num_kv_heads`, `base_mlp_dim` and `base_num_decoder_layers`.",
     ),
     Code(
         "ASAP005",
@@ -68,6 +74,20 @@ _CODES = (
         "names it lacks, and ASAP's slice table follows that map.",
         "Use a name such as `v5e-256`, `v6e-64`, `v5p-512`, `v4-128` or `tpu7x-8`, and a slice count >= 1.",
         ("tpu-v5e.md", "tpu-v5p.md", "tpu-v6e.md", "tpu-v4.md", "tpu7x.md"),
+    ),
+    Code(
+        "ASAP006",
+        "Model file replaces a config key",
+        "MaxText pyconfig",
+        "The config sets a key that the model file of its `model_name` also sets, to another value. MaxText "
+        "merges the model file over the config files, so the run uses the model file's value, and ASAP prices "
+        "that. `override_model_config: true` does not help in a config file: it lets only command-line overrides "
+        "win. Also reported for an override (`--mesh`, a proposal) of a model file's key, which MaxText refuses "
+        "unless `override_model_config=true` is passed with it.",
+        "Certain: MaxText's merge order (base config chain, model file, command line) and its check that a "
+        "command-line override does not contradict the model file (pyconfig.py).",
+        "Remove the key from the config, or to train with your value: drop `model_name` and set every dimension "
+        "yourself, or pass `key=value` on MaxText's command line together with `override_model_config=true`.",
     ),
     Code(
         "ASAP010",

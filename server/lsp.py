@@ -23,7 +23,7 @@ from pygls.workspace import TextDocument
 
 from server import __version__, agent_findings, experiments, explain, lsp_convert, profile_analysis, verification
 from server.analysis import Analysis, analyze
-from server.perf import placement, profile_convert, profile_link
+from server.perf import models, placement, profile_convert, profile_link
 from server.perf.findings import Finding, Severity
 from server.perf.profile import ProfileError
 from server.perf.profile_convert import Cancelled, CancelToken, ProfileFiles
@@ -53,6 +53,7 @@ class Settings:
     profile_search_paths: tuple[str, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be
     verify: str = "manual"  # asap.verify: "manual" (ASAP: Verify) or "auto" (after each background analysis)
     maxtext_python: str | None = None  # asap.maxtextPython: compile MaxText's own train step with it
+    maxtext_path: str | None = None  # asap.maxtextPath: a MaxText checkout whose models/ model_name is read from
 
     @classmethod
     def from_client(cls, raw: Any) -> Settings:
@@ -65,6 +66,7 @@ class Settings:
         paths = raw.get("profileSearchPaths", [])
         verify = raw.get("verify", "manual")
         mt = raw.get("maxtextPython")
+        mp = raw.get("maxtextPath")
         return cls(
             default_slice=ds.strip() if isinstance(ds, str) and ds.strip() else None,
             show_estimate=show if isinstance(show, bool) else True,
@@ -75,6 +77,7 @@ class Settings:
             else (),
             verify=verify if verify in ("manual", "auto") else "manual",
             maxtext_python=str(Path(mt.strip()).expanduser()) if isinstance(mt, str) and mt.strip() else None,
+            maxtext_path=str(Path(mp.strip()).expanduser()) if isinstance(mp, str) and mp.strip() else None,
         )
 
 
@@ -95,6 +98,22 @@ class AsapServer(LanguageServer):
         self.new_outcomes: dict[str, dict[str, Any]] = {}  # uri -> an outcome recorded by itself, to announce
         self.shutting_down = False
         self._agent_pool: ProcessPoolExecutor | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        """Config loading reads model files from the checkout asap.maxtextPath names (the process's default,
+        exported to the agents' worker too: a worker started with another checkout is retired)."""
+        old = getattr(self, "_settings", None)
+        self._settings = value
+        models.set_default_maxtext_path(value.maxtext_path)
+        pool = getattr(self, "_agent_pool", None)
+        if pool is not None and old is not None and old.maxtext_path != value.maxtext_path:
+            self._agent_pool = None
+            pool.shutdown(wait=False)
 
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:

@@ -84,20 +84,29 @@ def test_non_maxtext_yaml_gets_nothing(write):
     assert not config.load(write("list.yml", "- a\n- b\n")).is_maxtext
 
 
-def test_model_name_resolves_dims_and_explicit_base_keys_override(write):
+def test_model_name_resolves_dims_and_the_model_file_replaces_config_keys(write):
+    """MaxText merges the model file over the config files (pyconfig.py:514@e591f30cb): a base_* key the config
+    sets and the model file sets too is the model file's, with a warning at the key (it used to be the config's)."""
     cfg = config.load(write("c.yml", "model_name: llama3-8b\nbase_num_decoder_layers: 2\n"))
     m = cfg.model
     assert m is not None
     assert (m.emb_dim, m.num_query_heads, m.num_kv_heads, m.mlp_dim, m.vocab_size) == (4096, 32, 8, 14336, 128256)
-    assert m.num_decoder_layers == 2
+    assert m.num_decoder_layers == 32
     assert cfg.get("base_emb_dim") == 4096 and cfg.values["base_emb_dim"].origin == "model"
+    (f,) = cfg.findings
+    assert (f.code, f.severity, f.key, f.span.line) == ("ASAP006", Severity.WARNING, "base_num_decoder_layers", 1)
+    assert "32" in f.message and "override_model_config=true" in f.message
 
 
-def test_unknown_model_is_located_error_with_hint(write):
+def test_unknown_model_without_dims_is_a_located_warning_with_hint(write):
+    """MaxText only logs "Model config for ... not found" and trains base.yml's dims (pyconfig.py:487-488): a
+    warning (it was an error), and the default dims are priced."""
     cfg = config.load(write("c.yml", "steps: 1\nmodel_name: llama2-8b\n"))
     (f,) = cfg.findings
-    assert f.code == "ASAP004" and f.span.line == 1 and f.span.column == len("model_name: ")
+    assert f.code == "ASAP004" and f.severity == Severity.WARNING
+    assert f.span.line == 1 and f.span.column == len("model_name: ")
     assert "llama2-7b" in f.message  # suggests the family's known sizes
+    assert cfg.model is not None and (cfg.model.emb_dim, cfg.model.num_decoder_layers) == (2048, 16)
 
 
 def test_asap_comment_declares_slice(write):
@@ -113,8 +122,8 @@ def test_unknown_keys_are_kept_and_ignored(write):
 
 
 def test_overrides_of_model_dims_win_over_the_preset(write):
-    """As on MaxText's command line: `base_emb_dim=...` overrides the model_name preset; a mesh override
-    leaves the dims alone."""
+    """As on MaxText's command line with override_model_config=true: `base_emb_dim=...` overrides the model file
+    (without the flag MaxText refuses it: a warning says so); a mesh override leaves the dims alone."""
     p = write("c.yml", "model_name: llama2-7b\ncompile_topology: v5e-16\nici_fsdp_parallelism: 16\n")
     cfg = config.load(p)
     assert cfg.model is not None and cfg.model.emb_dim == 4096 and cfg.model.vocab_size == 32000
@@ -122,8 +131,15 @@ def test_overrides_of_model_dims_win_over_the_preset(write):
     assert small.model is not None
     assert (small.model.emb_dim, small.model.vocab_size, small.model.num_decoder_layers) == (512, 1024, 2)
     assert small.model.mlp_dim == cfg.model.mlp_dim  # not overridden: the preset's
+    assert sorted(f.key for f in small.findings if f.code == "ASAP006") == [
+        "base_emb_dim",
+        "base_num_decoder_layers",
+        "vocab_size",
+    ]
+    allowed = config.with_overrides(cfg, {"base_emb_dim": 512, "override_model_config": True})
+    assert allowed.model is not None and allowed.model.emb_dim == 512 and not allowed.findings
     meshed = config.with_overrides(cfg, {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2})
-    assert meshed.model == cfg.model
+    assert meshed.model == cfg.model and not meshed.findings
 
 
 def test_base_config_base_yml_is_maxtexts_own(write):

@@ -1,9 +1,12 @@
 """The MaxText config model: one document plus its `base_config` parents, resolved to
 values that remember where they were set (file, line, key) and the model's dimensions.
 
-Resolution order, lowest first: MaxText's defaults for the keys ASAP reads, the model
-file named by `model_name`, then the `base_config` chain from the root parent down to the
-document. Explicit `base_*` keys anywhere in the chain override the model file's.
+Resolution order, lowest first, as MaxText's pyconfig merges (src/maxtext/configs/pyconfig.py:430-517@e591f30cb):
+ASAP's defaults and base.yml's values (server/perf/defaults.py), the `base_config` chain from the root parent
+down to the document (`_load_config`, 188-203), the model file `model_name` names (server/perf/models.py), then
+command-line overrides (`with_overrides`). The model file replaces what the config files set (MaxText merges
+base_yml_config, model_cfg, overrides in that order, 514); `override_model_config: true` only lets command-line
+overrides win over it (481-486). `logical_axis_rules` are merged rule by rule, not replaced (166-185, 493-503).
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.perf.findings import Finding, Severity, Span
-from server.perf.models import FIELD_KEYS, MODELS, ModelDims
+from server.perf import models
+from server.perf.findings import Finding, Related, Severity, Span
+from server.perf.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
 from server.perf.source import Entry, YamlSource, YamlSyntaxError, parse
 
 Reader = Callable[[Path], str]
@@ -74,7 +78,7 @@ class Value:
 
     key: str
     value: Any
-    origin: str  # 'document', 'parent', 'model', 'default'
+    origin: str  # 'document', 'parent', 'model' (the model file), 'default' (ASAP's or base.yml's), 'override'
     entry: Entry | None = None  # where it is written, when it is written in a file
 
     @property
@@ -89,11 +93,18 @@ class Config:
     values: dict[str, Value] = field(default_factory=dict)
     chain: list[Path] = field(default_factory=list)  # parents, nearest first
     findings: list[Finding] = field(default_factory=list)
-    model: ModelDims | None = None
+    model: ModelDims | None = None  # the resolved dimensions (None only for a file that is not a MaxText config)
     is_maxtext: bool = False
     declared_slice: str | None = None  # from the `# asap: slice=...` comment
     declared_slice_span: Span | None = None
     declared_num_slices: int | None = None
+    model_file: ModelFile | None = None  # the model file model_name loads, None for "default" or an unknown name
+    maxtext_path: Path | None = None  # the MaxText checkout to look for model files in
+    # The values below the model file (defaults, base.yml, the chain), the reader, and the findings that
+    # resolving the model produced: with_overrides resolves again from them.
+    chain_values: dict[str, Value] = field(default_factory=dict, repr=False)
+    reader: Reader | None = field(default=None, repr=False, compare=False)
+    model_findings: list[Finding] = field(default_factory=list, repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
         v = self.values.get(key)
@@ -106,8 +117,11 @@ class Config:
 
     def anchor(self, key: str) -> tuple[Path | None, Span]:
         """Where to put a finding about `key`: its own line in the document, else the
-        `base_config` line that brings it in, else the first line of the document."""
+        `base_config` line that brings it in (for a model file's value: where `model_name` is), else the first
+        line of the document."""
         v = self.values.get(key)
+        if v is not None and v.origin == "model" and key != "model_name":
+            return self.anchor("model_name")  # a model file's value: where model_name is written
         if v is not None and v.entry is not None and v.origin == "document":
             return v.entry.file, v.entry.key_span
         if self.document is not None:
@@ -217,8 +231,14 @@ def parse_asap_comment(lines: list[str]) -> tuple[str | None, int | None, Span |
     return None, None, None
 
 
-def load(path: Path | None, text: str | None = None, reader: Reader = _read_file) -> Config:
-    """Load a config (the document's text may come from an editor buffer)."""
+def load(
+    path: Path | None,
+    text: str | None = None,
+    reader: Reader = _read_file,
+    maxtext_path: Path | str | None = None,
+) -> Config:
+    """Load a config (the document's text may come from an editor buffer). `maxtext_path`: a MaxText checkout
+    whose models/ folder to read model files from (default: models.default_maxtext_path())."""
     if text is None:
         if path is None:
             raise ValueError("load() needs a path or a text")
@@ -234,86 +254,258 @@ def load(path: Path | None, text: str | None = None, reader: Reader = _read_file
     if not cfg.is_maxtext:
         return cfg
     parents = _load_parents(doc, path, reader, cfg)
+    cfg.reader = reader
+    cfg.maxtext_path = Path(maxtext_path).expanduser() if maxtext_path else models.default_maxtext_path()
 
-    from server.perf.defaults import DEFAULTS
+    from server.perf.defaults import base_defaults
 
-    values: dict[str, Value] = {k: Value(k, v, "default") for k, v in DEFAULTS.items()}
-    layered: dict[str, Value] = {}
+    values: dict[str, Value] = {k: Value(k, v, "default") for k, v in base_defaults().items()}
     for src in [*reversed(parents), doc]:
         origin = "document" if src is doc else "parent"
         for key, ent in src.entries.items():
-            layered[key] = Value(key, ent.value, origin, ent)
-
-    name_v = layered.get("model_name") or values.get("model_name")
-    if name_v is not None and isinstance(name_v.value, str) and name_v.value != "default":
-        model = MODELS.get(name_v.value)
-        if model is None:
-            f, span = (name_v.file, name_v.entry.value_span) if name_v.entry else (path, Span.point(0))
-            close = [m for m in MODELS if m.split("-")[0] == name_v.value.split("-")[0]]
-            hint = f"; known {name_v.value.split('-')[0]} models: {', '.join(close)}" if close else ""
-            cfg.findings.append(
-                Finding(
-                    "ASAP004",
-                    Severity.ERROR,
-                    f"unknown model_name '{name_v.value}': ASAP has no dimensions for it{hint}. "
-                    "Set base_emb_dim, base_num_query_heads, base_num_kv_heads, base_mlp_dim, "
-                    "base_num_decoder_layers and head_dim explicitly.",
-                    "model_name",
-                    f if name_v.origin == "document" else path,
-                    span if name_v.origin == "document" else cfg.anchor("model_name")[1],
-                )
-            )
-        else:
-            for fld, key in FIELD_KEYS.items():
-                values[key] = Value(key, getattr(model, fld), "model")
-    values.update(layered)
-    cfg.values = values
-    cfg.model = _resolve_model(cfg, MODELS.get(str(cfg.get("model_name"))))
+            values[key] = Value(key, ent.value, origin, ent)
+    cfg.chain_values = values
+    _resolve(cfg, {})
     cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span = parse_asap_comment(doc.lines)
     return cfg
 
 
-def _resolve_model(cfg: Config, base: ModelDims | None) -> ModelDims | None:
-    """The model's dims after explicit base_* keys (wrong types are reported by the rules)."""
-    import dataclasses
-
-    overrides: dict[str, Any] = {}
-    for fld, key in FIELD_KEYS.items():
-        v = cfg.values.get(key)
-        if v is not None and v.origin in ("document", "parent", "override"):  # above the model preset
-            overrides[fld] = v.value
-    if base is None:
-        required = ("emb_dim", "num_query_heads", "num_kv_heads", "mlp_dim", "num_decoder_layers", "head_dim")
-        if not all(f in overrides for f in required):
-            return None
-        base = ModelDims(
-            name=str(cfg.get("model_name", "custom")),
-            emb_dim=0,
-            num_query_heads=0,
-            num_kv_heads=0,
-            mlp_dim=0,
-            num_decoder_layers=0,
-            head_dim=0,
-            vocab_size=32000,
-            source="explicit base_* keys",
-        )
-    try:
-        return dataclasses.replace(base, **overrides)
-    except TypeError:
-        return base
-
-
-def with_overrides(cfg: Config, overrides: dict[str, Any]) -> Config:
-    """A copy of `cfg` with some keys set as on MaxText's command line (`key=value`)."""
+def with_overrides(cfg: Config, overrides: dict[str, Any], maxtext_path: Path | str | None = None) -> Config:
+    """A copy of `cfg` with some keys set as on MaxText's command line (`key=value`): they win over the config
+    files and the model file. MaxText accepts an override of a key the model file sets to another value only
+    with `override_model_config=true` (pyconfig.py:481-486@e591f30cb); ASAP prices it as that run and warns."""
     import copy
 
     new = copy.copy(cfg)
     new.values = dict(cfg.values)
-    new.findings = list(cfg.findings)
-    for k, v in overrides.items():
-        new.values[k] = Value(k, v, "override")
-    new.model = _resolve_model(new, MODELS.get(str(new.get("model_name"))))
+    if maxtext_path:
+        new.maxtext_path = Path(maxtext_path).expanduser()
+    if not cfg.chain_values:  # not a resolved MaxText config: keep the old behaviour of plain overrides
+        new.findings = list(cfg.findings)
+        for k, v in overrides.items():
+            new.values[k] = Value(k, v, "override")
+        return new
+    new.findings = [f for f in cfg.findings if not any(f is m for m in cfg.model_findings)]
+    same_name = overrides.get("model_name", cfg.get("model_name")) == cfg.get("model_name")
+    lookup = None
+    if same_name and not maxtext_path:  # the same file: no second look on disk
+        lookup = (cfg.model_file, [f for f in cfg.model_findings if f.code == "ASAP001"])
+    _resolve(new, {k: Value(k, v, "override") for k, v in overrides.items()}, lookup)
     return new
+
+
+def _truthy(v: Any) -> bool:
+    """A flag as MaxText tests it (`if temp_cfg.get(...)`), for a YAML or command-line value."""
+    if isinstance(v, Value):
+        v = v.value
+    return bool(v) and str(v).lower() not in ("false", "0", "none")
+
+
+def _fmt(v: Any) -> str:
+    return "''" if v == "" else str(v)
+
+
+def _model_where(mf: ModelFile) -> str:
+    if mf.origin == models.ORIGIN_CATALOG:
+        return f"MaxText's {mf.file} (at {(mf.commit or '')[:9]}, ASAP's catalog)"
+    return str(mf.file)
+
+
+def _merge_rules(base: Any, new: Any, replace: bool) -> Any:
+    """pyconfig's _apply_rules / _merge_logical_axis_rules (pyconfig.py:166-185@e591f30cb): the new list's rules
+    replace every base rule of the same logical name, unless `override_logical_axis_rules` replaces all."""
+    if replace or not isinstance(base, list):
+        return new
+    if not isinstance(new, list) or not new:
+        return base
+    names = {r[0] for r in new if isinstance(r, list) and r}
+    return [r for r in base if not (isinstance(r, list) and r and r[0] in names)] + list(new)
+
+
+def _chain_anchor(cfg: Config, v: Value) -> tuple[Path | None, Span, list[Related]]:
+    """Where a finding about a value written in the chain goes: its line in the document, else the
+    document's base_config line with the parent's line as related information."""
+    if v.origin == "document" and v.entry is not None:
+        return v.entry.file, v.entry.key_span, []
+    base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+    span = base.key_span if base is not None else Span.point(0)
+    related = [Related(v.entry.file, v.entry.key_span, f"{v.key} is set here")] if v.entry is not None else []
+    return cfg.path, span, related
+
+
+def _lookup(cfg: Config, name_v: Value | None) -> tuple[ModelFile | None, list[Finding]]:
+    """The model file model_name loads (None for "default" or none found), or the error reading it."""
+    if name_v is None or name_v.value == "default":
+        return None, []
+    try:
+        return models.find_model(_name_str(name_v.value), cfg.path, cfg.chain, cfg.maxtext_path, cfg.reader), []
+    except ModelFileError as e:
+        path, span = _name_anchor(cfg, name_v)
+        msg = f"model file for model_name '{name_v.value}' is not valid YAML ({e}); MaxText cannot load it"
+        return None, [Finding("ASAP001", Severity.ERROR, msg, "model_name", path, span)]
+
+
+def _resolve(
+    cfg: Config,
+    overrides: dict[str, Value],
+    lookup: tuple[ModelFile | None, list[Finding]] | None = None,
+) -> None:
+    """cfg.values, model_file, model and the model's findings from cfg.chain_values, the model file and the
+    overrides (`lookup`: the model file already found for the same name, and the error reading it)."""
+    chain = cfg.chain_values
+    temp = {**chain, **overrides}  # what MaxText reads model_name and override_model_config from (pyconfig.py:453)
+    name_v = temp.get("model_name")
+    name = name_v.value if name_v is not None else "default"
+    mf, errors = lookup if lookup is not None else _lookup(cfg, name_v)
+    findings = list(errors)
+    if mf is None and not errors and name_v is not None and name != "default":
+        findings.append(_unknown_model(cfg, name_v, temp))
+    omc = _truthy(temp.get("override_model_config"))
+    values = dict(chain)
+    if mf is not None:
+        for key, mv in mf.keys.items():
+            if key in overrides and omc:
+                continue  # only keys not on the command line are applied (pyconfig.py:481-482)
+            cv = chain.get(key)
+            if cv is not None and key != "logical_axis_rules":
+                f = _replaced(cfg, mf, cv, mv, omc)
+                if f is not None:
+                    findings.append(f)
+            if key == "logical_axis_rules" and cv is not None:
+                mv = _merge_rules(cv.value, mv, _truthy(mf.keys.get("override_logical_axis_rules")))
+            values[key] = Value(key, mv, "model", mf.entries.get(key))
+        for key, ov in overrides.items():
+            if key in mf.keys and not omc and ov.value != mf.keys[key] and key != "logical_axis_rules":
+                findings.append(_refused_override(cfg, mf, ov))
+    for key, ov in overrides.items():
+        if key == "logical_axis_rules" and key in values:
+            ov = Value(
+                key,
+                _merge_rules(values[key].value, ov.value, _truthy(temp.get("override_logical_axis_rules"))),
+                ov.origin,
+            )
+        values[key] = ov
+    cfg.values = values
+    cfg.model_file = mf
+    cfg.model_findings = findings
+    cfg.findings.extend(findings)
+    cfg.model = models.dims_from_values(_name_str(name), cfg.get, _dims_source(cfg, mf, name))
+
+
+def _name_str(name: Any) -> str:
+    return name if isinstance(name, str) else str(name)
+
+
+def _name_anchor(cfg: Config, name_v: Value) -> tuple[Path | None, Span]:
+    if name_v.origin == "document" and name_v.entry is not None:
+        return name_v.file, name_v.entry.value_span
+    if name_v.origin == "parent":
+        base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+        return cfg.path, base.key_span if base is not None else Span.point(0)
+    return cfg.path, Span.point(0)
+
+
+def _dims_source(cfg: Config, mf: ModelFile | None, name: Any) -> str:
+    cat = models.catalog()
+    if mf is not None:
+        return mf.source
+    set_here = [k for k in DIM_KEYS if (v := cfg.values.get(k)) is not None and v.origin != "default"]
+    if name == "default" and not set_here:
+        return f"MaxText {cat.base_file}@{cat.short_commit} (model_name: default)"
+    if len(set_here) == len(DIM_KEYS):
+        return f"base_* keys of the config (model_name '{name}' has no model file)"
+    return f"MaxText {cat.base_file}@{cat.short_commit} defaults and the config's base_* keys"
+
+
+def _unknown_model(cfg: Config, name_v: Value, values: dict[str, Value]) -> Finding:
+    """ASAP004: no model file for the name. MaxText logs a warning and trains what the config and base.yml
+    give (pyconfig.py:487-488@e591f30cb): information when the config sets the dimensions, else a warning."""
+    name = _name_str(name_v.value)
+    cat = models.catalog()
+    dirs = models.search_dirs(cfg.path, cfg.chain, cfg.maxtext_path)
+    checkout = [str(d) for d, o in dirs if o == models.ORIGIN_CHECKOUT]
+    where = f"ASAP's catalog of MaxText {cat.short_commit} nor in models/ next to the config" + (
+        f" or in the MaxText checkout ({', '.join(checkout)})" if checkout else ""
+    )
+    path, span = _name_anchor(cfg, name_v)
+    missing = [k for k in DIM_KEYS if (v := values.get(k)) is None or v.origin in ("default", "model")]
+    if not missing:
+        dims = ", ".join(f"{k} {_fmt(values[k].value)}" for k in DIM_KEYS)
+        return Finding(
+            "ASAP004",
+            Severity.INFORMATION,
+            f"model_name '{name}' is not in {where}; priced from the base_* keys set here ({dims}).",
+            "model_name",
+            path,
+            span,
+        )
+    family = name.split("-")[0]
+    close = [m for m in models.catalog_names() if m.split("-")[0] == family]
+    hint = f" Known {family} models: {', '.join(close)}." if close else ""
+    defaults = ", ".join(f"{k} {_fmt(values[k].value)}" for k in missing if k in values)
+    checkout_hint = "" if checkout else " or name a MaxText checkout that has it (asap.maxtextPath, --maxtext-path),"
+    return Finding(
+        "ASAP004",
+        Severity.WARNING,
+        f"model_name '{name}' is not in {where}: MaxText logs \"Model config for '{name}' not found\" and trains "
+        f"base.yml's default {'dimensions' if len(missing) == len(DIM_KEYS) else 'for the dimensions not set here'}"
+        f", and ASAP prices those ({defaults}).{hint} Fix the name,{checkout_hint} or set {', '.join(missing)}.",
+        "model_name",
+        path,
+        span,
+    )
+
+
+def _replaced(cfg: Config, mf: ModelFile, cv: Value, mv: Any, omc: bool) -> Finding | None:
+    """ASAP006: a key the config chain sets that the model file sets to another value (MaxText takes the model
+    file's). MaxText's own base.yml is not the user's to change and is left alone."""
+    if cv.origin not in ("document", "parent") or cv.value == mv:
+        return None
+    if cv.file is not None and models.is_maxtext_base_yml(cv.file):
+        return None
+    path, span, related = _chain_anchor(cfg, cv)
+    if mf.path is not None and cv.key in mf.entries:
+        related.append(Related(mf.path, mf.entries[cv.key].key_span, f"the model file sets {cv.key}: {_fmt(mv)}"))
+    where = (
+        ""
+        if cv.origin == "document" or cv.entry is None
+        else f" (in {cv.entry.file.name if cv.entry.file else '?'}:{cv.entry.key_span.line + 1})"
+    )
+    omc_note = (
+        " override_model_config: true does not change this: it lets only command-line overrides win over the "
+        "model file."
+        if omc
+        else ""
+    )
+    return Finding(
+        "ASAP006",
+        Severity.WARNING,
+        f"{cv.key}: {_fmt(cv.value)}{where} is replaced by {_fmt(mv)} from {_model_where(mf)}: MaxText merges the "
+        f"model file of model_name over the config files, so the run uses {_fmt(mv)}.{omc_note} To train with "
+        f"{_fmt(cv.value)}, drop model_name and set every dimension in the config, or pass {cv.key}={_fmt(cv.value)} "
+        "on the command line with override_model_config=true.",
+        cv.key,
+        path,
+        span,
+        related=related,
+        data={"model_value": mv, "config_value": cv.value, "model_file": mf.file},
+    )
+
+
+def _refused_override(cfg: Config, mf: ModelFile, ov: Value) -> Finding:
+    """A command-line override of a model file's key with another value: MaxText refuses it without
+    override_model_config=true (validate_no_keys_overridden_twice, pyconfig.py:128-150@e591f30cb)."""
+    path, span = cfg.anchor("model_name")
+    return Finding(
+        "ASAP006",
+        Severity.WARNING,
+        f"{ov.key}={_fmt(ov.value)} on the command line overrides {_fmt(mf.keys[ov.key])} from {_model_where(mf)}: "
+        "MaxText refuses that unless override_model_config=true is also passed; priced as that run.",
+        ov.key,
+        path,
+        span,
+        data={"scope": "override", "model_value": mf.keys[ov.key], "override_value": ov.value, "model_file": mf.file},
+    )
 
 
 def parse_override(text: str) -> dict[str, Any]:

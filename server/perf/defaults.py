@@ -1,11 +1,14 @@
 """MaxText's defaults (src/maxtext/configs/base.yml) for the keys ASAP reads.
 
-A key that no file in the `base_config` chain sets takes this value, as in MaxText,
-where every config inherits base.yml.
+A key that no file in the `base_config` chain (and no model file) sets takes this value, as in MaxText,
+where every config inherits base.yml. Two layers, lowest first: DEFAULTS below, then base.yml's values at the
+commit of ASAP's model catalog for every key a model file sets and every structural key
+(`server/perf/models.py`'s `base_keys()`, written by `tools/models_from_maxtext.py`). `base_defaults()` is both.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from server.perf.axes import AXES
@@ -28,3 +31,15 @@ DEFAULTS: dict[str, Any] = {
     "opt_type": "adamw",
     "global_parameter_scale": 1,
 }
+
+
+@lru_cache(maxsize=1)
+def _base_defaults() -> dict[str, Any]:
+    from server.perf.models import base_keys
+
+    return {**DEFAULTS, **base_keys()}
+
+
+def base_defaults() -> dict[str, Any]:
+    """ASAP's DEFAULTS under base.yml's values from the model catalog (a fresh copy)."""
+    return dict(_base_defaults())

@@ -1,33 +1,300 @@
-"""Model dimensions of MaxText's model files (configs/models/<name>.yml).
+"""MaxText's model files (`configs/models/<name>.yml`) and how `model_name` finds one.
 
-These are the facts ASAP resolves `model_name` to.
+The committed catalog `server/perf/data/maxtext_models.json` is written by `tools/models_from_maxtext.py`
+from a MaxText checkout at a named commit: every key of every model file, values as YAML loads them, plus
+`base.yml`'s value of every key a model file sets and of every key MaxText's training-FLOPs function and
+decoder blocks read for the model's structure. Nothing here is typed by hand.
 
-Every number below was read from the model file named in ``source`` (repository AI-Hypercomputer/maxtext,
-current layout ``src/maxtext/configs/models/``; the older layout was ``src/MaxText/configs/models/``), at the
-commit given after ``@``. A key the model file does not set takes MaxText's ``base.yml`` default
-(``src/maxtext/configs/base.yml``@000b810b): ``num_experts: 1``, ``num_experts_per_tok: 1``,
-``mlp_activations: ["silu", "linear"]``, ``logits_via_embedding: false``, ``decoder_block: "llama2"``,
-``base_moe_mlp_dim: -1`` (kept here as ``None``), ``shared_experts: 0``, ``head_dim: 128``,
-``vocab_size: 32_000``.
-
-MaxText scales these with ``global_parameter_scale`` (default 1, a power of two); ASAP reads the ``base_*``
-values and applies the scale itself (``types.py``: ``emb_dim = 2**emb_scale * base_emb_dim`` and so on).
+Where MaxText looks for a model file (src/maxtext/configs/pyconfig.py:457-488@e591f30cb): "-Instruct" is
+removed from the name, then `<dir of the config>/models/<name>.yml`, then `<dir of that dir>/models/<name>.yml`,
+then the `models/` folder of the MaxText package that runs. A missing file only logs
+"Model config for '<name>' not found" and the run trains base.yml's dimensions. ASAP follows the same order and
+stands in for "the package that runs" with, in turn: the MaxText checkout the `base_config` chain resolves into,
+the checkout named by `asap.maxtextPath` / `--maxtext-path` / `$ASAP_MAXTEXT_PATH`, and the committed catalog.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import argparse
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
-_REPO = "MaxText (AI-Hypercomputer/maxtext)"
-_MODELS_DIR = "src/maxtext/configs/models"
+from server.perf.source import Entry, YamlSyntaxError, parse
+
+CATALOG_RESOURCE = "data/maxtext_models.json"
+MAXTEXT_PATH_ENV = "ASAP_MAXTEXT_PATH"
+
+# Where a model file was found (ModelFile.origin).
+ORIGIN_CATALOG = "catalog"  # the committed catalog (MaxText at the catalog's commit)
+ORIGIN_CHECKOUT = "checkout"  # a MaxText checkout: the one the base_config chain is in, or maxtext_path
+ORIGIN_CONFIG = "config"  # models/ next to the config, or next to its directory
+
+# The configs directories of MaxText's layouts, newest first (relative to a checkout's root), and the
+# package layouts a path may name directly (a package dir `.../maxtext`, its configs dir, its models dir).
+CHECKOUT_MODELS_DIRS = ("src/maxtext/configs/models", "src/MaxText/configs/models", "MaxText/configs/models")
+_PACKAGE_MODELS_DIRS = ("maxtext/configs/models", "configs/models", "models")
 
 
-def _src(name: str, commit: str) -> str:
-    return f"{_REPO} {_MODELS_DIR}/{name}.yml@{commit}"
+class ModelFileError(Exception):
+    """A model file on disk that cannot be read as a YAML mapping."""
+
+    def __init__(self, path: Path, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
 
 
 @dataclass(frozen=True)
+class ModelFile:
+    """One model file: its keys as YAML loads them and where it was found."""
+
+    name: str
+    file: str  # the catalog's repository path (src/maxtext/configs/models/<name>.yml), or the file on disk
+    commit: str | None  # the MaxText commit of a catalog entry; None for a file read from disk
+    keys: Mapping[str, Any]
+    origin: str  # ORIGIN_CATALOG, ORIGIN_CHECKOUT or ORIGIN_CONFIG
+    entries: Mapping[str, Entry] = field(default_factory=dict, compare=False, repr=False)  # spans, from disk
+
+    @property
+    def path(self) -> Path | None:
+        """The file on disk (None for a catalog entry)."""
+        return None if self.origin == ORIGIN_CATALOG else Path(self.file)
+
+    @property
+    def source(self) -> str:
+        """Where the keys come from, for messages and hovers."""
+        if self.origin == ORIGIN_CATALOG:
+            return f"MaxText {self.file}@{(self.commit or '')[:9]}"
+        return self.file
+
+
+@dataclass(frozen=True)
+class Catalog:
+    repository: str
+    commit: str
+    commit_date: str
+    models_dir: str
+    base_file: str
+    base: Mapping[str, Any]
+    models: Mapping[str, ModelFile]
+
+    @property
+    def short_commit(self) -> str:
+        return self.commit[:9]
+
+
+def plain(value: Any) -> Any:
+    """A loaded YAML value as plain JSON-able Python (ruamel's round-trip containers become lists and dicts)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def parse_model_text(text: str, path: Path | None = None) -> tuple[dict[str, Any], dict[str, Entry]]:
+    """The top-level keys of a model file (values as YAML loads them) and their entries. Raises
+    ModelFileError. The one reader for the catalog script and for files found on disk, so both agree."""
+    try:
+        src = parse(text, path)
+    except YamlSyntaxError as e:
+        raise ModelFileError(path or Path("<text>"), f"line {e.span.line + 1}: {e.message}") from None
+    if not src.is_mapping:
+        raise ModelFileError(path or Path("<text>"), "not a YAML mapping of keys")
+    return {k: plain(e.value) for k, e in src.entries.items()}, dict(src.entries)
+
+
+def base_name(name: str) -> str:
+    """The name MaxText looks up: "-Instruct" removed (pyconfig.py:458-460@e591f30cb)."""
+    return name.replace("-Instruct", "") if "-Instruct" in name else name
+
+
+# -- the committed catalog ------------------------------------------------------------------------------------
+def catalog_from_json(data: Mapping[str, Any]) -> Catalog:
+    commit = str(data["commit"])
+    models = {
+        name: ModelFile(name, str(m["file"]), commit, dict(m["keys"]), ORIGIN_CATALOG)
+        for name, m in sorted(data["models"].items())
+    }
+    return Catalog(
+        repository=str(data["repository"]),
+        commit=commit,
+        commit_date=str(data.get("commit_date", "")),
+        models_dir=str(data["models_dir"]),
+        base_file=str(data["base"]["file"]),
+        base=dict(data["base"]["keys"]),
+        models=models,
+    )
+
+
+@lru_cache(maxsize=1)
+def catalog() -> Catalog:
+    """The committed catalog (read once)."""
+    text = (resources.files("server.perf") / CATALOG_RESOURCE).read_text(encoding="utf-8")
+    return catalog_from_json(json.loads(text))
+
+
+def catalog_names() -> list[str]:
+    return sorted(catalog().models)
+
+
+def base_keys() -> dict[str, Any]:
+    """base.yml's values at the catalog's commit for the keys model files set and the structural keys."""
+    return dict(catalog().base)
+
+
+def __getattr__(name: str) -> Any:
+    """`MODELS`: the committed catalog's model files by name (read on first use, so that the catalog script
+    can import this module before any catalog exists)."""
+    if name == "MODELS":
+        return catalog().models
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- the MaxText checkout the user has ----------------------------------------------------------------------
+_default_path: str | None = None  # set_default_maxtext_path's value
+_ENV_AT_START = os.environ.get(MAXTEXT_PATH_ENV)
+
+
+def set_default_maxtext_path(path: str | os.PathLike[str] | None) -> None:
+    """The checkout to use when a caller names none (CLI `--maxtext-path`, the editor's `asap.maxtextPath`).
+    Also exported as $ASAP_MAXTEXT_PATH so processes started later (the agents' worker) use it too; None
+    restores the environment's own value."""
+    global _default_path
+    value = str(Path(path).expanduser()) if path else None
+    _default_path = value
+    target = value if value is not None else _ENV_AT_START
+    if target is None:
+        os.environ.pop(MAXTEXT_PATH_ENV, None)
+    else:
+        os.environ[MAXTEXT_PATH_ENV] = target
+
+
+def default_maxtext_path() -> Path | None:
+    if _default_path:
+        return Path(_default_path)
+    env = os.environ.get(MAXTEXT_PATH_ENV, "").strip()
+    return Path(env).expanduser() if env else None
+
+
+class MaxTextPathAction(argparse.Action):
+    """`--maxtext-path PATH` on the command line: the process's default checkout (set_default_maxtext_path)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        set_default_maxtext_path(values or None)
+
+
+MAXTEXT_PATH_HELP = (
+    "a MaxText checkout: model_name is looked up in its models/ before ASAP's catalog of MaxText's model files "
+    f"(default: ${MAXTEXT_PATH_ENV})"
+)
+
+
+def checkout_models_dir(path: Path) -> Path | None:
+    """The models/ folder of a MaxText checkout root (any layout), of a package dir, or of a configs dir."""
+    for rel in (*CHECKOUT_MODELS_DIRS, *_PACKAGE_MODELS_DIRS):
+        d = path / rel
+        if d.is_dir():
+            return d
+    return None
+
+
+def enclosing_models_dir(file: Path) -> Path | None:
+    """When `file` lies inside MaxText's configs directory (`.../src/maxtext/configs/`, the older
+    `.../src/MaxText/configs/` or `MaxText/configs/`, or an installed `maxtext/configs/`): its models/ folder."""
+    for anc in file.parents:
+        if anc.name == "configs" and anc.parent.name in ("maxtext", "MaxText") and (anc / "models").is_dir():
+            return anc / "models"
+    return None
+
+
+def is_maxtext_base_yml(file: Path) -> bool:
+    """MaxText's own base.yml (in a checkout's configs directory)."""
+    return file.name == "base.yml" and enclosing_models_dir(file) == file.parent / "models"
+
+
+def search_dirs(
+    config_path: Path | None, chain: Iterable[Path] = (), maxtext_path: Path | str | None = None
+) -> list[tuple[Path, str]]:
+    """The models/ folders to look in, in order, each with the origin a file found there has."""
+    out: list[tuple[Path, str]] = []
+    if config_path is not None:
+        out.append((config_path.parent / "models", ORIGIN_CONFIG))
+        out.append((config_path.parent.parent / "models", ORIGIN_CONFIG))
+    for f in [*([config_path] if config_path is not None else []), *chain]:
+        d = enclosing_models_dir(f.resolve())
+        if d is not None:
+            out.append((d, ORIGIN_CHECKOUT))
+    if maxtext_path is not None:
+        d = checkout_models_dir(Path(maxtext_path).expanduser())
+        if d is not None:
+            out.append((d, ORIGIN_CHECKOUT))
+    seen: set[Path] = set()
+    unique = []
+    for d, origin in out:
+        key = d.resolve() if d.exists() else d
+        if key not in seen:
+            seen.add(key)
+            unique.append((d, origin))
+    return unique
+
+
+def read_model_file(name: str, file: Path, origin: str, reader: Callable[[Path], str] | None = None) -> ModelFile:
+    """A model file on disk. Raises ModelFileError."""
+    try:
+        text = reader(file) if reader is not None else file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ModelFileError(file, f"cannot be read: {e}") from None
+    keys, entries = parse_model_text(text, file)
+    return ModelFile(name, str(file), None, keys, origin, entries)
+
+
+def find_model(
+    name: str,
+    config_path: Path | None = None,
+    chain: Iterable[Path] = (),
+    maxtext_path: Path | str | None = None,
+    reader: Callable[[Path], str] | None = None,
+) -> ModelFile | None:
+    """The model file `model_name: name` loads, in MaxText's lookup order (see the module docstring), else the
+    committed catalog's; None when there is none. Raises ModelFileError for a file found but unreadable."""
+    if not name:
+        return None
+    stem = base_name(name)
+    for d, origin in search_dirs(config_path, chain, maxtext_path):
+        f = d / f"{stem}.yml"
+        if f.is_file():
+            return read_model_file(stem, f, origin, reader)
+    return catalog().models.get(stem)
+
+
+# -- the dimensions view of a resolved config ---------------------------------------------------------------
+@dataclass(frozen=True)
 class ModelDims:
+    """The model's dimensions after resolution (model file, config chain, base.yml), as MaxText's keys hold
+    them before `global_parameter_scale` (types.py:3393-3401@e591f30cb applies the scale)."""
+
     name: str
     emb_dim: int  # base_emb_dim
     num_query_heads: int  # base_num_query_heads
@@ -41,167 +308,12 @@ class ModelDims:
     mlp_activations: tuple[str, ...] = ("silu", "linear")
     logits_via_embedding: bool = False
     decoder_block: str = ""
-    base_moe_mlp_dim: int | None = None  # if the model file has a separate MoE expert mlp dim
+    base_moe_mlp_dim: int | None = None  # None when base.yml's -1 (no separate MoE expert dim)
     shared_experts: int = 0
-    source: str = ""  # e.g. "MaxText src/maxtext/configs/models/llama2-7b.yml"
+    source: str = ""  # where the dims come from (a model file, base_* keys, base.yml)
 
 
-_GELU: tuple[str, ...] = ("gelu", "linear")
-_GPT3: tuple[str, ...] = ("gelu",)
-
-_ALL: tuple[ModelDims, ...] = (
-    # base.yml itself (model_name: "default"): the model every run gets without a model file.
-    ModelDims(
-        "default", 2048, 16, 16, 7168, 16, 128, 32000,
-        decoder_block="llama2",
-        source=f"{_REPO} src/maxtext/configs/base.yml@000b810b",
-    ),
-    # ---- Llama 2 ----
-    ModelDims(
-        "llama2-7b", 4096, 32, 32, 11008, 32, 128, 32000,
-        decoder_block="llama2", source=_src("llama2-7b", "7c7f628c"),
-    ),
-    ModelDims(
-        "llama2-13b", 5120, 40, 40, 13824, 40, 128, 32000,
-        decoder_block="llama2", source=_src("llama2-13b", "5505348a"),
-    ),
-    ModelDims(
-        "llama2-70b", 8192, 64, 8, 28672, 80, 128, 32000,
-        decoder_block="llama2", source=_src("llama2-70b", "5505348a"),
-    ),
-    # ---- Llama 3 / 3.1 / 3.3 (decoder_block "llama2", rope_max_timescale 500_000) ----
-    ModelDims(
-        "llama3-8b", 4096, 32, 8, 14336, 32, 128, 128256,
-        decoder_block="llama2", source=_src("llama3-8b", "6aa8b844"),
-    ),
-    ModelDims(
-        "llama3-70b", 8192, 64, 8, 28672, 80, 128, 128256,
-        decoder_block="llama2", source=_src("llama3-70b", "8fe46880"),
-    ),
-    ModelDims(
-        "llama3-405b", 16384, 128, 8, 53248, 126, 128, 128256,
-        decoder_block="llama2", source=_src("llama3-405b", "5505348a"),
-    ),
-    ModelDims(
-        "llama3.1-8b", 4096, 32, 8, 14336, 32, 128, 128256,
-        decoder_block="llama2", source=_src("llama3.1-8b", "92b299ed"),
-    ),
-    ModelDims(
-        "llama3.1-70b", 8192, 64, 8, 28672, 80, 128, 128256,
-        decoder_block="llama2", source=_src("llama3.1-70b", "6aa8b844"),
-    ),
-    ModelDims(
-        "llama3.1-405b", 16384, 128, 8, 53248, 126, 128, 128256,
-        decoder_block="llama2", source=_src("llama3.1-405b", "3e7d8b8b"),
-    ),
-    ModelDims(
-        "llama3.3-70b", 8192, 64, 8, 28672, 80, 128, 128256,
-        decoder_block="llama2", source=_src("llama3.3-70b", "5505348a"),
-    ),
-    # ---- Mistral / Mixtral ----
-    ModelDims(
-        "mistral-7b", 4096, 32, 8, 14336, 32, 128, 32000,
-        decoder_block="mistral", source=_src("mistral-7b", "3e7d8b8b"),
-    ),
-    ModelDims(
-        "mixtral-8x7b", 4096, 32, 8, 14336, 32, 128, 32000,
-        num_experts=8, num_experts_per_tok=2, decoder_block="mixtral", base_moe_mlp_dim=14336,
-        source=_src("mixtral-8x7b", "807d0114"),
-    ),
-    ModelDims(
-        "mixtral-8x22b", 6144, 48, 8, 16384, 56, 128, 32768,
-        num_experts=8, num_experts_per_tok=2, decoder_block="mixtral", base_moe_mlp_dim=16384,
-        source=_src("mixtral-8x22b", "6aa8b844"),
-    ),
-    # ---- Gemma (gelu gated MLP, tied embeddings) ----
-    ModelDims(
-        "gemma-2b", 2048, 8, 1, 16384, 18, 256, 256128,
-        mlp_activations=_GELU, logits_via_embedding=True, decoder_block="gemma",
-        source=_src("gemma-2b", "5505348a"),
-    ),
-    ModelDims(
-        "gemma-7b", 3072, 16, 16, 24576, 28, 256, 256128,
-        mlp_activations=_GELU, logits_via_embedding=True, decoder_block="gemma",
-        source=_src("gemma-7b", "5505348a"),
-    ),
-    # Gemma 2: base_num_decoder_layers is HALF the real layer count; MaxText merges each
-    # [local_attention, global_attention] pair into one decoder layer (comment in the model files).
-    ModelDims(
-        "gemma2-2b", 2304, 8, 4, 9216, 13, 256, 256128,
-        mlp_activations=_GELU, logits_via_embedding=True, decoder_block="gemma2",
-        source=_src("gemma2-2b", "b33ec50f"),
-    ),
-    ModelDims(
-        "gemma2-9b", 3584, 16, 8, 14336, 21, 256, 256128,
-        mlp_activations=_GELU, logits_via_embedding=True, decoder_block="gemma2",
-        source=_src("gemma2-9b", "8fe46880"),
-    ),
-    ModelDims(
-        "gemma2-27b", 4608, 32, 16, 36864, 23, 128, 256128,
-        mlp_activations=_GELU, logits_via_embedding=True, decoder_block="gemma2",
-        source=_src("gemma2-27b", "7985c145"),
-    ),
-    # ---- GPT-3 family (single gelu MLP, fused_qkv, learned positions, tied embeddings) ----
-    # There is no gpt3-52b model file; MaxText has gpt3-52k, a 52-thousand-parameter test model.
-    ModelDims(
-        "gpt3-175b", 12288, 96, 96, 49152, 96, 128, 50304,
-        mlp_activations=_GPT3, logits_via_embedding=True, decoder_block="gpt3",
-        source=_src("gpt3-175b", "8fe46880"),
-    ),
-    ModelDims(
-        "gpt3-22b", 6144, 24, 24, 24576, 48, 256, 32768,
-        mlp_activations=_GPT3, logits_via_embedding=True, decoder_block="gpt3",
-        source=_src("gpt3-22b", "75264ef1"),
-    ),
-    ModelDims(
-        "gpt3-6b", 3072, 12, 12, 12288, 48, 256, 32768,
-        mlp_activations=_GPT3, logits_via_embedding=True, decoder_block="gpt3",
-        source=_src("gpt3-6b", "b33ec50f"),
-    ),
-    ModelDims(
-        "gpt3-52k", 16, 2, 2, 64, 1, 8, 1024,
-        mlp_activations=_GPT3, logits_via_embedding=True, decoder_block="gpt3",
-        source=_src("gpt3-52k", "5505348a"),
-    ),
-    # ---- Qwen3 (qk norm) ----
-    ModelDims(
-        "qwen3-4b", 2560, 32, 8, 9728, 36, 128, 151936,
-        logits_via_embedding=True, decoder_block="qwen3", source=_src("qwen3-4b", "5505348a"),
-    ),
-    ModelDims(
-        "qwen3-8b", 4096, 32, 8, 12288, 36, 128, 151936,
-        decoder_block="qwen3", source=_src("qwen3-8b", "5505348a"),
-    ),
-    ModelDims(
-        "qwen3-14b", 5120, 40, 8, 17408, 40, 128, 151936,
-        decoder_block="qwen3", source=_src("qwen3-14b", "8fe46880"),
-    ),
-    ModelDims(
-        "qwen3-32b", 5120, 64, 8, 25600, 64, 128, 151936,
-        decoder_block="qwen3", source=_src("qwen3-32b", "6aa8b844"),
-    ),
-    # Fully MoE: base_mlp_dim equals base_moe_mlp_dim (types.py requires that for fully MoE models).
-    # logits_via_embedding is absent from this file -> base.yml default false.
-    ModelDims(
-        "qwen3-235b-a22b", 4096, 64, 4, 1536, 94, 128, 151936,
-        num_experts=128, num_experts_per_tok=8, decoder_block="qwen3_moe", base_moe_mlp_dim=1536,
-        source=_src("qwen3-235b-a22b", "5505348a"),
-    ),
-    # ---- DeepSeek V3 (MLA attention, 3 dense layers then MoE) ----
-    # head_dim is absent from the model file -> base.yml default 128. Its attention is MLA
-    # (attention_type "mla"): q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128,
-    # qk_rope_head_dim 64, v_head_dim 128, so q/k heads are 192 wide and head_dim is not what it uses.
-    # first_num_dense_layers: 3 (dense layers use base_mlp_dim 18432; MoE layers use base_moe_mlp_dim).
-    ModelDims(
-        "deepseek3-671b", 7168, 128, 128, 18432, 61, 128, 129280,
-        num_experts=256, num_experts_per_tok=8, decoder_block="deepseek", base_moe_mlp_dim=2048,
-        shared_experts=1, source=_src("deepseek3-671b", "5505348a"),
-    ),
-)  # fmt: skip
-
-MODELS: dict[str, ModelDims] = {m.name: m for m in _ALL}
-
-# The MaxText key each ModelDims field comes from, for overriding by explicit base_* keys:
+# The MaxText key each ModelDims field comes from.
 FIELD_KEYS: dict[str, str] = {
     "emb_dim": "base_emb_dim",
     "num_query_heads": "base_num_query_heads",
@@ -218,3 +330,24 @@ FIELD_KEYS: dict[str, str] = {
     "base_moe_mlp_dim": "base_moe_mlp_dim",
     "shared_experts": "shared_experts",
 }
+
+# The keys that give a model's size when no model file does (ASAP004).
+DIM_KEYS = ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "base_mlp_dim", "base_num_decoder_layers")
+
+
+def dims_from_values(name: str, get: Callable[[str], Any], source: str) -> ModelDims:
+    """The ModelDims view of resolved values (`get(key)`); wrong types are kept for the rules to report."""
+    fields: dict[str, Any] = {}
+    for fld, key in FIELD_KEYS.items():
+        v = get(key)
+        if v is None:
+            continue
+        if fld == "mlp_activations" and isinstance(v, list):
+            v = tuple(v)
+        if fld == "base_moe_mlp_dim" and isinstance(v, int) and not isinstance(v, bool) and v <= 0:
+            v = None
+        fields[fld] = v
+    required = ("emb_dim", "num_query_heads", "num_kv_heads", "mlp_dim", "num_decoder_layers", "head_dim")
+    for fld in (*required, "vocab_size"):
+        fields.setdefault(fld, 0)
+    return ModelDims(name=name, source=source, **fields)
