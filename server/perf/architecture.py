@@ -22,9 +22,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from server.perf.arith import ArithError, individual_scales
-
 COMMIT = "e591f30cb"
+
+
+def _error(key: str, message: str) -> Exception:
+    """server.perf.arith.ArithError(key, message), imported when raised: arith imports this module."""
+    from server.perf.arith import ArithError
+
+    return ArithError(key, message)
+
+
 _M = "src/maxtext"
 
 
@@ -424,9 +431,9 @@ class _Keys:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if isinstance(v, bool) or not isinstance(v, int):
-            raise ArithError(key, f"{key} must be a whole number, got {v!r}")
+            raise _error(key, f"{key} must be a whole number, got {v!r}")
         if minimum is not None and v < minimum:
-            raise ArithError(key, f"{key} must be >= {minimum}, got {v}")
+            raise _error(key, f"{key} must be >= {minimum}, got {v}")
         return v
 
     def flag(self, key: str) -> bool:
@@ -436,7 +443,7 @@ class _Keys:
                 return True
             if v.strip().lower() in ("false", "0", "no", ""):
                 return False
-            raise ArithError(key, f"{key} must be true or false, got {v!r}")
+            raise _error(key, f"{key} must be true or false, got {v!r}")
         return bool(v)
 
     def text(self, key: str) -> str:
@@ -450,13 +457,13 @@ class _Keys:
         if isinstance(v, str):
             v = [s for s in v.strip("[]").replace(" ", "").split(",") if s]
         if not isinstance(v, (list, tuple)):
-            raise ArithError(key, f"{key} must be a list of whole numbers, got {v!r}")
+            raise _error(key, f"{key} must be a list of whole numbers, got {v!r}")
         out = []
         for x in v:
             try:
                 out.append(int(x))
             except (TypeError, ValueError):
-                raise ArithError(key, f"{key} must be a list of whole numbers, got {v!r}") from None
+                raise _error(key, f"{key} must be a list of whole numbers, got {v!r}") from None
         return out
 
     def activations(self) -> int:
@@ -464,7 +471,7 @@ class _Keys:
         if isinstance(v, str):
             v = [s for s in v.strip("[]").split(",") if s.strip()]
         if not isinstance(v, (list, tuple)) or not v:
-            raise ArithError("mlp_activations", f"mlp_activations must be a non-empty list, got {v!r}")
+            raise _error("mlp_activations", f"mlp_activations must be a non-empty list, got {v!r}")
         return len(v)
 
 
@@ -496,18 +503,20 @@ class _Ctx:
 
     def moe_dim(self) -> int:
         if self.Fm <= 0:
-            raise ArithError("base_moe_mlp_dim", f"base_moe_mlp_dim must be > 0 for a MoE model, got {self.Fm}")
+            raise _error("base_moe_mlp_dim", f"base_moe_mlp_dim must be > 0 for a MoE model, got {self.Fm}")
         return self.Fm
 
 
 def _dims(k: _Keys) -> _Ctx:
+    from server.perf.arith import individual_scales  # arith imports this module: imported when used
+
     scale = k.num("global_parameter_scale")
     es, hs, ms, ls = individual_scales(scale)  # configs/types.py:2857, applied at types.py:3396
     block = k.text("decoder_block") or "llama2"
     experts = k.num("num_experts")
     top_k = k.num("num_experts_per_tok")
     if experts > 1 and top_k > experts:
-        raise ArithError("num_experts_per_tok", f"num_experts_per_tok ({top_k}) exceeds num_experts ({experts})")
+        raise _error("num_experts_per_tok", f"num_experts_per_tok ({top_k}) exceeds num_experts ({experts})")
     moe_base = k.num("base_moe_mlp_dim", minimum=None)
     c = _Ctx(
         k=k,
@@ -527,7 +536,7 @@ def _dims(k: _Keys) -> _Ctx:
     )
     c.src("configs/types.py", 3396)
     if c.H % c.K:
-        raise ArithError("base_num_kv_heads", f"query heads ({c.H}) must be a multiple of kv heads ({c.K})")
+        raise _error("base_num_kv_heads", f"query heads ({c.H}) must be a multiple of kv heads ({c.K})")
     # A fully-MoE qwen3_moe model takes mlp_dim from moe_mlp_dim (configs/types.py:3896).
     fully_moe = (
         k.num("interleave_moe_layer_step", None) == 1
@@ -628,11 +637,11 @@ def _mla(c: _Ctx) -> AttentionSpec:
     LayerNorm with bias on the key, weights_proj."""
     k = c.k
     if k.text("attention_type") != "mla":
-        raise ArithError(
+        raise _error(
             "attention_type", f"the deepseek decoder block needs attention_type: mla, got {k.text('attention_type')!r}"
         )
     if c.H != c.K:
-        raise ArithError("base_num_kv_heads", f"MLA needs as many kv heads as query heads ({c.K} != {c.H})")
+        raise _error("base_num_kv_heads", f"MLA needs as many kv heads as query heads ({c.K} != {c.H})")
     rq = k.num("q_lora_rank", minimum=0)
     rkv = k.num("kv_lora_rank")
     nope = k.num("qk_nope_head_dim")
@@ -661,7 +670,7 @@ def _mla(c: _Ctx) -> AttentionSpec:
     if k.flag("use_indexer"):
         nI, dI, topk = k.num("indexer_n_heads"), k.num("indexer_head_dim"), k.num("indexer_topk")
         if rq == 0:
-            raise ArithError("q_lora_rank", "the sparse-attention indexer reads the q latent: q_lora_rank must be > 0")
+            raise _error("q_lora_rank", "the sparse-attention indexer reads the q latent: q_lora_rank must be > 0")
         idx = rq * nI * dI + D * dI + D * nI
         matmul += idx
         params += idx + 2 * dI
@@ -697,7 +706,7 @@ def _compressed(c: _Ctx, ratio: int) -> AttentionSpec:
     groups = k.num("o_groups")
     o_rank = k.num("o_lora_rank")
     if (H * hd) % groups:
-        raise ArithError("o_groups", f"o_groups ({groups}) must divide num_query_heads x head_dim ({H * hd})")
+        raise _error("o_groups", f"o_groups ({groups}) must divide num_query_heads x head_dim ({H * hd})")
     q = D * rq + rq * H * hd
     kv = D * K * hd
     o = H * hd * o_rank + groups * o_rank * D
@@ -724,7 +733,7 @@ def _compressed(c: _Ctx, ratio: int) -> AttentionSpec:
         params += comp + ratio * 2 * hd + hd + idx + ratio * 2 * dI + dI
         acts.append(("compressor", 4 * hd + 4 * dI + nI * dI))
     elif ratio != 0:
-        raise ArithError("compress_ratios", f"compress_ratios entries must be 0, 4 or > 4, got {ratio}")
+        raise _error("compress_ratios", f"compress_ratios entries must be 0, 4 or > 4, got {ratio}")
     c.src("layers/attention_compressed.py", 1206)
     return AttentionSpec(
         kind="compressed",
@@ -755,7 +764,7 @@ def _gated_delta(c: _Ctx) -> AttentionSpec:
     dk, dv = k.num("gdn_key_head_dim"), k.num("gdn_value_head_dim")
     conv, chunk = k.num("gdn_conv_kernel_dim"), k.num("gdn_chunk_size")
     if Hv % Hk:
-        raise ArithError(
+        raise _error(
             "gdn_num_value_heads", f"gdn_num_value_heads ({Hv}) must be a multiple of gdn_num_key_heads ({Hk})"
         )
     kd, vd = Hk * dk, Hv * dv
@@ -941,7 +950,7 @@ def _gemma2(c: _Ctx) -> list[LayerGroup]:
     attention layer, each with its own MLP and pre/post norms; base_num_decoder_layers counts pairs."""
     w = c.k.num("sliding_window_size")
     if w <= 0:
-        raise ArithError("sliding_window_size", "gemma2's local layers need sliding_window_size > 0")
+        raise _error("sliding_window_size", "gemma2's local layers need sliding_window_size > 0")
     norms = _gemma_norms(c)
     local = _layer(c, _mha(c, window=w), _dense(c), norms)
     glob = _layer(c, _mha(c), _dense(c), norms)
@@ -1112,7 +1121,7 @@ def _engram(c: _Ctx) -> tuple[int, int]:
     orders = k.num("engram_max_ngram_size", minimum=2) - 1
     bases = k.ints("engram_vocab_bases")
     if len(bases) != orders:
-        raise ArithError(
+        raise _error(
             "engram_vocab_bases", f"engram_vocab_bases needs {orders} entries (max_ngram_size - 1), got {bases}"
         )
     g = max(1, k.num("mhc_expansion_rate"))
@@ -1133,7 +1142,7 @@ def _deepseek(c: _Ctx) -> list[LayerGroup]:
     k = c.k
     dense_n = k.num("first_num_dense_layers", minimum=0)
     if dense_n > c.L:
-        raise ArithError("first_num_dense_layers", f"first_num_dense_layers ({dense_n}) exceeds the layers ({c.L})")
+        raise _error("first_num_dense_layers", f"first_num_dense_layers ({dense_n}) exceeds the layers ({c.L})")
     attn = _mla(c)
     shared = k.num("shared_experts", minimum=0)
     moe = _moe(c, c.moe_dim(), shared_dim=shared * c.moe_dim(), shared_count=shared) if c.experts > 1 else None
@@ -1257,7 +1266,7 @@ def _qwen3_custom(c: _Ctx) -> list[LayerGroup]:
     a = k.num("attention_output_dim")
     m = k.num("moe_expert_input_dim")
     if a != m:
-        raise ArithError("moe_expert_input_dim", f"moe_expert_input_dim ({m}) must equal attention_output_dim ({a})")
+        raise _error("moe_expert_input_dim", f"moe_expert_input_dim ({m}) must equal attention_output_dim ({a})")
     attn = _mha(c, out_dim=a, qk_norm="head" if k.flag("use_qk_norm") else "")
     up = a * c.D if a != c.D else 0
     c.src("models/qwen3_custom.py", 67)
