@@ -538,3 +538,18 @@ def test_architecture_mtp_adds_a_layer_copy():
     a = arch(**MLA_KEYS, mtp_num_layers=1)
     last = base.groups[-1]
     assert a.total_params - base.total_params == 2 * 8 + 2 * 8 * 8 + last.params
+
+
+def test_architecture_to_json_round_trips_through_json():
+    import json
+
+    a = arch(**MLA_KEYS)
+    d = json.loads(json.dumps(a.to_json()))
+    assert d["total_params"] == a.total_params and d["layers"] == 3
+    assert [g["count"] for g in d["groups"]] == [1, 2]
+    assert d["groups"][1]["ffn"]["experts"] == 4 and d["groups"][0]["attention"]["kind"] == "mla"
+
+
+def test_architecture_numeric_text_is_accepted():
+    # A command-line override (key=value) arrives as text; MaxText coerces it.
+    assert arch(base_emb_dim="8").total_params == 2088

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 COMMIT = "e591f30cb"
@@ -405,8 +405,48 @@ class Architecture:
         return self.matmul_flops + self.attention_flops(seq, block)
 
     def summary(self) -> str:
+        """One line: the decoder block and its layer groups ("deepseek: 3x mla/dense, 58x mla/moe256top8+1shared")."""
         parts = [f"{g.count}x {g.name}" for g in self.groups]
         return f"{self.decoder_block}: " + ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable description (for `asap models --json`, hovers and agent tools)."""
+
+        def spec(x: AttentionSpec | FFNSpec) -> dict[str, Any]:
+            d = asdict(x)
+            d["activations"] = dict(x.activations)
+            return {k: v for k, v in d.items() if v not in (0, False, "", None) or k in ("params", "kind")}
+
+        return {
+            "name": self.name,
+            "decoder_block": self.decoder_block,
+            "summary": self.summary(),
+            "layers": self.layers,
+            "maxtext_layers": self.maxtext_layers,
+            "total_params": self.total_params,
+            "active_params": self.active_params,
+            "embedding": self.embedding,
+            "logits": self.logits,
+            "tied": self.tied,
+            "groups": [
+                {
+                    "count": g.count,
+                    "name": g.name,
+                    "params": g.params,
+                    "active_params": g.active_params,
+                    "norms": g.norms,
+                    "extra": g.extra,
+                    "matmul_flops_per_token": g.matmul_flops,
+                    "attention": spec(g.attention),
+                    "ffn": spec(g.ffn),
+                    "activations": g.activations,
+                }
+                for g in self.groups
+            ],
+            "extras": [asdict(e) for e in self.extras],
+            "notes": list(self.notes),
+            "sources": list(self.sources),
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -430,6 +470,8 @@ class _Keys:
         v = self.raw(key)
         if isinstance(v, float) and v.is_integer():
             v = int(v)
+        elif isinstance(v, str) and v.strip().lstrip("-").replace("_", "").isdigit():
+            v = int(v.strip())  # a command-line override arrives as text; MaxText's pydantic config coerces it
         if isinstance(v, bool) or not isinstance(v, int):
             raise _error(key, f"{key} must be a whole number, got {v!r}")
         if minimum is not None and v < minimum:
