@@ -9,12 +9,15 @@ matmul as MaxText's `calculate_tflops_training_per_device` does (src/maxtext/uti
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from server.perf.config import Config
 from server.perf.remat import RematPolicy, resolve
 from server.perf.slices import ChipSpec
+
+if TYPE_CHECKING:  # architecture.py imports ArithError from here
+    from server.perf.architecture import Architecture
 
 DTYPE_BYTES = {
     "float32": 4,
@@ -56,10 +59,24 @@ class Shape:
     shared_experts: int = 0
     n_mlp_in: int = 2  # input matrices of the MLP: 2 when gated (['silu','linear']), 1 when not
     tied_embedding: bool = False
+    # The decoder as MaxText builds it (server/perf/architecture.py): layer groups, their parameters and
+    # FLOPs. The fields above are then its representative layer (the most common group's attention, the
+    # MoE group's experts), read by the mesh-dependent code; counts and FLOPs come from `arch` itself.
+    arch: Architecture | None = None
+    moe_layers: int = -1  # decoder layers with routed experts (-1: every layer when experts > 1)
+    attention_block: int = 1  # the attention kernel's block: it computes every block its mask touches whole
 
     @property
     def moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def routed_layers(self) -> int:
+        """Decoder layers that route tokens to experts (DeepSeek's dense-first layers and Llama 4's
+        interleaved dense layers do not)."""
+        if not self.moe:
+            return 0
+        return self.layers if self.moe_layers < 0 else self.moe_layers
 
 
 def _dim(cfg: Config, key: str, default: Any = None) -> int:
@@ -80,45 +97,58 @@ def individual_scales(scale: int) -> tuple[int, int, int, int]:
 
 
 def shape(cfg: Config) -> Shape:
-    """Resolve the model's dims (model file, then explicit base_* keys, then the scale)."""
-    m = cfg.model
-    if m is None:
-        raise ArithError("model_name", "no model dimensions: unknown model_name and no explicit base_* keys")
+    """The model MaxText builds from the resolved config (model file, the config chain, overrides):
+    server/perf/architecture.py, with its representative layer's dims for the mesh-dependent code."""
     scale = cfg.get("global_parameter_scale", 1)
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
         raise ArithError("global_parameter_scale", f"global_parameter_scale must be a power of two, got {scale!r}")
-    es, hs, ms, ls = individual_scales(scale)
-    acts = m.mlp_activations if isinstance(m.mlp_activations, (list, tuple)) else ("silu", "linear")
-    moe_mlp = m.base_moe_mlp_dim if isinstance(m.base_moe_mlp_dim, int) and m.base_moe_mlp_dim > 0 else m.mlp_dim
-    dims = {
-        "emb_dim": m.emb_dim,
-        "num_query_heads": m.num_query_heads,
-        "num_kv_heads": m.num_kv_heads,
-        "mlp_dim": m.mlp_dim,
-        "num_decoder_layers": m.num_decoder_layers,
-        "head_dim": m.head_dim,
-        "vocab_size": m.vocab_size,
-    }
-    for k, v in dims.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-            raise ArithError(
-                f"base_{k}" if k not in ("head_dim", "vocab_size") else k, f"{k} must be a whole number > 0, got {v!r}"
-            )
+    from server.perf import architecture
+
+    arch = architecture.build(cfg.get)
+    return replace(shape_of(arch), attention_block=attention_block(cfg))
+
+
+def attention_block(cfg: Config) -> int:
+    """The granularity at which MaxText's attention kernel computes the attention matrix: splash attention
+    (`attention: flash`, and what `autoselected` picks on TPU) computes every (sa_block_q x sa_block_kv)
+    block its causal/window mask touches (base.yml:1159@e591f30cb: 512 x 512); `dot_product` computes the
+    whole seq x seq matrix and masks it."""
+    seq = cfg.get("max_target_length", 2048)
+    if str(cfg.get("attention", "autoselected")) == "dot_product" and isinstance(seq, int) and seq > 0:
+        return seq
+    blocks = [cfg.get(k, 512) for k in ("sa_block_q", "sa_block_kv")]
+    return max((b for b in blocks if isinstance(b, int) and not isinstance(b, bool) and b > 0), default=512)
+
+
+def shape_of(arch: Architecture) -> Shape:
+    """The representative layer of `arch`: the attention of its most common group (full attention over a
+    linear mixer when both exist), its dense MLP (or the expert width), and its MoE group's experts."""
+    groups = arch.groups
+    attn_groups = [g for g in groups if g.attention.kind != "gated_delta"] or list(groups)
+    rep = max(attn_groups, key=lambda g: g.count)
+    moe = [g for g in groups if g.ffn.kind == "moe"]
+    dense = [g for g in groups if g.ffn.kind == "dense"]
+    f_moe = max(moe, key=lambda g: g.count).ffn if moe else None
+    f_dense = max(dense, key=lambda g: g.count).ffn if dense else None
+    mlp = f_dense.mlp_dim if f_dense else (f_moe.mlp_dim if f_moe else arch.emb_dim)
+    a = rep.attention
     return Shape(
-        name=m.name,
-        emb=m.emb_dim * 2**es,
-        q_heads=m.num_query_heads * 2**hs,
-        kv_heads=m.num_kv_heads * 2**hs,
-        head_dim=m.head_dim,
-        mlp=m.mlp_dim * 2**ms,
-        layers=m.num_decoder_layers * 2**ls,
-        vocab=m.vocab_size,
-        experts=max(1, int(m.num_experts)),
-        experts_per_tok=max(1, int(m.num_experts_per_tok)),
-        moe_mlp=moe_mlp * 2**ms,
-        shared_experts=int(m.shared_experts or 0),
-        n_mlp_in=max(1, len(acts)),
-        tied_embedding=bool(m.logits_via_embedding),
+        name=arch.name,
+        emb=arch.emb_dim,
+        q_heads=a.q_heads,
+        kv_heads=a.kv_heads,
+        head_dim=a.qk_head_dim,
+        mlp=mlp,
+        layers=arch.layers,
+        vocab=arch.vocab,
+        experts=f_moe.experts if f_moe else 1,
+        experts_per_tok=f_moe.top_k if f_moe else 1,
+        moe_mlp=f_moe.mlp_dim if f_moe else mlp,
+        shared_experts=(f_moe.shared_dim // max(1, f_moe.mlp_dim)) if f_moe and f_moe.shared_dim else 0,
+        n_mlp_in=f_dense.n_in if f_dense else 2,
+        tied_embedding=arch.tied,
+        arch=arch,
+        moe_layers=sum(g.count for g in moe),
     )
 
 
@@ -126,21 +156,24 @@ def shape(cfg: Config) -> Shape:
 class Params:
     """Parameter counts (elements)."""
 
-    attention: int  # per layer
-    mlp: int  # per layer: dense MLP, or all experts (+ shared experts and router)
-    mlp_active: int  # per layer, what one token uses
-    norms: int  # per layer
-    embedding: int  # input embedding
-    logits: int  # output projection (0 when tied)
+    attention: float  # per layer (the mean over the decoder's layers when they differ)
+    mlp: float  # per layer: dense MLP, or all experts (+ shared experts and router)
+    mlp_active: float  # per layer, what one token uses
+    norms: float  # per layer (and the layer's other parameters: mHC, per-layer-embedding gates, ...)
+    embedding: float  # input embedding (and parameters outside the layers: final norm, MTP, ...)
+    logits: float  # output projection (0 when tied)
+    routed: float = 0.0  # per layer: the routed experts' share of `mlp` (what expert parallelism splits)
 
-    def per_layer(self, active: bool = False) -> int:
+    def per_layer(self, active: bool = False) -> float:
         return self.attention + (self.mlp_active if active else self.mlp) + self.norms
 
-    def total(self, layers: int, active: bool = False) -> int:
+    def total(self, layers: int, active: bool = False) -> float:
         return layers * self.per_layer(active) + self.embedding + self.logits
 
 
 def params(s: Shape) -> Params:
+    if s.arch is not None:
+        return _arch_params(s.arch)
     attn = s.emb * s.head_dim * (2 * s.q_heads + 2 * s.kv_heads)  # q, o; k, v
     one_mlp = (s.n_mlp_in + 1) * s.emb * s.mlp
     if s.moe:
@@ -152,7 +185,29 @@ def params(s: Shape) -> Params:
     else:
         mlp = active = one_mlp
     emb = s.vocab * s.emb
-    return Params(attn, mlp, active, 2 * s.emb, emb, 0 if s.tied_embedding else emb)
+    routed = s.experts * (s.n_mlp_in + 1) * s.emb * s.moe_mlp if s.moe else 0
+    return Params(attn, mlp, active, 2 * s.emb, emb, 0 if s.tied_embedding else emb, routed)
+
+
+def _arch_params(a: Architecture) -> Params:
+    """Per-layer means of the decoder's groups, so that `total(a.layers)` is the architecture's total and
+    `total(a.layers, active=True)` its active count (extras outside the layers ride with the embedding)."""
+    n = max(1, a.layers)
+    attn = sum(g.count * g.attention.params for g in a.groups) / n
+    mlp = sum(g.count * g.ffn.params for g in a.groups) / n
+    active = sum(g.count * g.ffn.active_params for g in a.groups) / n
+    norms = sum(g.count * (g.norms + g.extra) for g in a.groups) / n
+    # routed experts: the params a token does not use are (experts - top_k) experts' worth
+    routed = (
+        sum(
+            g.count * (g.ffn.params - g.ffn.active_params) * g.ffn.experts / (g.ffn.experts - g.ffn.top_k)
+            for g in a.groups
+            if g.ffn.kind == "moe" and g.ffn.experts > g.ffn.top_k
+        )
+        / n
+    )
+    extras = sum(e.params for e in a.extras)
+    return Params(attn, mlp, active, norms, a.embedding + extras, a.logits, routed)
 
 
 @dataclass(frozen=True)
@@ -183,10 +238,71 @@ def moe_compute_factor(cfg: Config, s: Shape) -> float:
 
 
 def step_flops(
-    s: Shape, tokens: float, seq: int, remat: RematPolicy, causal: bool = True, moe_factor: float = 1.0
+    s: Shape,
+    tokens: float,
+    seq: int,
+    remat: RematPolicy,
+    causal: bool = True,
+    moe_factor: float = 1.0,
+    model_flops: float | None = None,
 ) -> Flops:
-    """FLOPs for `tokens` tokens in sequences of `seq`, as MaxText counts them (and as they run:
-    rematerialised forwards, and MoE experts at `moe_factor` times their routed share)."""
+    """FLOPs for `tokens` tokens in sequences of `seq`, as MaxText counts them (`model_flops`, from
+    server/perf/maxtext_flops.py, when given) and as they run: every layer group's matmuls, the attention
+    core as the kernel computes it (block-granular masks, sliding windows, linear attention), rematerialised
+    forwards, and MoE experts at `moe_factor` times their routed share."""
+    if s.arch is None:
+        return _uniform_step_flops(s, tokens, seq, remat, causal, moe_factor, model_flops)
+    a = s.arch
+    n = max(1, a.layers)
+    # Per-layer means (all tokens) of each matmul kind: the attention module's projections split into the
+    # output projection (heads x v_head_dim -> emb) and the rest; the FFN into its input and output matrices.
+    fwd = {"qkv": 0.0, "out_proj": 0.0, "mlpwi": 0.0, "mlpwo": 0.0}
+    attn_kernel = attn_exact = 0.0
+    for g in a.groups:
+        at, ff = g.attention, g.ffn
+        out_w = min(at.matmul_weights, at.q_heads * at.v_head_dim * a.emb_dim)
+        fwd["qkv"] += g.count * 2 * (at.matmul_weights - out_w)
+        fwd["out_proj"] += g.count * 2 * out_w
+        mlp_w = ff.matmul_weights + g.extra_matmul
+        share_in = ff.n_in / (ff.n_in + 1)
+        fwd["mlpwi"] += g.count * 2 * mlp_w * share_in
+        fwd["mlpwo"] += g.count * 2 * mlp_w * (1 - share_in)
+        attn_kernel += g.count * g.attention_flops(seq, s.attention_block if causal else 1)
+        attn_exact += g.count * g.attention_flops(seq, 1)
+    extra_mm = 2.0 * sum(e.matmul_weights for e in a.extras)
+    fwd["mlpwi"] += extra_mm  # MTP modules, per-layer-embedding projections: outside the layers
+    fwd = {k: v * tokens / n for k, v in fwd.items()}
+    attn = attn_kernel * tokens / n
+    if not causal:  # the pre-2025 count MaxText published with: full, not halved, attention
+        attn = 2 * attn_exact * tokens / n
+    logits = a.logits_flops * tokens
+    layer_fwd = sum(fwd.values())
+    derived = 3 * (n * layer_fwd + logits) + 3 * attn_exact * tokens * (1.0 if causal else 2.0)
+    model = derived if model_flops is None else model_flops
+    rec = remat.recomputed()
+    redo = sum(v for k, v in fwd.items() if k in rec) + (attn if "attention" in rec else 0.0)
+    executed = 3 * (n * layer_fwd + logits) + 3 * n * attn + n * redo
+    run = dict(fwd)
+    if moe_factor != 1.0 and s.moe:
+        routed = s.routed_layers / n * 2 * tokens * s.experts_per_tok * 3 * s.emb * s.moe_mlp
+        extra = (moe_factor - 1.0) * routed
+        executed += n * extra * (3 + sum(k in rec for k in ("mlpwi", "mlpwo")) / 2)
+        share = {"mlpwi": 2 / 3, "mlpwo": 1 / 3}
+        for k in share:
+            run[k] += extra * share[k]
+    return Flops(model, executed, {**run, "attention": attn}, n * attn, logits)
+
+
+def _uniform_step_flops(
+    s: Shape,
+    tokens: float,
+    seq: int,
+    remat: RematPolicy,
+    causal: bool,
+    moe_factor: float,
+    model_flops: float | None,
+) -> Flops:
+    """A Shape built by hand (no architecture): every layer alike, llama2-style."""
     q = s.q_heads * s.head_dim
     kv = s.kv_heads * s.head_dim
     mlp_in = s.experts_per_tok * s.moe_mlp if s.moe else s.mlp
@@ -202,10 +318,11 @@ def step_flops(
     attn = 4 * tokens * seq * q * (0.5 if causal else 1.0)
     logits = 2 * tokens * s.emb * s.vocab
     layer_fwd = sum(fwd.values())
-    model = 3 * (s.layers * layer_fwd + logits) + 3 * s.layers * attn
+    derived = 3 * (s.layers * layer_fwd + logits) + 3 * s.layers * attn
+    model = derived if model_flops is None else model_flops
     rec = remat.recomputed()
     redo = sum(v for k, v in fwd.items() if k in rec) + (attn if "attention" in rec else 0.0)
-    executed = model + s.layers * redo
+    executed = derived + s.layers * redo
     run = dict(fwd)
     if moe_factor != 1.0:
         extra = (moe_factor - 1.0) * (fwd["mlpwi"] + fwd["mlpwo"])

@@ -13,6 +13,7 @@ from server.perf import arith, layout, memory, roofline, steptime
 from server.perf.arith import ArithError, BytesPerParam, Flops, Params, Shape
 from server.perf.config import Config
 from server.perf.layout import Layout
+from server.perf.maxtext_flops import MaxTextFlops, training_tflops_per_device
 from server.perf.memory import Memory
 from server.perf.mesh import MeshCheck
 from server.perf.quantization import MatmulPlan, matmul_plan
@@ -272,6 +273,9 @@ class Inputs:
     microbatches: int | None
     moe_factor: float
     quantization: str = ""
+    # MaxText's own count of this config's training FLOPs (server/perf/maxtext_flops.py): per device, per
+    # step (gradient accumulation included), the numerator of the MFU MaxText logs.
+    maxtext: MaxTextFlops | None = None
 
 
 def inputs(cfg: Config) -> Inputs:
@@ -280,6 +284,7 @@ def inputs(cfg: Config) -> Inputs:
         s = arith.shape(cfg)
         bpp = arith.bytes_per_param(cfg)
         remat = arith.remat_policy(cfg)
+        mt = training_tflops_per_device(cfg.get)
     except ArithError as e:
         raise EstimateError(e.key, str(e)) from None
     pdbs = float(_num(cfg, "per_device_batch_size", 12.0))
@@ -299,11 +304,17 @@ def inputs(cfg: Config) -> Inputs:
         micro if isinstance(micro, int) and micro > 0 else None,
         arith.moe_compute_factor(cfg, s),
         str(cfg.get("quantization", "") or ""),
+        mt,
     )
 
 
 def step_flops(inp: Inputs, devices: int) -> Flops:
-    return arith.step_flops(inp.shape, inp.pdbs * inp.seq * devices, inp.seq, inp.remat, moe_factor=inp.moe_factor)
+    """The step's FLOPs over `devices`, per microbatch: MaxText's count (its per-device TFLOPs of the step,
+    divided by the gradient accumulation steps it multiplied by) and what the chips execute."""
+    model = inp.maxtext.total * 1e12 / inp.grad_accum * devices if inp.maxtext is not None else None
+    return arith.step_flops(
+        inp.shape, inp.pdbs * inp.seq * devices, inp.seq, inp.remat, moe_factor=inp.moe_factor, model_flops=model
+    )
 
 
 def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any] | None = None) -> Estimate:

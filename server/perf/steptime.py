@@ -108,11 +108,13 @@ def _work(
     passes_fwd = {k: 1 + 2 + (1 if k in rec else 0) for k in ("qkv", "out_proj", "mlpwi", "mlpwo", "attention")}
     # -- compute: per matmul kind, at its roofline bound (flops and the bytes it streams) ----------
     points: list[roofline.Point] = []
+    # A device's share of one layer's MLP weights: expert parallelism splits the routed experts only.
+    mlp_local = (p.mlp - p.routed) / tp + p.routed / (tp * (ep if s.moe else 1))
     layer_w_local = {
         "qkv": s.emb * s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
         "out_proj": s.emb * s.head_dim * s.q_heads / tp,
-        "mlpwi": (p.mlp - p.mlp // (s.n_mlp_in + 1)) / (tp * (ep if s.moe else 1)),
-        "mlpwo": p.mlp / (s.n_mlp_in + 1) / (tp * (ep if s.moe else 1)),
+        "mlpwi": mlp_local * s.n_mlp_in / (s.n_mlp_in + 1),
+        "mlpwo": mlp_local / (s.n_mlp_in + 1),
     }
     io_dims = {
         "qkv": s.emb + s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
@@ -228,9 +230,10 @@ def step_time(
         if axis in plan.paths and count > 0 and nbytes > 0:
             plan.collectives.append(price(Collective(axis, kind, purpose, count, nbytes), plan.paths[axis], dcn_bw))
 
-    w_split = tp * (ep if s.moe else 1)
     f_deg = lay.degree(*FSDP)
-    layer_w = layer_params / w_split
+    # what one device gathers of a layer: tensor parallelism splits every matrix, expert parallelism the
+    # routed experts (the attention, shared experts and router are replicated over the expert axis)
+    layer_w = (layer_params - p.routed) / tp + p.routed / (tp * (lay.degree(*EXPERT) if s.moe else 1))
     embed_w = (p.embedding + p.logits) / tp
     if f_deg > 1:
         add("fsdp", "all-gather", "weights (forward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
@@ -263,7 +266,7 @@ def step_time(
             "expert",
             "all-to-all",
             "token dispatch and combine",
-            2 * moe_passes * s.layers * grad_accum,
+            2 * moe_passes * s.routed_layers * grad_accum,
             tokens * s.experts_per_tok * s.emb * ACT_BYTES * lay.degree(*EXPERT),
         )
     add(
