@@ -628,6 +628,42 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from server.perf import arith, model_summary
+    from server.perf.config import load
+
+    try:
+        if args.config:
+            read = _read_config(args.config)
+            if read is None:
+                return 2
+            path, text = read
+            summaries = [model_summary.of_config(load(path, text, maxtext_path=args.maxtext_path))]
+        else:
+            summaries = model_summary.catalog(args.maxtext_path)
+    except arith.ArithError as e:
+        print(f"asap: cannot price the model: {e.key}: {e}", file=sys.stderr)
+        return 1
+    if args.name:
+        exact = [s for s in summaries if s.name == args.name]
+        summaries = exact or [s for s in summaries if args.name in s.name]
+    if args.json:
+        print(json.dumps([s.to_json() for s in summaries], indent=1))
+        return 0
+    if args.config or len(summaries) == 1:
+        for s in summaries:
+            print(s.text())
+        return 0
+    print(f"{'model':<28} {'decoder_block':<18} {'layers':>6} {'params':>9} {'active':>9}  structure")
+    for s in summaries:
+        active = f"{s.active / 1e9:8.2f}B" if s.arch.moe else f"{'':9}"
+        structure = s.arch.summary().split(": ", 1)[-1]
+        print(f"{s.name:<28} {s.arch.decoder_block:<18} {s.arch.layers:>6} {s.total / 1e9:8.2f}B {active}  {structure}")
+    origin = {s.source.rsplit("@", 1)[-1] for s in summaries if "@" in s.source}
+    print(f"{len(summaries)} models; MaxText model files at {', '.join(sorted(origin)) or 'the given checkout'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
     sub = p.add_subparsers(dest="command", required=True)
@@ -701,6 +737,12 @@ def build_parser() -> argparse.ArgumentParser:
     sts = sub.add_parser("stats", help="ASAP's track record: prediction errors and confidence reliability")
     sts.add_argument("--json", action="store_true")
     sts.set_defaults(func=cmd_stats)
+    mo = sub.add_parser("models", help="MaxText's models as ASAP prices them: block structure, parameters, active")
+    mo.add_argument("name", nargs="?", default="", help="only the models whose name contains this")
+    mo.add_argument("--config", metavar="CONFIG.yml", help="the model a config resolves to (model file, overrides)")
+    mo.add_argument("--json", action="store_true", help="machine-readable output (see README)")
+    mo.add_argument("--maxtext-path", metavar="PATH", action=MaxTextPathAction, help=MAXTEXT_PATH_HELP)
+    mo.set_defaults(func=cmd_models)
     kb = sub.add_parser("kb", help="the knowledge store: build, search, similar, add-record, stats")
     kb.add_argument("--kb", metavar="DIR", help="knowledge content directory (default: $ASAP_KB_DIR or the repo's kb/)")
     kb.add_argument("--index", metavar="PATH", help="index file (default: $ASAP_KB_PATH or the cache's kb.sqlite)")

@@ -282,20 +282,14 @@ def _batch_md(an: Analysis) -> str:
 
 
 def _model_md(an: Analysis) -> str:
-    m = an.config.model
-    if m is None:
-        return f"**model_name** `{an.config.get('model_name')}`: no dimensions known."
-    moe = f"; {m.num_experts} experts, top-{m.num_experts_per_tok}" if m.num_experts > 1 else ""
-    return "\n".join(
-        [
-            f"**{m.name}**",
-            "",
-            f"- emb {m.emb_dim}, {m.num_query_heads} query heads / {m.num_kv_heads} kv heads × {m.head_dim}, "
-            f"MLP {m.mlp_dim}, {m.num_decoder_layers} layers, vocab {m.vocab_size}{moe}",
-            "",
-            f"_Source: {m.source}_",
-        ]
-    )
+    """The resolved block structure and parameter counts, with the model file they come from."""
+    from server.perf import model_summary
+    from server.perf.arith import ArithError
+
+    try:
+        return model_summary.of_config(an.config).markdown()
+    except ArithError as e:
+        return f"**model_name** `{an.config.get('model_name')}`: cannot be priced ({e.key}: {e})."
 
 
 def _mfu_peak_md(e: Estimate) -> str:

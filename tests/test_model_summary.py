@@ -1,0 +1,90 @@
+"""Every MaxText model through the user's paths: `asap models`, the hover on model_name, and one model of
+each decoder block through check, estimate and analyze (issue 14)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.analysis import analyze
+from server.cli import main
+from server.explain import hover
+from server.perf import model_summary, models
+from server.perf.findings import Severity
+
+# one model file of each decoder block MaxText ships (the catalog's commit)
+ONE_PER_BLOCK = sorted(
+    {str(m.keys.get("decoder_block", "llama2")): n for n, m in models.catalog().models.items()}.items()
+)
+
+
+def test_catalog_models_all_priced_active_never_above_total(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc) == len(models.catalog_names()) == 78
+    for m in doc:
+        assert 0 < m["active_params"] <= m["params"], m["name"]
+        assert m["source"].endswith("@" + models.catalog().commit[:9]), m["name"]
+        assert sum(g["layers"] for g in m["groups"]) == m["layers"]
+    by = {m["name"]: m for m in doc}
+    # MaxText's Gemma 2 layer is a local and a global layer: 21 MaxText layers are 42
+    assert (by["gemma2-9b"]["maxtext_layers"], by["gemma2-9b"]["layers"]) == (21, 42)
+    assert by["deepseek3-671b"]["moe"] and not by["llama3.1-8b"]["moe"]
+
+
+def test_models_table_and_one_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["models", "qwen3"]) == 0
+    out = capsys.readouterr().out
+    assert "qwen3-235b-a22b" in out and "llama" not in out and "models; MaxText model files at" in out
+    assert main(["models", "deepseek3-671b"]) == 0
+    one = capsys.readouterr().out
+    assert "3 × mla/dense" in one and "58 × mla/moe256top8+1shared" in one and "**" not in one
+
+
+def test_models_of_a_config_follow_its_overrides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "c.yml"
+    p.write_text(
+        "model_name: custom-net\nbase_emb_dim: 1024\nbase_num_query_heads: 8\nbase_num_kv_heads: 8\n"
+        "base_mlp_dim: 4096\nbase_num_decoder_layers: 6\nhead_dim: 128\nvocab_size: 32000\n"
+    )
+    assert main(["models", "--config", str(p), "--json"]) == 0
+    (m,) = json.loads(capsys.readouterr().out)
+    d, f, layers, v = 1024, 4096, 6, 32000
+    per_layer = 4 * d * d + 3 * d * f + 2 * d  # q, k, v, o; gated MLP; two norm scales
+    assert m["params"] == layers * per_layer + 2 * v * d + d  # untied embedding and logits, final norm
+    assert m["origin"] == "explicit"
+
+
+def test_hover_on_model_name_shows_structure_and_source(tmp_path: Path) -> None:
+    p = tmp_path / "c.yml"
+    text = "compile_topology: v5p-128\nmodel_name: mixtral-8x7b\n"
+    p.write_text(text)
+    an = analyze(p, text)
+    md, _ = hover(an, 1, 13) or ("", None)
+    assert "mixtral-8x7b" in md and "46.7B parameters" in md and "12.9B active" in md
+    assert "32 × global/moe8top2" in md and "models/mixtral-8x7b.yml@" in md
+
+
+@pytest.mark.parametrize(("block", "name"), ONE_PER_BLOCK)
+def test_every_decoder_block_is_checked_and_estimated(block: str, name: str, tmp_path: Path) -> None:
+    p = tmp_path / "c.yml"
+    text = f"compile_topology: v5p-512\nmodel_name: {name}\nper_device_batch_size: 1\nmax_target_length: 4096\n"
+    p.write_text(text)
+    an = analyze(p, text)
+    errors = [f for f in an.findings if f.severity == Severity.ERROR]
+    assert not errors, errors
+    assert an.estimate is not None, (block, name)
+    e = an.estimate
+    assert e.params.total(e.shape.layers) == pytest.approx(model_summary.of_config(an.config).total)
+    assert 0 < e.mfu < 1 and e.time.step_s > 0 and e.memory.total > 0
+
+
+@pytest.mark.parametrize("name", ["deepseek3-671b", "qwen3-next-80b-a3b", "gemma3-27b"])
+def test_analyze_runs_on_the_newer_blocks(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "c.yml"
+    p.write_text(f"compile_topology: v5p-1024\nmodel_name: {name}\nper_device_batch_size: 1\n")
+    assert main(["analyze", str(p), "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["estimate"]["params"] > 0
