@@ -361,3 +361,20 @@ def test_cli_maxtext_path_option_and_environment(tmp_path):
     assert r.returncode == 0, r.stderr
     cfg = config.load(p, maxtext_path=checkout)
     assert json.loads(r.stdout)["params"] == estimate(cfg, check(cfg)).to_json()["params"]
+
+
+def test_editor_setting_maxtext_path_is_the_checkout_config_loading_uses(tmp_path):
+    from server.lsp import AsapServer, Settings
+
+    assert Settings.from_client({"maxtextPath": " ~/mt "}).maxtext_path == str(Path("~/mt").expanduser())
+    assert Settings.from_client({"maxtextPath": ""}).maxtext_path is None
+    checkout = fake_checkout(tmp_path / "maxtext", extra={"llama9-1b": ALPHA})
+    p = tmp_path / "c.yml"
+    p.write_text("model_name: llama9-1b\n")
+    ls = AsapServer()
+    ls.settings = Settings.from_client({"maxtextPath": str(checkout)})
+    assert models.default_maxtext_path() == checkout and os.environ[models.MAXTEXT_PATH_ENV] == str(checkout)
+    assert analyze(p).config.model_file is not None  # what the server's analyses call finds it
+    ls.settings = Settings()
+    assert models.default_maxtext_path() is None and models.MAXTEXT_PATH_ENV not in os.environ
+    assert analyze(p).config.model_file is None
