@@ -117,8 +117,8 @@ class AsapServer(LanguageServer):
 
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:
-        """Parents come from the editor's buffer when open there, else from disk."""
-        doc = self.workspace.text_documents.get(path.as_uri())
+        """Parents come from the editor's buffer when open there, else from disk (also before `initialize`)."""
+        doc = self.workspace.text_documents.get(path.as_uri()) if self.protocol._workspace is not None else None
         return doc.source if doc is not None else path.read_text(encoding="utf-8")
 
     def _analyze(self, uri: str, source: str) -> Analysis:

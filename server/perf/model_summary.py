@@ -71,6 +71,11 @@ class ModelSummary:
             + (f", {_b(self.active)} active per token" if a.moe else ""),
             "",
         ]
+        rep = max(a.groups, key=lambda g: g.count).attention
+        lines.append(
+            f"- emb {a.emb_dim}, {a.layers} layers, vocab {a.vocab}; attention {rep.q_heads} query / "
+            f"{rep.kv_heads} kv heads × {rep.qk_head_dim}"
+        )
         for g in a.groups:
             active = f" ({_b(g.active_params)} active)" if g.active_params != g.params else ""
             lines.append(f"- {g.count} × {g.name}: {_b(g.params)} per layer{active}")

@@ -54,7 +54,7 @@ async def test_hover_resolved_numbers(shared: AsapClient, workdir: Path):
     assert "4096" in batch  # max_target_length comes from the parent, common.yml
 
     model = await hover_md(doc, "model_name")
-    assert "llama2-7b" in model and "4096" in model and "32 layers" in model
+    assert "llama2-7b" in model and "emb 4096" in model and "32 layers" in model and "6.74B parameters" in model
 
 
 async def test_hover_off_keys_returns_none(shared: AsapClient, workdir: Path):
