@@ -88,3 +88,54 @@ def test_analyze_runs_on_the_newer_blocks(name: str, tmp_path: Path, capsys: pyt
     assert main(["analyze", str(p), "--json"]) in (0, 1)
     doc = json.loads(capsys.readouterr().out)
     assert doc["estimate"]["params"] > 0
+
+
+@pytest.mark.parametrize(("block", "name"), ONE_PER_BLOCK)
+def test_the_estimate_counts_flops_as_maxtext_does(block: str, name: str, tmp_path: Path) -> None:
+    """MFU's numerator is MaxText's own training TFLOPs of the config (per device, times the devices), and the
+    chips execute at least that much (remat recomputes; kernels compute whole blocks)."""
+    from server.perf.maxtext_flops import training_tflops_per_device
+
+    text = f"compile_topology: v5p-512\nmodel_name: {name}\nper_device_batch_size: 2\nmax_target_length: 4096\n"
+    an = analyze(None, text)
+    assert an.estimate is not None
+    mt = training_tflops_per_device(an.config.get)
+    devices = an.estimate.layout.slice.devices
+    assert an.estimate.model_flops_per_step == pytest.approx(mt.total * 1e12 * devices, rel=1e-9)
+    if block not in ("deepseek", "deepseek4", "qwen3_next", "qwen3_5"):  # their MFU count credits less than runs
+        assert an.estimate.flops.executed >= an.estimate.flops.model
+
+
+MOE_MODELS = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek2-16b", "gpt-oss-20b", "llama4-17b-16e"]
+
+
+@pytest.mark.parametrize("name", MOE_MODELS)
+@pytest.mark.parametrize("expert", [2, 4, 8])
+def test_expert_parallelism_never_raises_expert_weight_memory(name: str, expert: int) -> None:
+    """Trading fsdp for expert parallelism on the same slice never raises the weights a chip holds, and
+    splitting experts further never raises the routed-expert bytes a device gathers per layer."""
+    from server.perf import layout as layout_mod
+    from server.perf.estimate import inputs, price
+    from server.perf.slices import parse_slice
+
+    inp = inputs(analyze(None, f"model_name: {name}\nper_device_batch_size: 1\n").config)
+    sl = parse_slice("v5p-128")
+    base = price(inp, layout_mod.Layout(sl, {"fsdp": 64}, {}, None))
+    ep = price(inp, layout_mod.Layout(sl, {"fsdp": 64 // expert, "expert": expert}, {}, None))
+    assert ep.memory.components["weights"] <= base.memory.components["weights"] * (1 + 1e-9)
+    more = price(inp, layout_mod.Layout(sl, {"fsdp": 64 // expert // 2, "expert": expert * 2}, {}, None))
+    gathered = [e.time.comm.seconds("fsdp") for e in (ep, more)]
+    assert gathered[1] <= gathered[0] * (1 + 1e-9)
+
+
+def test_more_experts_never_lower_the_total() -> None:
+    base = "base_emb_dim: 512\nbase_num_query_heads: 8\nbase_num_kv_heads: 8\nbase_mlp_dim: 1024\n"
+    base += "base_num_decoder_layers: 4\nhead_dim: 64\ndecoder_block: mixtral\nnum_experts_per_tok: 2\n"
+    base += "base_moe_mlp_dim: 1024\n"
+    totals = [
+        model_summary.of_config(analyze(None, f"model_name: tiny-moe\n{base}num_experts: {e}\n").config)
+        for e in (2, 4, 8, 16)
+    ]
+    assert [t.total for t in totals] == sorted(t.total for t in totals)
+    # top-2 of any number of experts: the active count grows by the router alone (emb x experts a layer)
+    assert [t.active - totals[0].active for t in totals] == [4 * 512 * (e - 2) for e in (2, 4, 8, 16)]
