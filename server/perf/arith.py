@@ -65,6 +65,7 @@ class Shape:
     arch: Architecture | None = None
     moe_layers: int = -1  # decoder layers with routed experts (-1: every layer when experts > 1)
     attention_block: int = 1  # the attention kernel's block: it computes every block its mask touches whole
+    moe_tile: int = 0  # rows per m-tile of the grouped matmul on the dropless path (0: dense einsum path)
 
     @property
     def moe(self) -> bool:
@@ -105,7 +106,17 @@ def shape(cfg: Config) -> Shape:
     from server.perf import architecture
 
     arch = architecture.build(cfg.get)
-    return replace(shape_of(arch), attention_block=attention_block(cfg))
+    return replace(shape_of(arch), attention_block=attention_block(cfg), moe_tile=moe_tile(cfg))
+
+
+def moe_tile(cfg: Config) -> int:
+    """The m-tile of MaxText's grouped matmul when routed experts take the dropless path (`sparse_matmul`,
+    the default: megablox, tokamax or ragged dot): `wi_tile_fwd_batch_seq` (base.yml:251@e591f30cb, 512).
+    0 on the dense path (`sparse_matmul: false`: capacity-padded einsums, priced by moe_compute_factor)."""
+    if cfg.get("sparse_matmul", True) is False:
+        return 0
+    tile = cfg.get("wi_tile_fwd_batch_seq", 512)
+    return tile if isinstance(tile, int) and not isinstance(tile, bool) and tile > 0 else 512
 
 
 def attention_block(cfg: Config) -> int:

@@ -132,8 +132,23 @@ def _work(
         "mlpwo": mlp_dim / tp,
     }
     compute = 0.0
+    # Grouped matmuls (megablox/tokamax gmm, the dropless path) visit every m-tile of the routed rows once,
+    # plus one more visit for each group boundary that falls inside a tile: between tiles_m and
+    # tiles_m + groups - 1 visits (src/maxtext/kernels/megablox/backend.py:159@e591f30cb). Routing puts
+    # boundaries anywhere, so a device's gmm over its local experts does about (groups - 1) extra tiles of
+    # `moe_tile` rows: a fraction (experts/ep - 1) x tile / (tokens x top_k) more MXU work on routed experts.
+    routed_rows = tokens * s.experts_per_tok
+    gmm_extra = (
+        (max(1, s.experts // max(1, ep)) - 1) * s.moe_tile / routed_rows
+        if s.moe and s.moe_tile > 0 and routed_rows > 0
+        else 0.0
+    )
+    # the routed experts' forward FLOPs per layer per device (input matrices 2, output 1), mean over layers
+    routed_fwd = 2 * tokens * s.experts_per_tok * s.emb * s.moe_mlp * s.routed_layers / s.layers if s.moe else 0.0
+    routed_share = {"mlpwi": 2 * routed_fwd, "mlpwo": routed_fwd}
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
+        flops += routed_share.get(k, 0.0) * gmm_extra * passes_fwd[k]
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
         # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16.
         eff = chip.mxu_efficiency * matmul_speedup * min(1.0, split_dim[k] / chip.mxu_dim)
