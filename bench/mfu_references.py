@@ -12,7 +12,14 @@ The published figures count FLOPs as MaxText did when they were published: these
 MaxText's halving of causal attention FLOPs (July 2025), so the prediction is converted to the
 same count (full attention) before comparing; the step time itself does not depend on the count.
 
-A second section scores the MoE references (bench/references.py MOE_REFERENCES, issue 14) on step
+A dense TPU7x (Ironwood) section follows (bench/references.py IRONWOOD_DENSE_REFERENCES): the same
+table for the tpu-recipes Ironwood runs, whose published figures count causal attention halved (MaxText
+after PR #1988), so they are compared with ASAP's MFU in that count; bf16 and fp8_full rows summarised
+apart, and a config check (MaxText's FLOP count for the stated config over the published step against
+the published TFLOP/s per chip). It is kept out of the first table so that table's summary and the MoE
+baseline (the median published dense MFU) stay as they were.
+
+A further section scores the MoE references (bench/references.py MOE_REFERENCES, issue 14) on step
 time: published step (logged, tabulated, from tokens/s, or implied by a published MFU with
 MaxText's own FLOP count, as each row says) against ASAP's predicted step, PASS within 15%, next
 to two trivial baselines. Development rows (in-sample: the model may be tuned on them) and
@@ -37,6 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from references import (  # noqa: E402
     CAUSAL_HALVED,
+    IRONWOOD_DENSE_REFERENCES,
     MOE_REFERENCES,
     REFERENCES,
     STEP_FROM_MFU,
@@ -49,6 +57,7 @@ from server.analysis import analyze  # noqa: E402
 from server.perf import arith  # noqa: E402
 from server.perf.estimate import Estimate, EstimateError, estimate  # noqa: E402
 from server.perf.findings import Severity  # noqa: E402
+from server.perf.maxtext_flops import training_tflops_per_device  # noqa: E402
 from server.perf.slices import Slice, parse_slice  # noqa: E402
 
 MEDIAN_TARGET, MAX_TARGET = 3.0, 6.0
@@ -177,6 +186,76 @@ def dense_section(name_filter: str) -> None:
     if total:
         print(f"trend across slice counts: {agree}/{total} consecutive pairs move the published way")
     second_slice_cost(fams, {ref.name: est for ref, _, _, est in rows})
+    print(f"({time.perf_counter() - t0:.1f} s)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Dense TPU7x (Ironwood) section: tpu-recipes training/ironwood runs, published after PR #1988.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def predicted_mfu(ref: Reference, est: Estimate) -> float:
+    """ASAP's MFU in the FLOP count the row's figure was published with."""
+    return est.mfu if ref.causal_halved else published_count_mfu(est)
+
+
+def ironwood_summary(label: str, errs: list[float]) -> str:
+    if not errs:
+        return f"{label}: no rows priced"
+    a = [abs(e) for e in errs]
+    return (
+        f"{label}: {len(a)} rows; median |error| {statistics.median(a):.2f} points, max {max(a):.2f}; "
+        f"mean error {statistics.mean(errs):+.2f} (+ = predicted faster than published)"
+    )
+
+
+def ironwood_dense_section(name_filter: str) -> None:
+    refs = [r for r in IRONWOOD_DENSE_REFERENCES if not name_filter or name_filter in r.name]
+    if not refs:
+        return
+    t0 = time.perf_counter()
+    print()
+    print(
+        "Dense TPU7x (Ironwood) references: MFU in MaxText's count after PR #1988 (causal attention halved), "
+        "against the bf16 peak; steps published (table) vs predicted"
+    )
+    print(f"{'reference':<88} {'pub':>6} {'pred':>6} {'err':>6} {'pub s':>7} {'pred s':>7}  bottleneck")
+    errs: dict[bool, list[float]] = {False: [], True: []}  # keyed by quantized
+    checks = []
+    for ref in refs:
+        quantized = bool(ref.config.get("quantization"))
+        an = analyze(None, config_text(ref))
+        if ref.published_step_s is not None and ref.published_tflops_per_chip is not None:
+            per_chip = training_tflops_per_device(an.config.get).total * parse_slice(ref.slice).chip.devices_per_chip
+            checks.append(
+                f"  {ref.name[:88]:<88} {per_chip / ref.published_step_s:8.2f} vs {ref.published_tflops_per_chip:8.2f}"
+            )
+        est, why = predict(ref)
+        if est is None:
+            print(f"{ref.name[:88]:<88} {ref.published_mfu:6.1%}   n/a: {why}")
+            continue
+        pred = predicted_mfu(ref, est)
+        err = (pred - ref.published_mfu) * 100
+        errs[quantized].append(err)
+        kind, margin, _ = est.time.bottleneck()
+        fit = "" if est.memory.verdict == "fits" else f"  (HBM: {est.memory.verdict})"
+        pub_s = f"{ref.published_step_s:7.2f}" if ref.published_step_s is not None else f"{'':>7}"
+        print(
+            f"{ref.name[:88]:<88} {ref.published_mfu:6.1%} {pred:6.1%} {err:+6.1f} {pub_s} {est.time.step_s:7.2f}  "
+            f"{kind} ({margin:.0%}){fit}"
+        )
+    print()
+    for label, group in (("bf16 rows", errs[False]), ("quantized rows", errs[True])):
+        if group:
+            print(ironwood_summary(f"{label:<14}", group))
+    if errs[False] and errs[True]:
+        print(ironwood_summary(f"{'all rows':<14}", errs[False] + errs[True]))
+    if checks:
+        print(
+            "config check: MaxText's FLOP count for the stated config x devices per chip / published step vs the "
+            "published TFLOP/s per chip:"
+        )
+        print("\n".join(checks))
     print(f"({time.perf_counter() - t0:.1f} s)")
 
 
@@ -342,6 +421,7 @@ def main() -> None:
     ap.add_argument("--filter", default="")
     args = ap.parse_args()
     dense_section(args.filter)
+    ironwood_dense_section(args.filter)
     moe_section(args.filter, statistics.median(r.published_mfu for r in REFERENCES))
 
 

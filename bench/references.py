@@ -21,6 +21,10 @@ class Reference:
     published_tflops_per_chip: float | None = None
     source: str = ""  # repo path@commit (and line) or doc URL where the config and the result are written
     notes: str = ""  # anything needed to interpret it (MFU definition, step time, tokens/s, doubts)
+    published_step_s: float | None = None  # seconds per step where published (IRONWOOD_DENSE_REFERENCES)
+    # True: the published TFLOP/s / MFU counts causal attention halved (MaxText after PR #1988, Jul 2025);
+    # False: full attention, as every REFERENCES row (bench/mfu_references.py converts the prediction to match).
+    causal_halved: bool = False
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class TunedConfig:
 
 
 # bf16 peak TFLOP/s per chip used to turn published TFLOP/s/chip into MFU where only TFLOP/s is published.
-PEAK_BF16_TFLOPS = {"v4": 275.0, "v5e": 197.0, "v5p": 459.0, "v6e": 918.0}
+PEAK_BF16_TFLOPS = {"v4": 275.0, "v5e": 197.0, "v5p": 459.0, "v6e": 918.0, "tpu7x": 2307.0}
 
 # ---------------------------------------------------------------------------------------------------------------
 # Sources (all read through the public-code index; commit = the stored version that was read).
@@ -1613,3 +1617,312 @@ _MOE_HELD_OUT: tuple[MoEReference, ...] = (
 )
 
 MOE_REFERENCES: tuple[MoEReference, ...] = _MOE_DEV + _MOE_HELD_OUT
+
+# ===============================================================================================================
+# Dense TPU7x (Ironwood): published MaxText results with their recipes, AI-Hypercomputer/tpu-recipes
+# training/ironwood (README table + each recipe's run_recipe.sh at the commit that set the figure). Kept apart from
+# REFERENCES (whose rows and median the other sections print) to calibrate TPU7x's mxu_efficiency on dense runs.
+# ===============================================================================================================
+_IRONWOOD_DENSE_NOTE = (
+    "Ironwood: the slice name counts devices (2 TensorCores per chip, tpu7x-128 = 64 chips), so pdbs is per "
+    "TensorCore and GBS = pdbs x 2 x chips. The table's TFLOPs/sec/chip is per chip: 2 x MaxText's per-device "
+    "count / the step (checked: maxtext_flops.training_tflops_per_device for this config x 2 / the table's step "
+    "reproduces it within 0.1%, 0.7% where the step is rounded to 0.01 s). published_mfu = TFLOPs/sec/chip / 2307 "
+    "(MaxText's MFU: against the bf16 peak, whatever the matmul dtype). After PR #1988: causal attention halved. "
+    "Single slice. XLA_FLAGS (SparseCore collective offload, scoped VMEM limit) as in run_recipe.sh, not "
+    "transcribed. "
+)
+_FP8_NOTE = (
+    "Quantized: qwix fp8_full (e4m3 weights and activations, e5m2 gradients); its MFU is still against the bf16 "
+    "peak, so it can pass what bf16 allows. "
+)
+
+# training/ironwood/llama3.1-70b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@edf6fa7d098c
+_ARGS_L70_BF16_64 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=2 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device "
+    "qkv_proj=device ici_fsdp_parallelism=-1 dataset_type=synthetic opt_type=adamw mu_dtype=bfloat16 "
+    "sa_block_q=2048 sa_block_kv=2048 sa_block_kv_compute=2048 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=2048 sa_q_layout=SEQ_MINOR sa_k_layout=SEQ_MINOR sa_v_layout=HEAD_DIM_MINOR "
+    "sa_use_fused_bwd_kernel=True use_tokamax_splash=True max_target_length=8192 attention=flash "
+)
+# training/ironwood/llama3.1-70b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@a29f0e447f7d
+_ARGS_L70_BF16_256 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=2 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device "
+    "qkv_proj=device ici_fsdp_parallelism=-1 dataset_type=synthetic opt_type=adamw mu_dtype=bfloat16 "
+    "sa_block_q=2048 sa_block_kv=2048 sa_block_kv_compute=2048 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=2048 sa_q_layout=SEQ_MINOR sa_k_layout=SEQ_MINOR sa_v_layout=HEAD_DIM_MINOR "
+    "sa_use_fused_bwd_kernel=True use_tokamax_splash=True max_target_length=8192 attention=flash "
+)
+# training/ironwood/llama3.1-70b/128k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@82a737a18775
+_ARGS_L70_128K_BF16_256 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=0.125 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device mlpwo=device "
+    "num_vocab_tiling=4 ici_fsdp_parallelism=-1 ici_context_parallelism=8 dataset_type=synthetic "
+    "opt_type=adam_pax sa_block_q=2048 sa_block_kv=2048 sa_block_kv_compute=512 sa_block_q_dkv=1024 "
+    "sa_block_kv_dkv=4096 sa_block_kv_dkv_compute=256 sa_q_layout=SEQ_MINOR sa_k_layout=HEAD_DIM_MINOR "
+    "sa_v_layout=SEQ_MINOR sa_use_fused_bwd_kernel=True dq_reduction_steps=3 use_tokamax_splash=True "
+    "use_max_logit_estimate=30 max_target_length=131072 attention=flash "
+)
+# training/ironwood/llama3.1-405b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@36812de3f946
+_ARGS_L405_BF16_256 = (
+    "model_name=llama3.1-405b dtype=bfloat16 per_device_batch_size=3 use_iota_embed=True ici_fsdp_parallelism=-1 "
+    "remat_policy=custom decoder_layer_input=offload mlpwo=offload key_proj=device value_proj=device "
+    "attention=flash sa_block_q=2048 sa_block_kv=2048 sa_block_kv_compute=1024 sa_block_q_dkv=2048 "
+    "sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=512 sa_use_fused_bwd_kernel=True sa_q_layout=SEQ_MINOR "
+    "sa_k_layout=SEQ_MINOR sa_v_layout=HEAD_DIM_MINOR use_splash_scheduler=True use_tokamax_splash=True "
+    "dataset_type=synthetic opt_type=adamw mu_dtype=bfloat16 num_vocab_tiling=4 max_target_length=8192 "
+)
+# training/ironwood/gemma4-2b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc
+_ARGS_G4_E2B_64 = (
+    "model_name=gemma4-e2b scan_layers=False dtype=bfloat16 per_device_batch_size=2 max_target_length=8192 "
+    "use_iota_embed=True num_vocab_tiling=8 remat_policy=full allow_split_physical_axes=True "
+    "ici_data_parallelism=4 ici_fsdp_parallelism=-1 attention=flash use_tokamax_splash=True "
+    "sa_use_fused_bwd_kernel=True sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=1024 "
+    "sa_block_kv_dkv=1024 sa_block_kv_dkv_compute=256 dataset_type=synthetic opt_type=adamw "
+)
+# training/ironwood/gemma4-4b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc
+_ARGS_G4_E4B_64 = (
+    "model_name=gemma4-e4b scan_layers=False dtype=bfloat16 per_device_batch_size=2 max_target_length=8192 "
+    "use_iota_embed=True num_vocab_tiling=8 remat_policy=full allow_split_physical_axes=True "
+    "ici_data_parallelism=4 ici_fsdp_parallelism=-1 attention=flash use_tokamax_splash=True "
+    "sa_use_fused_bwd_kernel=True sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=1024 "
+    "sa_block_kv_dkv=1024 sa_block_kv_dkv_compute=256 dataset_type=synthetic opt_type=adamw "
+)
+# training/ironwood/gemma4-31b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@d25b533d0448
+_ARGS_G4_31B_64 = (
+    "model_name=gemma4-31b per_device_batch_size=4 max_target_length=8192 use_iota_embed=True attention=flash "
+    "use_tokamax_splash=True sa_use_fused_bwd_kernel=True sa_block_q=2048 sa_block_kv=2048 "
+    "sa_block_kv_compute=512 sa_block_q_dkv=1024 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=1024 "
+    "sa_block_q_dq=1024 sa_block_kv_dq=1024 sa_q_layout=SEQ_MINOR sa_k_layout=SEQ_MINOR "
+    "sa_v_layout=HEAD_DIM_MINOR use_splash_scheduler=True local_sa_block_q=1024 local_sa_block_kv=1024 "
+    "local_sa_block_kv_compute=512 local_sa_block_q_dkv=1024 local_sa_block_kv_dkv=2048 "
+    "local_sa_block_kv_dkv_compute=1024 local_use_splash_scheduler=False ici_fsdp_parallelism=16 "
+    "ici_fsdp_transpose_parallelism=8 dense_fsdp_use_two_stage_all_gather=True num_vocab_tiling=8 "
+    "remat_policy=custom out_proj=device mlpwo=device dataset_type=synthetic "
+)
+# training/ironwood/gemma4-31b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc
+_ARGS_G4_31B_64_PDBS8 = (
+    "model_name=gemma4-31b per_device_batch_size=8 max_target_length=8192 use_iota_embed=True attention=flash "
+    "use_tokamax_splash=True sa_use_fused_bwd_kernel=True sa_block_q=1024 sa_block_kv=1024 "
+    "sa_block_kv_compute=1024 sa_block_q_dkv=512 sa_block_kv_dkv=2048 sa_block_kv_dkv_compute=512 "
+    "sa_block_q_dq=1024 sa_block_kv_dq=1024 sa_q_layout=SEQ_MINOR sa_k_layout=SEQ_MINOR "
+    "sa_v_layout=HEAD_DIM_MINOR ici_fsdp_parallelism=16 ici_fsdp_transpose_parallelism=8 dataset_type=synthetic "
+)
+# training/ironwood/llama3.1-405b/8k-fp8-tpu7x-4x8x8/run_recipe.sh@24b35b27be74
+_ARGS_L405_FP8_256 = (
+    "model_name=llama3.1-405b dtype=bfloat16 per_device_batch_size=3 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=offload ici_fsdp_parallelism=-1 dataset_type=synthetic opt_type=adamw "
+    "quantization=fp8_full use_qwix_quantization=True mu_dtype=bfloat16 use_tokamax_splash=True "
+    "use_max_logit_estimate=-1 sa_block_kv=2048 sa_block_kv_compute=256 sa_block_q=1024 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=1024 sa_block_q_dkv=2048 sa_k_layout=SEQ_MINOR sa_q_layout=HEAD_DIM_MINOR "
+    "sa_v_layout=SEQ_MINOR attention=flash sa_use_fused_bwd_kernel=True max_target_length=8192 "
+    "weight_quantization_calibration_method='fixed,-224,224' "
+    "act_quantization_calibration_method='fixed,-224,224' "
+)
+# training/ironwood/llama3.1-70b/8k-fp8-tpu7x-4x4x4/xpk/run_recipe.sh@bdc182844827
+_ARGS_L70_FP8_64 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=2 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device "
+    "qkv_proj=device ici_fsdp_parallelism=-1 dataset_type=synthetic opt_type=adamw mu_dtype=bfloat16 "
+    "sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=256 sa_q_layout=SEQ_MINOR sa_k_layout=HEAD_DIM_MINOR sa_v_layout=HEAD_DIM_MINOR "
+    "sa_use_fused_bwd_kernel=True use_tokamax_splash=True max_target_length=8192 attention=flash "
+    "quantization=fp8_full use_qwix_quantization=True weight_quantization_calibration_method='fixed,-224,224' "
+    "act_quantization_calibration_method='fixed,-224,224' "
+)
+# training/ironwood/llama3.1-70b/8k-fp8-tpu7x-4x8x8/run_recipe.sh@ec09a47e103b
+_ARGS_L70_FP8_256 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=2 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device "
+    "qkv_proj=device ici_fsdp_parallelism=-1 dataset_type=synthetic opt_type=adamw mu_dtype=bfloat16 "
+    "sa_block_q=1024 sa_block_kv=1024 sa_block_kv_compute=512 sa_block_q_dkv=2048 sa_block_kv_dkv=2048 "
+    "sa_block_kv_dkv_compute=256 sa_q_layout=SEQ_MINOR sa_k_layout=HEAD_DIM_MINOR sa_v_layout=HEAD_DIM_MINOR "
+    "sa_use_fused_bwd_kernel=True use_tokamax_splash=True max_target_length=8192 attention=flash "
+    "quantization=fp8_full use_qwix_quantization=True weight_quantization_calibration_method='fixed,-224,224' "
+    "act_quantization_calibration_method='fixed,-224,224' "
+)
+# training/ironwood/llama3.1-70b/128k-fp8-tpu7x-4x8x8/run_recipe.sh@ad4736a598bc
+_ARGS_L70_128K_FP8_256 = (
+    "model_name=llama3.1-70b dtype=bfloat16 per_device_batch_size=0.125 use_iota_embed=True remat_policy=custom "
+    "decoder_layer_input=device context=device query_proj=device key_proj=device value_proj=device mlpwo=device "
+    "num_vocab_tiling=4 ici_fsdp_parallelism=-1 ici_context_parallelism=8 dataset_type=synthetic "
+    "opt_type=adam_pax sa_block_q=2048 sa_block_kv=2048 sa_block_kv_compute=512 sa_block_q_dkv=1024 "
+    "sa_block_kv_dkv=4096 sa_block_kv_dkv_compute=256 sa_q_layout=SEQ_MINOR sa_k_layout=HEAD_DIM_MINOR "
+    "sa_v_layout=SEQ_MINOR sa_use_fused_bwd_kernel=True dq_reduction_steps=3 use_tokamax_splash=True "
+    "use_max_logit_estimate=30 max_target_length=131072 attention=flash quantization=fp8_full "
+    "use_qwix_quantization=True "
+)
+
+
+def _ironwood_dense(
+    name: str,
+    sl: str,
+    args: str,
+    step: float,
+    tflops_per_chip: float,
+    table: str,
+    recipe: str,
+    notes: str,
+) -> Reference:
+    return Reference(
+        name=name,
+        slice=sl,
+        num_slices=1,
+        config=_recipe_args(args),
+        published_mfu=tflops_per_chip / PEAK_BF16_TFLOPS["tpu7x"],
+        published_tflops_per_chip=tflops_per_chip,
+        source=f"step and TFLOP/s: {_TR_IRONWOOD}@{table}; config: {_TR} {recipe}",
+        notes=_IRONWOOD_DENSE_NOTE + notes,
+        published_step_s=step,
+        causal_halved=True,
+    )
+
+
+IRONWOOD_DENSE_REFERENCES: tuple[Reference, ...] = (
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-128 (64 chips) seq8192 bf16 (pdbs 2, fsdp 128, remat custom)",
+        "tpu7x-128",
+        _ARGS_L70_BF16_64,
+        12.20,
+        1207.05,
+        "edf6fa7d098cef0bddb433f14a3dbb5ccc6edd58 L15",
+        "training/ironwood/llama3.1-70b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@edf6fa7d098c (tpu7x-4x4x4; MaxText "
+        "maxtext-tutorial-v1.4.0, JAX 0.8.2.dev20251215, libtpu 0.0.32.dev20251215)",
+        "Table: '64 | GBS 256 | 8192 | bf16 | 12.20 | 1,207.05 | 2,686.98' (was 12.51 s at 8aa6a5c with MaxText "
+        "v1.3.0, same keys). remat_policy custom keeping decoder_layer_input, context and the q/k/v projections on "
+        "device (nothing offloaded).",
+    ),
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-512 (256 chips) seq8192 bf16 (pdbs 2, fsdp 512, remat custom)",
+        "tpu7x-512",
+        _ARGS_L70_BF16_256,
+        12.27,
+        1199.67,
+        "a29f0e447f7db099a8f6ca7cd29eadbfc46eaaca L17",
+        "training/ironwood/llama3.1-70b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@a29f0e447f7d (tpu7x-4x8x8; "
+        "maxtext-tutorial-v1.4.0)",
+        "Table: '256 | GBS 1024 | 8192 | bf16 | 12.27 | 1,199.67 | 2,670.55' (was 12.78 s with the earlier recipe: "
+        "sa_block_kv 1024, more XLA flags). Same keys as the 64-chip row.",
+    ),
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-512 (256 chips) seq131072 bf16 (pdbs 0.125, fsdp 64 x context 8)",
+        "tpu7x-512",
+        _ARGS_L70_128K_BF16_256,
+        34.02,
+        897.94,
+        "82a737a1877540877fa7f7f7f2dadff8f870fa58 L19",
+        "training/ironwood/llama3.1-70b/128k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh@82a737a18775 (tpu7x-4x8x8; "
+        "MaxText a0fceb5, JAX 0.9.2.dev20260306, libtpu 0.0.37)",
+        "Table: '256 | GBS 64 | 131072 | bf16 | 34.02 | 897.94 | 963.03'. Long context: one 128k sequence per 8 "
+        "devices (context parallelism 8), opt_type adam_pax, use_max_logit_estimate 30, dq_reduction_steps 3.",
+    ),
+    _ironwood_dense(
+        "llama3.1-405b tpu7x-512 (256 chips) seq8192 bf16 (pdbs 3, fsdp 512, offload)",
+        "tpu7x-512",
+        _ARGS_L405_BF16_256,
+        98.34,
+        1261.40,
+        "ddfa8bc3b7362a8adcc2c840094f349e20a6f320 L13",
+        "training/ironwood/llama3.1-405b/8k-bf16-tpu7x-4x8x8/run_recipe.sh@36812de3f946 (tpu7x-4x8x8; MaxText "
+        "bf174d6, JAX 0.9.1.dev20260225, libtpu 0.0.37.dev20260224; the keys are unchanged to ddfa8bc and HEAD)",
+        "Table: '256 | GBS 1536 | 8192 | bf16 | 98.34 | 1,261.40 | 499.77' (ddfa8bc corrected 36812de's 98.35 / "
+        "1,261.34). remat_policy custom: decoder_layer_input and mlpwo offloaded to host, key/value projections "
+        "kept on device; num_vocab_tiling 4; use_splash_scheduler.",
+    ),
+    _ironwood_dense(
+        "gemma4-e2b tpu7x-128 (64 chips) seq8192 bf16 (pdbs 2, data 4 x fsdp 32, remat full)",
+        "tpu7x-128",
+        _ARGS_G4_E2B_64,
+        0.57,
+        892.84,
+        "aa23ecdf61fc7eadff7fbe3cf798041dd8039161 L11",
+        "training/ironwood/gemma4-2b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc (tpu7x-4x4x4; MaxText "
+        "df1b359, JAX 0.10.2.dev20260603, libtpu 0.0.42.dev20260603)",
+        "Table: 'gemma4-2b | 64 | GBS 256 | 8192 | bf16 | 0.57 | 892.84 | 57,873.71'; the recipe's model_name is "
+        "gemma4-e2b (Gemma 4 E2B, per-layer embeddings, sliding/global attention 4:1). The step is rounded: "
+        "pdbs x seq x 2 / tokens/s/chip = 0.5662 s. scan_layers False, num_vocab_tiling 8.",
+    ),
+    _ironwood_dense(
+        "gemma4-e4b tpu7x-128 (64 chips) seq8192 bf16 (pdbs 2, data 4 x fsdp 32, remat full)",
+        "tpu7x-128",
+        _ARGS_G4_E4B_64,
+        0.97,
+        1002.50,
+        "aa23ecdf61fc7eadff7fbe3cf798041dd8039161 L12",
+        "training/ironwood/gemma4-4b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc (tpu7x-4x4x4; MaxText df1b359)",
+        "Table: 'gemma4-4b | 64 | GBS 256 | 8192 | bf16 | 0.97 | 1,002.50 | 33,755.24'; model_name gemma4-e4b. "
+        "The step is rounded: pdbs x seq x 2 / tokens/s/chip = 0.9708 s. scan_layers False, num_vocab_tiling 8.",
+    ),
+    _ironwood_dense(
+        "gemma4-31b tpu7x-128 (64 chips) seq8192 bf16 (pdbs 4, fsdp 16 x fsdp_transpose 8)",
+        "tpu7x-128",
+        _ARGS_G4_31B_64,
+        12.20,
+        1057.76,
+        "d25b533d0448daa5b76ec77b628a020eaf87f618 L15",
+        "training/ironwood/gemma4-31b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@d25b533d0448 (tpu7x-4x4x4; MaxText "
+        "df1b359 per the README)",
+        "Table: '64 | GBS 512 | 8192 | bf16 | 12.20 | 1,057.76 | 5,370.74'. remat_policy custom keeping out_proj "
+        "and mlpwo on device; dense_fsdp_use_two_stage_all_gather; local_sa_block_* for the sliding-window layers.",
+    ),
+    _ironwood_dense(
+        "gemma4-31b tpu7x-128 (64 chips) seq8192 bf16 (pdbs 8, fsdp 16 x fsdp_tr 8) [superseded]",
+        "tpu7x-128",
+        _ARGS_G4_31B_64_PDBS8,
+        27.72,
+        931.30,
+        "aa23ecdf61fc7eadff7fbe3cf798041dd8039161 L15",
+        "training/ironwood/gemma4-31b/8k-bf16-tpu7x-4x4x4/xpk/run_recipe.sh@aa23ecdf61fc (tpu7x-4x4x4; MaxText "
+        "df1b359)",
+        "Table: '64 | GBS 1024 | 8192 | bf16 | 27.72 | 931.30 | 4,728.65' (27.89 s at dad1193), replaced at "
+        "d25b533 by the pdbs-4 row above: a different config (pdbs 8, base.yml remat, other splash blocks), kept "
+        "as its own published point. No remat_policy set (base.yml default).",
+    ),
+    _ironwood_dense(
+        "llama3.1-405b tpu7x-512 (256 chips) seq8192 fp8_full (pdbs 3, fsdp 512, offload)",
+        "tpu7x-512",
+        _ARGS_L405_FP8_256,
+        64.37,
+        1927.15,
+        "24b35b27be746a29ee5118c119efbda095aee355 L14",
+        "training/ironwood/llama3.1-405b/8k-fp8-tpu7x-4x8x8/run_recipe.sh@24b35b27be74 (tpu7x-4x8x8; MaxText "
+        "a0fceb5, JAX 0.9.2.dev20260306, libtpu 0.0.37)",
+        "Table: '256 | GBS 1536 | 8192 | fp8_full | 64.37 | 1,927.15 | 763.54'. " + _FP8_NOTE,
+    ),
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-128 (64 chips) seq8192 fp8_full (pdbs 2, fsdp 128, remat custom)",
+        "tpu7x-128",
+        _ARGS_L70_FP8_64,
+        7.93,
+        1854.19,
+        "bdc1828448278ac31dcc9dd9be6f393f9d53b9ec L16",
+        "training/ironwood/llama3.1-70b/8k-fp8-tpu7x-4x4x4/xpk/run_recipe.sh@bdc182844827 (tpu7x-4x4x4; MaxText "
+        "a0fceb5)",
+        "Table: '64 | GBS 256 | 8192 | fp8_full | 7.93 | 1,854.19 | 4127.56'. " + _FP8_NOTE,
+    ),
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-512 (256 chips) seq8192 fp8_full (pdbs 2, fsdp 512, remat custom)",
+        "tpu7x-512",
+        _ARGS_L70_FP8_256,
+        7.95,
+        1851.25,
+        "ec09a47e103bc24c9ad712518e7606f11b0794d4 L18",
+        "training/ironwood/llama3.1-70b/8k-fp8-tpu7x-4x8x8/run_recipe.sh@ec09a47e103b (tpu7x-4x8x8; MaxText "
+        "a0fceb5; keys last changed at 7a0ae05, Apr 2026)",
+        "Table: '256 | GBS 1024 | 8192 | fp8_full | 7.95 | 1,851.25 | 4,121.02' (8.39 s at 53f09e6, a day earlier). "
+        + _FP8_NOTE,
+    ),
+    _ironwood_dense(
+        "llama3.1-70b tpu7x-512 (256 chips) seq131072 fp8_full (pdbs 0.125, fsdp 64 x context 8)",
+        "tpu7x-512",
+        _ARGS_L70_128K_FP8_256,
+        30.11,
+        1014.45,
+        "ad4736a598bc07cddbfc1386f2975a2374dcaea9 L20",
+        "training/ironwood/llama3.1-70b/128k-fp8-tpu7x-4x8x8/run_recipe.sh@ad4736a598bc (tpu7x-4x8x8; MaxText a0fceb5)",
+        "Table: '256 | GBS 64 | 131072 | fp8_full | 30.11 | 1,014.45 | 1,087.99'. Long context as the bf16 row. "
+        + _FP8_NOTE,
+    ),
+)
