@@ -139,3 +139,22 @@ def test_more_experts_never_lower_the_total() -> None:
     assert [t.total for t in totals] == sorted(t.total for t in totals)
     # top-2 of any number of experts: the active count grows by the router alone (emb x experts a layer)
     assert [t.active - totals[0].active for t in totals] == [4 * 512 * (e - 2) for e in (2, 4, 8, 16)]
+
+
+def test_int8_speeds_the_projections_not_the_grouped_expert_matmuls() -> None:
+    """MaxText's int8 quantizes the weight einsums; the routed experts' grouped matmuls (the dropless path) stay
+    bf16 (server/perf/quantization.py), so on v6e their time does not halve while the projections' does."""
+    base = "compile_topology: v6e-256\nmodel_name: qwen3-30b-a3b\n"
+
+    def seconds(extra: str) -> dict[str, float]:
+        an = analyze(None, base + extra)
+        assert an.estimate is not None
+        return {p.name: p.seconds for p in an.estimate.time.points}
+
+    bf16, int8 = seconds("per_device_batch_size: 2\n"), seconds("per_device_batch_size: 2\nquantization: int8\n")
+    assert int8["qkv"] < 0.6 * bf16["qkv"]
+    assert int8["mlpwo"] > 0.9 * bf16["mlpwo"]  # nearly all of it is routed experts
+    # the dense path's capacity-padded einsums are quantized (enough tokens that they are compute-bound)
+    dense = "sparse_matmul: false\ncapacity_factor: 1.0\nper_device_batch_size: 32\n"
+    dense_int8, dense_bf16 = seconds("quantization: int8\n" + dense), seconds(dense)
+    assert dense_int8["mlpwo"] < 0.6 * dense_bf16["mlpwo"]

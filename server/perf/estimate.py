@@ -324,6 +324,10 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
     fl = fl or step_flops(inp, lay.slice.devices)
     mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
     speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
+    # MaxText quantizes the routed experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so
+    # (server/perf/quantization.py: fp8_full); the dense path's einsums follow the weight matmuls.
+    plan = matmul_plan(inp.quantization, lay.slice.chip)
+    grouped = speedup if (plan.mode is not None and plan.mode.grouped_moe) else 1.0
     st = steptime.step_time(
         inp.shape,
         inp.params,
@@ -337,6 +341,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         inp.microbatches,
         speedup,
         memo,
+        grouped,
     )
     return Estimate(
         lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization

@@ -102,6 +102,7 @@ def _work(
     ep: int,
     shards_w: int,
     matmul_speedup: float,
+    grouped_speedup: float,
 ) -> _Work:
     """Compute and memory-bound time of one microbatch (and the once-per-step optimizer): depends on the
     mesh only through the tensor, expert and weight-sharding degrees."""
@@ -148,10 +149,15 @@ def _work(
     routed_share = {"mlpwi": 2 * routed_fwd, "mlpwo": routed_fwd}
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
+        routed = routed_share.get(k, 0.0) * (1 + gmm_extra) * passes_fwd[k] if s.moe_tile else 0.0
         flops += routed_share.get(k, 0.0) * gmm_extra * passes_fwd[k]
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
-        # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16.
-        eff = chip.mxu_efficiency * matmul_speedup * min(1.0, split_dim[k] / chip.mxu_dim)
+        # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16; the grouped
+        # matmuls of routed experts only where the mode quantizes them too (`grouped_speedup`).
+        speed = matmul_speedup
+        if routed > 0 and grouped_speedup != matmul_speedup and flops > 0:
+            speed = flops / ((flops - routed) / matmul_speedup + routed / grouped_speedup)
+        eff = chip.mxu_efficiency * speed * min(1.0, split_dim[k] / chip.mxu_dim)
         pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, eff, HBM_EFFICIENCY)
         points.append(pt)
         compute += pt.seconds
@@ -204,6 +210,7 @@ def step_time(
     microbatches: int | None = None,
     matmul_speedup: float = 1.0,
     memo: dict[tuple[int, int, int], _Work] | None = None,
+    grouped_speedup: float | None = None,
 ) -> StepTime:
     """`memo`: a dict shared across calls with the same model, batch, remat and slice (an enumeration),
     so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees."""
@@ -219,7 +226,8 @@ def step_time(
     key = (tp, ep, shards_w)
     work = memo.get(key) if memo is not None else None
     if work is None:
-        work = _work(s, p, bpp, fl, chip, n, tokens, rec, tp, ep, shards_w, matmul_speedup)
+        grouped = matmul_speedup if grouped_speedup is None else grouped_speedup
+        work = _work(s, p, bpp, fl, chip, n, tokens, rec, tp, ep, shards_w, matmul_speedup, grouped)
         if memo is not None:
             memo[key] = work
     points, compute, compute_logits = list(work.points), work.compute, work.compute_logits
