@@ -33,10 +33,10 @@ SOURCES: dict[str, str] = {
     "(v6e 800 GB/s, tpu7x 1200 GB/s), divided by the chip's links and by 2 directions",
     "assumed-pcie": "no published figure found; assumed equal to v6e's (scaling book: 3.2e10 B/s per chip)",
     "calibrated-mxu": "calibrated: the value that best predicts the published MaxText runs of this generation "
-    "in bench/mfu_references.py (v4: 6 runs, v5e: 24, v5p: 13, v6e: 8), the other model constants held global. "
+    "in bench/mfu_references.py (v4: 6 runs, v5e: 24, v5p: 13, v6e: 8; tpu7x: the 8 bf16 dense Ironwood runs of "
+    "bench/references.py IRONWOOD_DENSE_REFERENCES, 0.80 in and out of sample), the other model constants held global. "
     "It absorbs what the model does not describe per generation: MXU shape (v5e four 128x128 MXUs per core, "
     "v6e 256x256), clock and compiler maturity",
-    "assumed-mxu": "no published MaxText MFU found; assumed equal to v6e's (the same 256x256 MXU generation)",
     "torus-3d": "a 3D torus chip has 6 ICI links (±x, ±y, ±z), as v4 and v5p",
     "domain-hop": "DOMAIN.md §4 (after the scaling book): each hop of a collective costs at least ~1 us",
     # Low-precision matmul peaks (ChipSpec.matmul_peaks).
@@ -266,7 +266,7 @@ CHIPS: dict[str, ChipSpec] = {
         devices_per_chip=2,
         dcn_bw=12.5e9,
         pcie_bw=3.2e10,
-        mxu_efficiency=0.70,
+        mxu_efficiency=0.80,
         mxu_dim=256,
         tensorcores=2,
         matmul_peaks={
@@ -282,7 +282,7 @@ CHIPS: dict[str, ChipSpec] = {
             "ici_links": "torus-3d",
             "dcn_bw": "gcp-tpu7x",
             "pcie_bw": "assumed-pcie",
-            "mxu_efficiency": "assumed-mxu",
+            "mxu_efficiency": "calibrated-mxu",
             "tensorcores": "gcp-tpu7x",
             "mxu_dim": "scaling-book",
             "topology": "maxtext-accel",
