@@ -1170,6 +1170,9 @@ _CUSTOM_700B = {
     "decoder_block": "mixtral",
     "base_emb_dim": 8192,
     "base_mlp_dim": 32768,
+    # At 3662540e the mixtral block sized its experts by mlp_dim (MaxText/layers/mixtral.py:141@3662540ee852);
+    # today's MaxText reads base_moe_mlp_dim for them (types.py:3400@e591f30cb) and refuses a MoE model without it.
+    "base_moe_mlp_dim": 32768,
     "base_num_decoder_layers": 56,
     "head_dim": 256,
     "base_num_kv_heads": 8,
