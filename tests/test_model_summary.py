@@ -158,3 +158,22 @@ def test_int8_speeds_the_projections_not_the_grouped_expert_matmuls() -> None:
     dense = "sparse_matmul: false\ncapacity_factor: 1.0\nper_device_batch_size: 32\n"
     dense_int8, dense_bf16 = seconds("quantization: int8\n" + dense), seconds(dense)
     assert dense_int8["mlpwo"] < 0.6 * dense_bf16["mlpwo"]
+
+
+def test_learned_routing_costs_the_busiest_expert_shard_only_with_expert_parallelism() -> None:
+    from server.perf.arith import MOE_LOAD_IMBALANCE
+
+    base = "compile_topology: v5p-128\nmodel_name: qwen3-30b-a3b\nper_device_batch_size: 4\n"
+
+    def mlp_seconds(extra: str) -> float:
+        an = analyze(None, base + extra)
+        assert an.estimate is not None
+        return sum(p.seconds for p in an.estimate.time.points if p.name in ("mlpwi", "mlpwo"))
+
+    ep = "ici_fsdp_parallelism: 16\nici_expert_parallelism: 4\n"
+    learned, balanced = mlp_seconds(ep), mlp_seconds(ep + "use_random_routing: true\n")
+    assert balanced < learned < balanced * MOE_LOAD_IMBALANCE  # the routed experts' share is slower
+    assert mlp_seconds("") == pytest.approx(mlp_seconds("use_random_routing: true\n"))  # no EP: no waiting
+    # the capacity path pads to its capacity factor instead
+    cap = ep + "sparse_matmul: false\ncapacity_factor: 1.25\n"
+    assert mlp_seconds(cap) == pytest.approx(mlp_seconds(cap + "use_random_routing: true\n"))

@@ -66,6 +66,7 @@ class Shape:
     moe_layers: int = -1  # decoder layers with routed experts (-1: every layer when experts > 1)
     attention_block: int = 1  # the attention kernel's block: it computes every block its mask touches whole
     moe_tile: int = 0  # rows per m-tile of the grouped matmul on the dropless path (0: dense einsum path)
+    moe_imbalance: float = 1.0  # busiest expert-parallel shard's routed tokens over the mean (dropless path)
 
     @property
     def moe(self) -> bool:
@@ -106,7 +107,23 @@ def shape(cfg: Config) -> Shape:
     from server.perf import architecture
 
     arch = architecture.build(cfg.get)
-    return replace(shape_of(arch), attention_block=attention_block(cfg), moe_tile=moe_tile(cfg))
+    tile = moe_tile(cfg)
+    balanced = tile == 0 or cfg.get("use_random_routing", False) is True
+    return replace(
+        shape_of(arch),
+        attention_block=attention_block(cfg),
+        moe_tile=tile,
+        moe_imbalance=1.0 if balanced else MOE_LOAD_IMBALANCE,
+    )
+
+
+# Learned routing does not spread tokens evenly: the expert-parallel shard holding the most-chosen experts
+# gets more than its share, and on the dropless path (nothing dropped) every shard waits for it. Named and
+# sourced, not fitted: 1.25 is the headroom over a uniform share that Switch Transformer (Fedus et al.,
+# JMLR 2022, §2.2 and Table 1) found training needs with its load-balancing loss, and the capacity factor
+# GShard and MaxText's capacity path pad to. None with `use_random_routing: true` (balanced by construction,
+# as MaxText's benchmark recipes run) or on the capacity path (priced by its capacity factor instead).
+MOE_LOAD_IMBALANCE = 1.25
 
 
 def moe_tile(cfg: Config) -> int:

@@ -147,10 +147,13 @@ def _work(
     # the routed experts' forward FLOPs per layer per device (input matrices 2, output 1), mean over layers
     routed_fwd = 2 * tokens * s.experts_per_tok * s.emb * s.moe_mlp * s.routed_layers / s.layers if s.moe else 0.0
     routed_share = {"mlpwi": 2 * routed_fwd, "mlpwo": routed_fwd}
+    # with expert parallelism every shard waits for the busiest (arith.MOE_LOAD_IMBALANCE): its routed work
+    # is the mean's times the imbalance, and the tile visits come on top
+    routed_scale = (s.moe_imbalance if ep > 1 else 1.0) * (1 + gmm_extra)
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
-        routed = routed_share.get(k, 0.0) * (1 + gmm_extra) * passes_fwd[k] if s.moe_tile else 0.0
-        flops += routed_share.get(k, 0.0) * gmm_extra * passes_fwd[k]
+        routed = routed_share.get(k, 0.0) * routed_scale * passes_fwd[k] if s.moe_tile else 0.0
+        flops += routed_share.get(k, 0.0) * (routed_scale - 1) * passes_fwd[k]
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
         # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16; the grouped
         # matmuls of routed experts only where the mode quantizes them too (`grouped_speedup`).
