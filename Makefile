@@ -51,8 +51,8 @@ demo: $(STAMP)
 	$(PY) -c 'import json; print(json.dumps(json.load(open(".tmp/bad-mesh.json"))["findings"], indent=1))'
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check server tests bench
-	$(VENV)/bin/ruff format --check server tests bench
+	$(VENV)/bin/ruff check server tests bench tools
+	$(VENV)/bin/ruff format --check server tests bench tools
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
