@@ -177,3 +177,20 @@ def test_learned_routing_costs_the_busiest_expert_shard_only_with_expert_paralle
     # the capacity path pads to its capacity factor instead
     cap = ep + "sparse_matmul: false\ncapacity_factor: 1.25\n"
     assert mlp_seconds(cap) == pytest.approx(mlp_seconds(cap + "use_random_routing: true\n"))
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("mixtral-8x7b", "no MoE layers"), ("gemma2-9b", "gemma2"), ("qwen3-next-80b-a3b", "MoE"), ("gpt3-6b", "gpt3")],
+)
+def test_the_reference_program_refuses_blocks_it_does_not_build(name: str, why: str) -> None:
+    """ASAP's reference decoder is llama2-style with uniform layers: a verdict from it on another block would
+    be about another model, so verify says to use MaxText's own train_compile instead."""
+    from server.perf.slices import parse_slice
+    from server.perf.verify import VerifyError, ref_spec
+
+    cfg = analyze(None, f"compile_topology: v5p-16\nmodel_name: {name}\n").config
+    with pytest.raises(VerifyError, match=why) as e:
+        ref_spec(cfg, parse_slice("v5p-16"))
+    assert "train_compile" in str(e.value)
+    ref_spec(analyze(None, "compile_topology: v5p-16\nmodel_name: llama3-8b\n").config, parse_slice("v5p-16"))

@@ -109,6 +109,11 @@ def libtpu_available() -> bool:
 
 
 # -- the job ------------------------------------------------------------------------------------------
+# Decoder blocks whose layers the reference decoder (ref_model.py: llama2-style, uniform) builds faithfully enough
+# to stand in for MaxText's program: the llama2 layer and its near relatives (GQA, qk-norm or qkv biases aside).
+REFERENCE_BLOCKS = frozenset({"default", "llama2", "mistral", "qwen2", "qwen3"})
+
+
 def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
     """The reference model's spec for a config on a slice. Raises VerifyError at what it cannot build."""
     try:
@@ -118,6 +123,13 @@ def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
         raise VerifyError(f"{e.key}: {e}") from None
     if s.moe:
         raise VerifyError("the reference model has no MoE layers: verify MoE models with MaxText's train_compile")
+    block = s.arch.decoder_block if s.arch is not None else "llama2"
+    if block not in REFERENCE_BLOCKS or (s.arch is not None and len(s.arch.groups) > 1):
+        raise VerifyError(
+            f"the reference model is MaxText's llama2-style decoder (uniform layers); {block} "
+            f"({s.arch.summary() if s.arch is not None else block}) needs MaxText's own train_compile "
+            "(--maxtext-python / asap.maxtextPython)"
+        )
     if s.q_heads % s.kv_heads:
         raise VerifyError(f"query heads ({s.q_heads}) must be a multiple of kv heads ({s.kv_heads})")
     pdbs = cfg.get("per_device_batch_size", 12.0)
