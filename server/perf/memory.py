@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from server.perf.arith import BytesPerParam, Params, Shape
-from server.perf.layout import TENSOR, WEIGHT_SHARDING, Layout
+from server.perf.layout import CONTEXT, DATA, TENSOR, WEIGHT_SHARDING, Layout
 from server.perf.remat import RematPolicy
 
 ACT_BYTES = 2  # bf16 activations (`dtype`)
@@ -20,13 +20,33 @@ ACT_BYTES = 2  # bf16 activations (`dtype`)
 # by matrix, prefetching the next). A stated allowance, not a measurement: compile for the slice
 # (issue 8) for the exact figure; `Memory.verdict` leaves a band for it (TIGHT_BAND).
 TEMP_LAYERS = 1.0
-# bf16 [tokens, vocab] buffers the loss keeps. The TPU compiler keeps two for server/perf/ref_model.py with
-# MaxText's loss (float32 cast, cross_entropy_with_logits' custom VJP): the logits and their gradient; the
-# casts and exponentials are recomputed inside the fused gradient kernel (libtpu 0.0.42.1 buffer assignment,
-# bench/memory_vs_compiler.py). Kept at one: with two, tuned MaxText configs that ran (llama3-8b seq 8192
-# pdbs 8 on v6e-256, bench/references.py) would not fit, so at that size MaxText's program keeps less than
-# the reference's unconstrained compile (XLA rematerialises under memory pressure). Open: issue 8.
-LOGITS_BUFFERS = 1
+# The loss, as the TPU compiler lays it out for MaxText's own train step (libtpu 0.0.52, maxtext 0.2.5; buffer
+# assignments of bench/memory_vs_compiler.py's llama3 cases, named below). With `num_vocab_tiling: 1` the loss is the
+# step's memory peak at large vocabularies: besides the kept activations, the compiler holds
+#   - two bf16 [tokens, vocab / tensor] buffers, the logits (the output head's dot, `fusion.427{1}`) and one more of
+#     their shape (their gradient, `multiply_convert_fusion`, or the softmax's exponentials, a `reduce_sum` fusion):
+#     llama3-8b on v6e-16 fsdp 16, pdbs 2, seq 8192: 2 x bf16[2,8192,128256] (3.91 GiB each); the same at fsdp 32,
+#     64 and 128 (v6e-32/64/128, pdbs 1: 2 x bf16[8192,128256]) and at fsdp 4 x tensor 4 (2 x bf16[8,2048,32064]).
+#     MaxText casts the logits to float32 (`cast_logits_to_fp32`) but XLA fuses the cast into the softmax, so no
+#     float32 [tokens, vocab] buffer exists.
+#   - the output head's weight gathered in bf16, [emb, vocab / tensor] (`all-gather.21`, bf16[4096,128256]).
+#   - the final hidden state in float32 and bf16 (the final norm; f32[2,8192,4096] and bf16[2,8192,4096]).
+LOGITS_BUFFERS = 2
+HIDDEN_BYTES = 4 + ACT_BYTES
+# ... except when a device holds fewer than this many rows of the output head's embed dimension (emb over MaxText's
+# `embed_vocab` axes): then the compiler reduces the head's weight gradient with one all-reduce of the whole bf16
+# [emb, vocab / tensor] gradient (`all-reduce.18`) and recomputes the logits' gradient inside the two dots that use it,
+# so it keeps one logits buffer and two head-sized ones (llama3.1-8b on v5e-256, fsdp 256 = 16 rows, pdbs 1 and 2:
+# bf16[8192,128256] + 2 x bf16[4096,128256]; llama3-8b on v6e-256 alike). Seen at 16 rows, not at 32 (fsdp 128).
+HEAD_ALLREDUCE_ROWS = 32
+# MaxText's `embed_vocab` logical axis (the output head's and embedding table's embed dimension; base.yml
+# logical_axis_rules): the mesh axes that split it.
+EMBED_VOCAB = ("fsdp", "fsdp_transpose", "context", "context_usp_ulysses", "expert")
+# Components live in only one phase of the step; the others are live throughout it. The gradients are allocated by the
+# backward pass (none is live at the loss: buffer assignments above), the logits and the gathered head only around
+# the loss, so the peak is the larger of the two phases.
+LOSS_PHASE = ("logits", "output_head")
+BACKWARD_PHASE = ("gradients", "temporaries")
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
 # HBM in this model (v5p 32B, `minimal` remat), so an error needs more than that.
@@ -52,9 +72,29 @@ def tensor_dims(s: Shape, tensors: frozenset[str]) -> float:
     return float(sum(v for k, v in dims.items() if k in tensors))
 
 
+# Decoder blocks whose MLP output feeds a norm (`use_post_ffw_norm`: MaxText's gemma2.py:132, gemma3.py, gemma4.py,
+# envy.py) rather than the residual sum alone.
+POST_FFW_NORM_BLOCKS = frozenset({"gemma2", "gemma3", "gemma4", "gemma4_small", "envy"})
+
+
+def mlpwo_is_residual(s: Shape) -> bool:
+    """Whether the backward pass needs the MLP's output (`mlpwo`), so that a policy naming it keeps it. In a dense
+    block it only feeds the residual sum (`layer_output = mlp_lnx + intermediate_inputs`, MaxText's llama2.py:201),
+    whose gradient needs neither operand, so JAX never makes it a residual and no policy keeps it (the TPU
+    compiler's buffer assignment of MaxText's llama3.1-70b step with `mlpwo: device`: five stacked [layers, tokens,
+    ...] buffers, decoder_layer_input, query_proj, key_proj, value_proj and context, none for mlpwo; 0.90 GB per layer
+    at 16384 tokens, which is those five). A post-FFN norm needs its input, and MoE's combine needs each expert's
+    output for the router weights' gradient (moe.py: `moe_mlpwo`)."""
+    block = s.arch.decoder_block if s.arch is not None else ""
+    return s.moe or block in POST_FFW_NORM_BLOCKS
+
+
 def kept_dims(s: Shape, remat: RematPolicy) -> float:
     """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
-    return tensor_dims(s, remat.saved - remat.offloaded)
+    kept = remat.saved - remat.offloaded
+    if not mlpwo_is_residual(s):
+        kept = kept - {"mlpwo"}
+    return tensor_dims(s, kept)
 
 
 def all_dims(s: Shape) -> float:
@@ -71,12 +111,13 @@ class Memory:
 
     @property
     def total(self) -> float:
-        """Peak bytes: the model state and kept activations are live throughout; the logits (live
-        around the loss, between the forward and backward passes) and one layer's backward working
-        set (live inside the backward scan) are not live at once, so the larger of the two counts."""
+        """Peak bytes: the model state, weight casts and kept activations are live throughout the step; the loss'
+        buffers (LOSS_PHASE) and the backward pass' (BACKWARD_PHASE: the gradients and one layer's working set)
+        are not live at once, so the larger of the two phases counts."""
         c = self.components
-        transient = max(c.get("logits", 0.0), c.get("temporaries", 0.0))
-        return sum(v for k, v in c.items() if k not in ("logits", "temporaries")) + transient
+        loss = sum(c.get(k, 0.0) for k in LOSS_PHASE)
+        backward = sum(c.get(k, 0.0) for k in BACKWARD_PHASE)
+        return sum(v for k, v in c.items() if k not in LOSS_PHASE + BACKWARD_PHASE) + max(loss, backward)
 
     @property
     def usable(self) -> float:
@@ -119,8 +160,10 @@ def memory(
     seq: int,
     remat: RematPolicy,
     vocab_tiles: int = 1,
+    iota_embed: bool = False,
 ) -> Memory:
-    """Bytes per chip (per JAX device; a tpu7x chip holds two) for one microbatch."""
+    """Bytes per chip (per JAX device; a tpu7x chip holds two) for one microbatch. `vocab_tiles`: MaxText's
+    `num_vocab_tiling`; `iota_embed`: its `use_iota_embed` (the token embedding as a one-hot matmul)."""
     chip = lay.slice.chip
     hbm = chip.hbm_bytes / chip.devices_per_chip
     shards = lay.degree(*WEIGHT_SHARDING)
@@ -130,14 +173,46 @@ def memory(
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
     acts = s.layers * tokens * kept_dims(s, remat) * ACT_BYTES
+    if "context" in remat.saved - remat.offloaded:
+        # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
+        # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
+        acts += s.layers * tokens * s.q_heads * 4
     gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
-    # bf16 logits (`LOGITS_BUFFERS` of them); XLA fuses MaxText's float32 cast and softmax cross-entropy and
-    # its gradient around them. Tensor parallelism splits the vocabulary, not the batch: a device holds the
-    # logits of its tensor group's pdbs x tp sequences over vocab / tp columns, pdbs x seq x vocab in all
-    # (MaxText's activation_embed_and_logits_batch rule has no tensor axis; the TPU compiler's buffer
-    # assignment of MaxText's own llama3-8b step on v6e-16 with tensor 4: bf16[8, 2048, 32064] for pdbs 2).
-    logits = LOGITS_BUFFERS * tokens * s.vocab * ACT_BYTES / max(1, vocab_tiles)
+    # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
+    # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
+    # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
+    cp = lay.degree(*CONTEXT)
+    kv_dims = 2 * s.kv_heads * s.head_dim
+    cp_kv = tokens * cp * kv_dims * (ACT_BYTES + 4) if cp > 1 else 0.0
+    # Tensor parallelism splits the vocabulary, not the batch: a device holds the logits of its tensor group's
+    # pdbs x tp sequences over vocab / tp columns, pdbs x seq x vocab in all (MaxText's
+    # activation_embed_and_logits_batch rule has no tensor axis). `num_vocab_tiling` computes the loss over that
+    # many chunks of the tokens, one at a time (MaxText's vocabulary_tiling.py: a scan in a custom VJP).
+    logit_buf = tokens * s.vocab * ACT_BYTES / max(1, vocab_tiles)
+    head = s.emb * s.vocab * ACT_BYTES / max(1, tp)
+    allreduce_path = s.emb / lay.degree(*EMBED_VOCAB) < HEAD_ALLREDUCE_ROWS
+    if allreduce_path:
+        logits, heads, carried = logit_buf, 2 * head, 0.0
+    else:
+        # Without data parallelism the second logits-sized buffer outlives the loss: the head's gradient is
+        # reduce-scattered over fsdp in a loop the compiler schedules after the layers' backward, which reads it
+        # (llama3-8b on v6e-16, fsdp 16: the logits' gradient live through the whole backward scan; fsdp 4 x tensor 4:
+        # bf16[8,2048,32064] beside the float32 layer gradients at the backward's peak; `default` on v5p-32, fsdp 16).
+        # With data parallelism the gradient is also reduced over `data`, right after the loss (`default` on v5p-32,
+        # data 2 x fsdp 8, and v5e-8, data 2 x fsdp 4: the buffer dies within a few instructions). Nor with vocabulary
+        # tiling, whose custom VJP finishes the head's gradient before the layers' backward (num_vocab_tiling 4 on
+        # v6e-16 fsdp 16: no logits buffer live at the backward's peak).
+        logits, heads = LOGITS_BUFFERS * logit_buf, head
+        carried = logit_buf if vocab_tiles <= 1 and lay.degree(*DATA) == 1 else 0.0
+    hidden = tokens * s.emb * HIDDEN_BYTES
+    # `use_iota_embed`: the lookup is one_hot(tokens) @ table (MaxText's embeddings.py:132). Where the head's gradient
+    # takes the all-reduce path, so does the table's, and the compiler keeps the one-hot, pred[tokens, vocab] (one byte
+    # an element), from the forward's lookup to the table's gradient at the end of the backward (llama3.1-70b on
+    # tpu7x-512: `fusion.376` pred[16384,128256], 2.0 GiB, live throughout the layers' backward; llama3.1-8b on
+    # v5e-256, fsdp 256: 1.03 GB more temp than without it). On the reduce-scatter path XLA fuses the one-hot into
+    # its dots (llama3-8b v6e-16 fsdp 16: 0.16 GB more).
+    one_hot = tokens * s.vocab * 1.0 if iota_embed and allreduce_path else 0.0
     # A bf16 copy of the scanned layers' weights, sharded like them: each layer casts its (float32) weights to
     # the activation dtype, and XLA converts the whole stack once, before the forward scan, for the forward,
     # the rematerialised forward and the backward scans to slice from (buffer assignment of the same compile:
@@ -150,8 +225,10 @@ def memory(
             "gradients": total_params * bpp.grads / shards,
             "optimizer": total_params * bpp.optimizer / shards,
             "activations": acts,
-            "logits": logits,
-            "temporaries": working,
+            "embedding_one_hot": one_hot,
+            "logits": logits + hidden,
+            "output_head": heads,
+            "temporaries": working + carried + cp_kv,
         },
         hbm,
     )

@@ -1,0 +1,144 @@
+"""Memory per chip (server/perf/memory.py): the loss' buffers at large vocabularies (logits, the gathered output
+head and its gradient, vocabulary tiling, the iota embedding's one-hot), context parallelism's gathered keys and
+values, which remat-named tensors the backward keeps, and the two phases of the peak; hand-computed bytes for a small
+shape and properties."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from server.perf import memory
+from server.perf.arith import BytesPerParam, Shape, params
+from server.perf.layout import Layout
+from server.perf.remat import POLICIES
+from server.perf.slices import parse_slice
+
+D, H, KV, HD, F, L, V = 256, 4, 2, 64, 1024, 2, 1000
+SMALL = Shape("small", emb=D, q_heads=H, kv_heads=KV, head_dim=HD, mlp=F, layers=L, vocab=V)
+BPP = BytesPerParam(4, 4, 8)  # MaxText's defaults: fp32 weights, fp32 gradients, two fp32 Adam moments
+
+
+def lay(sl: str = "v5e-16", **ici: int) -> Layout:
+    return Layout(parse_slice(sl), dict(ici), {}, None)
+
+
+def mem(
+    layout: Layout,
+    pdbs: float = 2,
+    seq: int = 128,
+    remat: str = "full",
+    tiles: int = 1,
+    iota: bool = False,
+    s: Shape = SMALL,
+) -> memory.Memory:
+    return memory.memory(s, params(s), BPP, layout, pdbs, seq, POLICIES[remat], tiles, iota_embed=iota)
+
+
+TOKENS = 2 * 128
+LOGIT_BUF = TOKENS * V * 2  # one bf16 [tokens, vocab]
+HEAD = D * V * 2  # the output head gathered in bf16
+HIDDEN = TOKENS * D * (4 + 2)  # the final hidden state in float32 and bf16
+
+
+def test_loss_on_the_reduce_scatter_path_by_hand() -> None:
+    # fsdp 4: 64 rows of the head's embed dimension a device, so its gradient is reduce-scattered
+    m = mem(lay("v5e-4", fsdp=4))
+    c = m.components
+    assert c["logits"] == 2 * LOGIT_BUF + HIDDEN == 1_417_216  # the logits and one more of their shape
+    assert c["output_head"] == HEAD == 512_000
+    assert c["embedding_one_hot"] == 0
+    # the second logits-sized buffer is still live in the backward pass
+    per_layer = params(SMALL).per_layer()
+    working = TOKENS * memory.all_dims(SMALL) * 2 + per_layer * 2
+    assert c["temporaries"] == pytest.approx(working + LOGIT_BUF)
+    assert c["activations"] == L * TOKENS * D * 2  # full remat: each layer's bf16 input
+    # with data parallelism the head's gradient is reduced right after the loss: nothing carried
+    assert mem(lay(fsdp=4, data=4)).components["temporaries"] == pytest.approx(working)
+
+
+def test_loss_on_the_all_reduce_path_by_hand() -> None:
+    # fsdp 16: 16 rows a device (< HEAD_ALLREDUCE_ROWS): one logits buffer, the head and its whole bf16 gradient
+    m = mem(lay(fsdp=16))
+    c = m.components
+    assert D / 16 < memory.HEAD_ALLREDUCE_ROWS
+    assert c["logits"] == LOGIT_BUF + HIDDEN
+    assert c["output_head"] == 2 * HEAD
+    per_layer = params(SMALL).per_layer()
+    assert c["temporaries"] == pytest.approx(TOKENS * memory.all_dims(SMALL) * 2 + per_layer * 2)
+
+
+def test_iota_embedding_keeps_its_one_hot_on_the_all_reduce_path_only() -> None:
+    assert mem(lay(fsdp=16), iota=True).components["embedding_one_hot"] == TOKENS * V  # pred, one byte
+    assert mem(lay(fsdp=4, data=4), iota=True).components["embedding_one_hot"] == 0
+
+
+def test_tensor_parallelism_splits_the_head_not_the_logits() -> None:
+    c = mem(lay(fsdp=4, tensor=4)).components
+    assert c["output_head"] == HEAD / 4
+    assert c["logits"] == 2 * LOGIT_BUF + HIDDEN  # pdbs x tp sequences over vocab / tp columns
+
+
+def test_context_parallelism_gathers_keys_and_values_of_the_whole_sequence() -> None:
+    without = mem(lay(fsdp=16)).components["temporaries"]
+    with_cp = mem(lay(fsdp=4, context=4)).components["temporaries"]  # the embed dimension split 16 ways alike
+    kv = 2 * KV * HD
+    assert with_cp == pytest.approx(without + TOKENS * 4 * kv * (2 + 4))
+
+
+def test_vocab_tiling_by_hand() -> None:
+    c = mem(lay("v5e-4", fsdp=4), tiles=4).components
+    assert c["logits"] == 2 * LOGIT_BUF / 4 + HIDDEN
+    # the tiled loss' custom VJP finishes the head's gradient before the layers' backward
+    per_layer = params(SMALL).per_layer()
+    assert c["temporaries"] == pytest.approx(TOKENS * memory.all_dims(SMALL) * 2 + per_layer * 2)
+
+
+def test_peak_is_the_larger_phase() -> None:
+    for layout in (lay("v5e-4", fsdp=4), lay(fsdp=4, data=4), lay(fsdp=16)):
+        for pdbs in (1, 64):
+            m = mem(layout, pdbs=pdbs)
+            c = m.components
+            loss = sum(c[k] for k in memory.LOSS_PHASE)
+            backward = sum(c[k] for k in memory.BACKWARD_PHASE)
+            always = sum(v for k, v in c.items() if k not in memory.LOSS_PHASE + memory.BACKWARD_PHASE)
+            assert m.total == pytest.approx(always + max(loss, backward))
+    # the gradients are not live at the loss: a config whose loss is the peak does not pay for them
+    big_vocab = dataclasses.replace(SMALL, vocab=64_000)
+    m = mem(lay(fsdp=4, data=4), s=big_vocab)
+    c = m.components
+    assert sum(c[k] for k in memory.LOSS_PHASE) > sum(c[k] for k in memory.BACKWARD_PHASE)
+    state = c["weights"] + c["weight_casts"] + c["optimizer"] + c["activations"]
+    assert m.total == pytest.approx(state + c["logits"] + c["output_head"])
+
+
+def test_more_vocab_tiles_never_raise_logits_memory() -> None:
+    for layout in (lay("v5e-4", fsdp=4), lay(fsdp=4, data=4), lay(fsdp=16), lay(fsdp=4, tensor=4)):
+        for pdbs in (1, 8):
+            runs = [mem(layout, pdbs=pdbs, tiles=t) for t in (1, 2, 4, 8, 16)]
+            logits = [r.components["logits"] for r in runs]
+            totals = [r.total for r in runs]
+            assert logits == sorted(logits, reverse=True)
+            assert totals == sorted(totals, reverse=True)
+
+
+@pytest.mark.parametrize("layout", [lay("v5e-4", fsdp=4), lay(fsdp=16), lay(fsdp=4, context=4)])
+def test_token_terms_scale_with_pdbs_times_seq(layout: Layout) -> None:
+    base = mem(layout, pdbs=2, seq=128, iota=True).components
+    double = mem(layout, pdbs=4, seq=128, iota=True).components
+    same_tokens = mem(layout, pdbs=1, seq=256, iota=True).components
+    for k in ("logits", "embedding_one_hot", "activations"):
+        assert double[k] == pytest.approx(2 * base[k])
+        assert same_tokens[k] == pytest.approx(base[k])
+    assert double["output_head"] == base["output_head"]  # weights, not tokens
+
+
+def test_mlp_output_is_kept_only_where_the_backward_needs_it() -> None:
+    # `minimal` names mlpwo; a dense block's MLP output only feeds the residual sum, so it is never kept
+    dense = memory.kept_dims(SMALL, POLICIES["minimal"])
+    assert dense == D + H * HD + 2 * KV * HD + D + 2 * F  # input, q, k, v, out_proj, mlpwi
+    moe = dataclasses.replace(SMALL, experts=4, experts_per_tok=2, moe_mlp=F)
+    assert memory.mlpwo_is_residual(moe)
+    assert memory.kept_dims(moe, POLICIES["minimal"]) == D + H * HD + 2 * KV * HD + D + 2 * 2 * F + D
+    assert not memory.mlpwo_is_residual(SMALL)
