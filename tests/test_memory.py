@@ -142,3 +142,42 @@ def test_mlp_output_is_kept_only_where_the_backward_needs_it() -> None:
     assert memory.mlpwo_is_residual(moe)
     assert memory.kept_dims(moe, POLICIES["minimal"]) == D + H * HD + 2 * KV * HD + D + 2 * 2 * F + D
     assert not memory.mlpwo_is_residual(SMALL)
+
+
+MOE = dataclasses.replace(SMALL, experts=8, experts_per_tok=2, moe_mlp=512, moe_tile=512)
+
+
+def test_moe_expert_parallel_dispatch_by_hand() -> None:
+    # expert 4 of 8 experts, top 2: the receive buffer holds min(4, 8 / 2) = 4 times the balanced rows
+    tokens = TOKENS
+    rows = tokens * 2 * 4
+    mlp = 3 * 512  # wi_0, wi_1 and their product, per row
+    expect = (rows * (memory.DISPATCH_BUFFERS * D + mlp) - tokens * 2 * mlp) * 2
+    assert memory.moe_dispatch(MOE, lay(fsdp=4, expert=4), tokens) == expect
+    # a top-k larger than the local experts caps it: 8 experts top 4 on expert 8 -> min(8, 2) = 2
+    top4 = dataclasses.replace(MOE, experts_per_tok=4)
+    rows4 = tokens * 4 * 2
+    assert (
+        memory.moe_dispatch(top4, lay(fsdp=2, expert=8), tokens)
+        == (rows4 * (memory.DISPATCH_BUFFERS * D + mlp) - tokens * 4 * mlp) * 2
+    )
+    # no expert parallelism, or the dense (capacity) path: no ragged buffers
+    assert memory.moe_dispatch(MOE, lay(fsdp=16), tokens) == 0
+    assert memory.moe_dispatch(dataclasses.replace(MOE, moe_tile=0), lay(fsdp=4, expert=4), tokens) == 0
+
+
+def test_moe_dense_path_gathers_every_expert() -> None:
+    dropless = mem(lay(fsdp=4, expert=4), s=MOE).components["temporaries"]
+    dense = mem(lay(fsdp=4, expert=4), s=dataclasses.replace(MOE, moe_tile=0)).components["temporaries"]
+    per_layer = params(MOE).per_layer()
+    dispatch = memory.moe_dispatch(MOE, lay(fsdp=4, expert=4), TOKENS)
+    assert dense - (dropless - dispatch) == pytest.approx(per_layer * 2 - per_layer * 2 / 4)
+
+
+def test_expert_parallelism_never_raises_expert_weight_memory() -> None:
+    for ep in (1, 2, 4, 8):
+        fsdp = 16 // ep
+        c = mem(lay(fsdp=fsdp, expert=ep), s=MOE).components
+        assert c["weights"] == mem(lay(fsdp=16), s=MOE).components["weights"]  # the same 16-way sharding
+    weights = [mem(lay(fsdp=2, expert=e, data=8 // e), s=MOE).components["weights"] for e in (1, 2, 4, 8)]
+    assert weights == sorted(weights, reverse=True)

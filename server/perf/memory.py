@@ -104,6 +104,29 @@ def all_dims(s: Shape) -> float:
     return float(3 * s.emb + 2 * q + 2 * kv + s.n_mlp_in * mlp + mlp)
 
 
+# bf16 [rows, emb] buffers of a MoE layer's expert-parallel dispatch live in its backward: the routed rows received,
+# the experts' output rows, and the two gradients (bench/moe_vs_compiler.py's compiles: qwen3-30b-a3b, expert 8,
+# 2048 tokens, top 8: bf16[131072,2048] and bf16[131072,2,1024] buffers; deepseek3 32 experts, expert 4: bf16[65536,
+# 7168] and bf16[65536,2,3584]).
+DISPATCH_BUFFERS = 4
+
+
+def moe_dispatch(s: Shape, lay: Layout, tokens: float) -> float:
+    """Bytes a MoE layer's expert-parallel dispatch adds to the backward working set on MaxText's dropless path
+    (`sparse_matmul`): the ragged all-to-all's receive buffer is sized for the worst case, every routed row of the
+    expert group landing on one shard, `local rows x min(expert, experts / top_k)` (moe.py get_ragged_buffer_size with
+    the default `ragged_buffer_factor: -1`), and the grouped matmuls run over all of it: DISPATCH_BUFFERS emb-wide
+    buffers and the expert MLP's (n_in + 1) mlp-wide ones at that many rows, less the balanced rows' MLP that
+    all_dims counts already. None without expert parallelism (the tokens are only sorted) or on the dense path."""
+    ep = lay.degree("expert")
+    if not s.moe or s.moe_tile <= 0 or ep <= 1:
+        return 0.0
+    routed = tokens * s.experts_per_tok
+    rows = routed * min(ep, s.experts / max(1, s.experts_per_tok))
+    mlp = (s.n_mlp_in + 1) * s.moe_mlp
+    return (rows * (DISPATCH_BUFFERS * s.emb + mlp) - routed * mlp) * ACT_BYTES
+
+
 @dataclass(frozen=True)
 class Memory:
     components: dict[str, float]  # bytes per chip
@@ -177,8 +200,8 @@ def memory(
         # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
         # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
         acts += s.layers * tokens * s.q_heads * 4
-    gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe else tp)
-    working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered
+    gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe_tile > 0 else tp)
+    working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
