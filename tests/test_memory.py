@@ -169,9 +169,22 @@ def test_moe_expert_parallel_dispatch_by_hand() -> None:
 def test_moe_dense_path_gathers_every_expert() -> None:
     dropless = mem(lay(fsdp=4, expert=4), s=MOE).components["temporaries"]
     dense = mem(lay(fsdp=4, expert=4), s=dataclasses.replace(MOE, moe_tile=0)).components["temporaries"]
-    per_layer = params(MOE).per_layer()
+    routed = params(MOE).routed  # expert parallelism splits the routed experts only
+    assert 0 < routed < params(MOE).per_layer()
     dispatch = memory.moe_dispatch(MOE, lay(fsdp=4, expert=4), TOKENS)
-    assert dense - (dropless - dispatch) == pytest.approx(per_layer * 2 - per_layer * 2 / 4)
+    assert dense - (dropless - dispatch) == pytest.approx(routed * 2 - routed * 2 / 4)
+    # unless the dispatch stays expert-parallel (moe_dispatch_no_expert_sharding)
+    kept_split = memory.memory(
+        dataclasses.replace(MOE, moe_tile=0),
+        params(MOE),
+        BPP,
+        lay(fsdp=4, expert=4),
+        2,
+        128,
+        POLICIES["full"],
+        moe_dispatch_expert_parallel=True,
+    )
+    assert kept_split.components["temporaries"] == pytest.approx(dropless - dispatch)
 
 
 def test_expert_parallelism_never_raises_expert_weight_memory() -> None:

@@ -184,9 +184,12 @@ def memory(
     remat: RematPolicy,
     vocab_tiles: int = 1,
     iota_embed: bool = False,
+    moe_dispatch_expert_parallel: bool = False,
 ) -> Memory:
     """Bytes per chip (per JAX device; a tpu7x chip holds two) for one microbatch. `vocab_tiles`: MaxText's
-    `num_vocab_tiling`; `iota_embed`: its `use_iota_embed` (the token embedding as a one-hot matmul)."""
+    `num_vocab_tiling`; `iota_embed`: its `use_iota_embed` (the token embedding as a one-hot matmul);
+    `moe_dispatch_expert_parallel`: its `moe_dispatch_no_expert_sharding` (the capacity path's dispatch stays
+    expert-parallel)."""
     chip = lay.slice.chip
     hbm = chip.hbm_bytes / chip.devices_per_chip
     shards = lay.degree(*WEIGHT_SHARDING)
@@ -200,7 +203,13 @@ def memory(
         # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
         # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
         acts += s.layers * tokens * s.q_heads * 4
-    gathered = p.per_layer() * ACT_BYTES / max(1, lay.degree("tensor", "expert") if s.moe_tile > 0 else tp)
+    # One layer's weights gathered in bf16 for its matmuls. Expert parallelism splits the routed experts only, and not
+    # on the capacity path, whose dispatch keeps the tokens where they are and gathers every expert onto every device
+    # unless `moe_dispatch_no_expert_sharding` (mixtral-8x7b fsdp 4 x expert 2, capacity 1.25: bf16[1,8,14336,4096]
+    # x 3 beside the shard's bf16[1,4,4096,14336]; server/perf/steptime.py's _moe_weights_over_expert).
+    ep = lay.degree("expert")
+    split = ep if s.moe and (s.moe_tile > 0 or moe_dispatch_expert_parallel) else 1
+    gathered = (p.per_layer() - p.routed + p.routed / split) * ACT_BYTES / max(1, tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
