@@ -207,9 +207,12 @@ def memory(
     # on the capacity path, whose dispatch keeps the tokens where they are and gathers every expert onto every device
     # unless `moe_dispatch_no_expert_sharding` (mixtral-8x7b fsdp 4 x expert 2, capacity 1.25: bf16[1,8,14336,4096]
     # x 3 beside the shard's bf16[1,4,4096,14336]; server/perf/steptime.py's _moe_weights_over_expert).
+    # The largest layer counts: Params holds means over the decoder's layers, and a MoE layer's routed experts are
+    # all in the layers that route (DeepSeek's dense-first layers have none).
     ep = lay.degree("expert")
     split = ep if s.moe and (s.moe_tile > 0 or moe_dispatch_expert_parallel) else 1
-    gathered = (p.per_layer() - p.routed + p.routed / split) * ACT_BYTES / max(1, tp)
+    routed = p.routed * s.layers / max(1, s.routed_layers) if s.moe else 0.0
+    gathered = (p.per_layer() - p.routed + routed / split) * ACT_BYTES / max(1, tp)
     working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
