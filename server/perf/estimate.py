@@ -276,6 +276,9 @@ class Inputs:
     # MaxText's own count of this config's training FLOPs (server/perf/maxtext_flops.py): per device, per
     # step (gradient accumulation included), the numerator of the MFU MaxText logs.
     maxtext: MaxTextFlops | None = None
+    # MaxText's `moe_dispatch_no_expert_sharding`: the capacity path's dispatch stays expert-parallel (all-to-all)
+    # instead of gathering every expert's weights (server/perf/steptime.py, _moe_weights_over_expert)
+    moe_dispatch_expert_parallel: bool = False
 
 
 def inputs(cfg: Config) -> Inputs:
@@ -305,6 +308,7 @@ def inputs(cfg: Config) -> Inputs:
         arith.moe_compute_factor(cfg, s),
         str(cfg.get("quantization", "") or ""),
         mt,
+        cfg.get("moe_dispatch_no_expert_sharding", False) is True,
     )
 
 
@@ -322,7 +326,17 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
     `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh); `memo`: a
     dict shared while pricing many meshes of one slice (server/perf/steptime.py)."""
     fl = fl or step_flops(inp, lay.slice.devices)
-    mem = memory.memory(inp.shape, inp.params, inp.bpp, lay, inp.pdbs, inp.seq, inp.remat, inp.vocab_tiles)
+    mem = memory.memory(
+        inp.shape,
+        inp.params,
+        inp.bpp,
+        lay,
+        inp.pdbs,
+        inp.seq,
+        inp.remat,
+        inp.vocab_tiles,
+        moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
+    )
     speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
     # MaxText quantizes the routed experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so
     # (server/perf/quantization.py: fp8_full); the dense path's einsums follow the weight matmuls.
@@ -342,6 +356,8 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         speedup,
         memo,
         grouped,
+        moe_factor=inp.moe_factor,
+        moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
     )
     return Estimate(
         lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization

@@ -4,9 +4,11 @@ combined by an explicit overlap model.
 Overlap model (what hides what):
 - FSDP weight all-gathers and gradient reduce-scatters are issued asynchronously inside the
   layer scan (XLA prefetches the next layer's weights): per layer they hide behind that layer's
-  compute, and only the excess is exposed.
+  compute, and only the excess is exposed. So do the MoE weight collectives over the expert axis
+  (the dense weights' gathers over fsdp x expert, the capacity path's expert-weight gathers).
 - Tensor, context and expert collectives sit on the layer's critical path (their results feed
-  the next matmul); TP_OVERLAP of them is hidden (none by default).
+  the next matmul); TP_OVERLAP of them is hidden (none by default): MoE's token dispatch and
+  combine are such.
 - The data-parallel gradient all-reduce runs after the backward scan: exposed.
 - Matmuls, attention and memory-bound ops (norms, activations, optimizer update) run one after
   another on a TensorCore: their times add.
@@ -18,6 +20,7 @@ and none is fitted per configuration (bench/mfu_references.py shows how they do)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from server.perf import roofline
@@ -55,6 +58,30 @@ ACT_BYTES = 2
 GRAD_COMM_BYTES = 4  # gradients are reduced in float32 (weights and grads default to float32)
 WEIGHT_COMM_BYTES = 2  # weights are cast to bf16 before they are gathered
 ADAM_BYTES_PER_PARAM = 28  # AdamW update: read param, grad, mu, nu (4 x 4 B), write param, mu, nu (3 x 4 B)
+# MoE collectives as the TPU compiler lays out MaxText's MoE layer (bench/moe_vs_compiler.py: maxtext 0.2.5, libtpu
+# 0.0.52, reduced-layer Mixtral, Qwen3 MoE and DeepSeek-style configs on v5p-16; moe.py lines at e591f30cb):
+# - The routed experts' gradients are reduced in bf16, the dtype their gathered weights are cast to: with expert
+#   parallelism a reduce-scatter over fsdp of the device's experts (mixtral fsdp 4 x expert 2: `fusion.806`
+#   bf16[4,1024,14336], unscattered bf16[4,4096,14336]); without it the dropless path's shard_map takes the weights
+#   replicated over fsdp (moe.py:1663, `remove_mesh_axes_from_partition_spec(w0_pspec, ("fsdp",))`), so its
+#   transpose is an all-reduce of every expert's whole bf16 gradient (mixtral fsdp 8: `psum.27`
+#   bf16[8,4096,14336], replica_groups the 8 fsdp devices; qwen3-30b-a3b fsdp 8: `psum.27` bf16[128,2048,768]).
+ROUTED_GRAD_COMM_BYTES = 2
+# Collective purposes that move weights or their gradients inside the layer scan: prefetched, hidden behind the
+# layer's compute (overlap model above), on the axes a MoE model's weights are sharded over.
+MOE_WEIGHT_AXES = frozenset({"fsdp", "fsdp+expert", "expert"})
+LAYER_WEIGHT_PURPOSES = frozenset(
+    {
+        "weights (forward)",
+        "weights (backward)",
+        "gradients",
+        "routed expert weights (forward)",
+        "routed expert weights (backward)",
+        "routed expert gradients",
+        "embedding weights",
+        "embedding gradients",
+    }
+)
 
 
 @dataclass
@@ -103,14 +130,20 @@ def _work(
     shards_w: int,
     matmul_speedup: float,
     grouped_speedup: float,
+    moe_factor: float = 1.0,
+    dispatch_expert_parallel: bool = False,
+    moe_wo_again: bool = False,
 ) -> _Work:
     """Compute and memory-bound time of one microbatch (and the once-per-step optimizer): depends on the
     mesh only through the tensor, expert and weight-sharding degrees."""
     passes_fwd = {k: 1 + 2 + (1 if k in rec else 0) for k in ("qkv", "out_proj", "mlpwi", "mlpwo", "attention")}
     # -- compute: per matmul kind, at its roofline bound (flops and the bytes it streams) ----------
     points: list[roofline.Point] = []
-    # A device's share of one layer's MLP weights: expert parallelism splits the routed experts only.
-    mlp_local = (p.mlp - p.routed) / tp + p.routed / (tp * (ep if s.moe else 1))
+    # A device's share of one layer's MLP weights: expert parallelism splits the routed experts only, and only on
+    # the dropless path: the capacity path gathers every expert onto every device (`_moe_weights_over_expert`).
+    mlp_local = (p.mlp - p.routed) / tp + p.routed / (
+        tp * (1 if _moe_weights_over_expert(s, ep, dispatch_expert_parallel) else ep)
+    )
     layer_w_local = {
         "qkv": s.emb * s.head_dim * (s.q_heads + 2 * s.kv_heads) / tp,
         "out_proj": s.emb * s.head_dim * s.q_heads / tp,
@@ -150,10 +183,19 @@ def _work(
     # with expert parallelism every shard waits for the busiest (arith.MOE_LOAD_IMBALANCE): its routed work
     # is the mean's times the imbalance, and the tile visits come on top
     routed_scale = (s.moe_imbalance if ep > 1 else 1.0) * (1 + gmm_extra)
+    # A rematerialised MoE layer runs its routed experts' output matmul again: the combine's gradient with respect
+    # to the router weights needs every expert's output (moe.py names it `moe_mlpwo`), which a dense layer's
+    # backward never needs (remat.recomputed). Compiled, full remat: the dropless path's backward has the wo gmm's
+    # [8192,4096] output twice besides the two input-gradient gmms (mixtral fsdp 4 x expert 2: four per layer, one
+    # in the forward), the capacity path's `[8,640,14336] x [8,14336,4096] -> [8,640,4096]` in its backward loop.
+    wo_again = routed_share["mlpwo"] * routed_scale * (moe_factor if s.moe_tile == 0 else 1.0) if moe_wo_again else 0.0
     for k in ("qkv", "out_proj", "mlpwi", "mlpwo"):
         flops = fl.per_layer_forward[k] / n * passes_fwd[k]  # forward, 2 backward matmuls, recompute
         routed = routed_share.get(k, 0.0) * routed_scale * passes_fwd[k] if s.moe_tile else 0.0
         flops += routed_share.get(k, 0.0) * (routed_scale - 1) * passes_fwd[k]
+        if k == "mlpwo" and wo_again > 0:
+            flops += wo_again
+            routed += wo_again if s.moe_tile else 0.0
         nbytes = (layer_w_local[k] * ACT_BYTES + tokens * io_dims[k] * ACT_BYTES) * passes_fwd[k]
         # Quantized matmuls (int8/fp8) run at the chip's low-precision peak: matmul_speedup x bf16; the grouped
         # matmuls of routed experts only where the mode quantizes them too (`grouped_speedup`).
@@ -200,6 +242,76 @@ def _work(
     return _Work(tuple(points), compute, compute_logits, ew, scan, opt)
 
 
+def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool = False) -> bool:
+    """Whether the routed experts' weights are gathered over the expert axis: on MaxText's capacity path
+    (`sparse_matmul: false`) its dispatch and MLP activations keep 'expert' on both their expert and batch dimensions
+    (activation_exp and activation_batch_moe; moe.py:2804-2809@e591f30cb calls this the FSDP-style fallback), so
+    the compiler keeps the tokens where they are, gathers every
+    expert's weights onto every device and reduce-scatters their gradients over the expert axis. Compiled (mixtral
+    2 layers, fsdp 4 x expert 2, capacity 1.25): `all-gather.146` bf16[1,8,4096,14336] over expert after
+    `all-gather.145` bf16[1,4,4096,14336] over fsdp, twice a layer per matrix; `fusion.874` reduce-scatter over
+    expert of the bf16 gradient of all 8 experts; no all-to-all. The dropless path's shard_map keeps them split.
+    MaxText since PR #4007 (2026-05-28): its commit ea41360c4 describes this fallback from the all-to-all and adds
+    the opt-in `moe_dispatch_no_expert_sharding` (`dispatch_expert_parallel`), which keeps the all-to-all."""
+    return s.moe and s.moe_tile == 0 and ep > 1 and not dispatch_expert_parallel
+
+
+def _moe_weight_collectives(
+    s: Shape,
+    p: Params,
+    lay: Layout,
+    plan: CommPlan,
+    add: Callable[[str, str, str, float, float], None],
+    ga: int,
+    dispatch_expert_parallel: bool = False,
+) -> str:
+    """The weight collectives of a MoE model's layers, as the compiler lays out MaxText's program; returns the axis
+    group its dense weights (and the embedding and output head: `embed` axes too) are gathered over.
+
+    Dense weights (attention, norms, router, shared experts, dense-first layers' MLPs) are sharded on MaxText's
+    `embed` axes, which include the expert axis (base.yml logical_axis_rules: embed -> fsdp, fsdp_transpose, context,
+    context_usp_ulysses, expert), so they are gathered over fsdp x expert (mixtral fsdp 4 x expert 2: `all-gather.94`
+    bf16[4096,32,128] with replica groups of all 8 devices; qwen3-30b-a3b expert 8, fsdp 1: `all-gather.58`
+    bf16[2048,32,128] over the 8 expert devices, which a plan over fsdp alone misses; the output head likewise,
+    deepseek3 fsdp 2 x expert 4: `all-gather.58` bf16[7168,129280] over all 8 devices).
+
+    Routed experts are sharded over expert (their `exp` dimension) and fsdp (their embed dimension): a device gathers
+    its experts over fsdp in bf16, forward and backward (`all-gather.107` bf16[1,4,4096,14336], twice a layer per
+    matrix), and reduces their gradients in bf16 (ROUTED_GRAD_COMM_BYTES: a reduce-scatter with expert parallelism,
+    the whole bf16 gradient all-reduced without it on the dropless path). On the capacity path with expert
+    parallelism every expert is gathered onto every device over the expert axis as well, and its gradient
+    reduce-scattered there (_moe_weights_over_expert)."""
+    tp = lay.degree(*TENSOR)
+    ep = lay.degree(*EXPERT)
+    f_deg = lay.degree(*FSDP)
+    layers = s.layers * ga
+    dense_w = (p.per_layer() - p.routed) / tp
+    if ep > 1:
+        axis = "fsdp+expert" if f_deg > 1 else "expert"
+        if axis not in plan.paths:
+            plan.paths[axis] = path(lay, FSDP + EXPERT)
+    else:
+        axis = "fsdp"
+    if f_deg * ep > 1:
+        add(axis, "all-gather", "weights (forward)", layers, dense_w * WEIGHT_COMM_BYTES)
+        add(axis, "all-gather", "weights (backward)", layers, dense_w * WEIGHT_COMM_BYTES)
+        add(axis, "reduce-scatter", "gradients", layers, dense_w * GRAD_COMM_BYTES)
+    routed = p.routed / tp  # every expert of a layer (mean over the layers), one device's tensor shard
+    if f_deg > 1:
+        local = routed / ep
+        add("fsdp", "all-gather", "routed expert weights (forward)", layers, local * WEIGHT_COMM_BYTES)
+        add("fsdp", "all-gather", "routed expert weights (backward)", layers, local * WEIGHT_COMM_BYTES)
+        if ep == 1 and s.moe_tile > 0:
+            add("fsdp", "all-reduce", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES)
+        else:
+            add("fsdp", "reduce-scatter", "routed expert gradients", layers, local * ROUTED_GRAD_COMM_BYTES)
+    if _moe_weights_over_expert(s, ep, dispatch_expert_parallel):
+        add("expert", "all-gather", "routed expert weights (forward)", layers, routed * WEIGHT_COMM_BYTES)
+        add("expert", "all-gather", "routed expert weights (backward)", layers, routed * WEIGHT_COMM_BYTES)
+        add("expert", "reduce-scatter", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES)
+    return axis
+
+
 def step_time(
     s: Shape,
     p: Params,
@@ -214,9 +326,13 @@ def step_time(
     matmul_speedup: float = 1.0,
     memo: dict[tuple[int, int, int], _Work] | None = None,
     grouped_speedup: float | None = None,
+    moe_factor: float = 1.0,
+    moe_dispatch_expert_parallel: bool = False,
 ) -> StepTime:
     """`memo`: a dict shared across calls with the same model, batch, remat and slice (an enumeration),
-    so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees."""
+    so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees. `moe_factor`:
+    arith.moe_compute_factor (the capacity path's capacity factor, which sizes its dispatch and combine);
+    `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding` (_moe_weights_over_expert)."""
     chip = lay.slice.chip
     n = lay.slice.devices
     tokens = pdbs * seq  # per device, per microbatch
@@ -230,7 +346,24 @@ def step_time(
     work = memo.get(key) if memo is not None else None
     if work is None:
         grouped = matmul_speedup if grouped_speedup is None else grouped_speedup
-        work = _work(s, p, bpp, fl, chip, n, tokens, rec, tp, ep, shards_w, matmul_speedup, grouped)
+        work = _work(
+            s,
+            p,
+            bpp,
+            fl,
+            chip,
+            n,
+            tokens,
+            rec,
+            tp,
+            ep,
+            shards_w,
+            matmul_speedup,
+            grouped,
+            moe_factor,
+            moe_dispatch_expert_parallel,
+            s.moe and bool(rec) and "mlpwo" not in (remat.saved | remat.offloaded),
+        )
         if memo is not None:
             memo[key] = work
     points, compute, compute_logits = list(work.points), work.compute, work.compute_logits
@@ -257,16 +390,20 @@ def step_time(
             plan.collectives.append(price(Collective(axis, kind, purpose, count, nbytes), plan.paths[axis], dcn_bw))
 
     f_deg = lay.degree(*FSDP)
-    # what one device gathers of a layer: tensor parallelism splits every matrix, expert parallelism the
-    # routed experts (the attention, shared experts and router are replicated over the expert axis)
-    layer_w = (layer_params - p.routed) / tp + p.routed / (tp * (lay.degree(*EXPERT) if s.moe else 1))
     embed_w = (p.embedding + p.logits) / tp
-    if f_deg > 1:
-        add("fsdp", "all-gather", "weights (forward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
-        add("fsdp", "all-gather", "weights (backward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
-        add("fsdp", "reduce-scatter", "gradients", s.layers * grad_accum, layer_w * GRAD_COMM_BYTES)
-        add("fsdp", "all-gather", "embedding weights", 2 * grad_accum, embed_w * WEIGHT_COMM_BYTES)
-        add("fsdp", "reduce-scatter", "embedding gradients", grad_accum, embed_w * GRAD_COMM_BYTES)
+    embed_axis = "fsdp"
+    if not s.moe:
+        # what one device gathers of a layer: tensor parallelism splits every matrix
+        layer_w = layer_params / tp
+        if f_deg > 1:
+            add("fsdp", "all-gather", "weights (forward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
+            add("fsdp", "all-gather", "weights (backward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
+            add("fsdp", "reduce-scatter", "gradients", s.layers * grad_accum, layer_w * GRAD_COMM_BYTES)
+    else:
+        embed_axis = _moe_weight_collectives(s, p, lay, plan, add, grad_accum, moe_dispatch_expert_parallel)
+    if embed_axis in plan.paths:
+        add(embed_axis, "all-gather", "embedding weights", 2 * grad_accum, embed_w * WEIGHT_COMM_BYTES)
+        add(embed_axis, "reduce-scatter", "embedding gradients", grad_accum, embed_w * GRAD_COMM_BYTES)
     y = lay.degree(*TENSOR)
     group_tokens_tp = tokens * y
     tp_passes = 2 + (1 if {"out_proj", "mlpwo"} & rec else 0)
@@ -286,14 +423,23 @@ def step_time(
         cp_passes * s.layers * grad_accum,
         tokens * c * 2 * s.kv_heads * s.head_dim / tp * ACT_BYTES,
     )
-    if s.moe:
+    if s.moe and not _moe_weights_over_expert(s, ep, moe_dispatch_expert_parallel):
+        # The dropless path's token dispatch and combine: ragged all-to-alls over the expert axis (moe.py
+        # ra2a_and_route and unsort_output_and_ra2a, 1805 and 2059@e591f30cb), each moving a device's routed rows,
+        # [tokens x top_k, emb] bf16: forward 2, backward 2 (their transposes), and 2 more when the layer is
+        # rematerialised (qwen3-30b-a3b, expert 8, full remat: 6 a layer, `ragged-all-to-all-start`...`.5`, sending
+        # bf16[16384,2048]). MaxText sizes the receive buffer for the worst case (get_ragged_buffer_size: x
+        # min(expert, experts / top_k) when ragged_buffer_factor <= 0), but only the routed rows travel. On the
+        # capacity path with `moe_dispatch_no_expert_sharding` the compiler's all-to-all moves the dispatched
+        # [experts, capacity, emb] tensor instead: the routed rows padded by the capacity factor.
         moe_passes = 2 + (1 if "mlpwi" in rec else 0)
+        padded = moe_factor if s.moe_tile == 0 else 1.0
         add(
             "expert",
             "all-to-all",
             "token dispatch and combine",
             2 * moe_passes * s.routed_layers * grad_accum,
-            tokens * s.experts_per_tok * s.emb * ACT_BYTES * lay.degree(*EXPERT),
+            tokens * s.experts_per_tok * padded * s.emb * ACT_BYTES * ep,
         )
     add(
         "data",
@@ -318,10 +464,17 @@ def step_time(
     offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
 
     # -- overlap and step -------------------------------------------------------------------------
-    fsdp_layer = plan.seconds("fsdp") / s.layers / grad_accum
-    exposed = {"fsdp": max(0.0, fsdp_layer - layer_compute) * s.layers * grad_accum}
+    # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute
+    hidden: dict[str, float] = {}
+    for coll in plan.collectives:
+        if coll.axis == "fsdp" or (s.moe and coll.axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
+            hidden[coll.axis] = hidden.get(coll.axis, 0.0) + coll.seconds
+    pool = sum(hidden.values())
+    over = max(0.0, pool / s.layers / grad_accum - layer_compute) * s.layers * grad_accum
+    exposed = {axis: over * secs / pool for axis, secs in hidden.items()} if pool > 0 else {"fsdp": 0.0}
     for axis in ("tensor", "context", "expert", "pipeline"):
-        exposed[axis] = plan.seconds(axis) * (1 - TP_OVERLAP)
+        rest = plan.seconds(axis) - hidden.get(axis, 0.0)
+        exposed[axis] = exposed.get(axis, 0.0) + rest * (1 - TP_OVERLAP)
     exposed["data"] = plan.seconds("data")
     compute_total = (compute + compute_logits) * grad_accum
     hbm_total = ew.seconds * grad_accum + scan.seconds + opt.seconds + offload_exposed
