@@ -30,6 +30,7 @@ A benchmark: always exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -42,10 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from server import store  # noqa: E402
+from server.perf import verify_maxtext  # noqa: E402
 from server.perf.verify import VerifyResult, libtpu_available, verify, versions  # noqa: E402
 
 GiB = 2**30
 MEMORY_TARGET = 0.10
+GOLDEN = ROOT / "tests" / "data" / "verify" / "memory_compiled.json"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class Case:
     # compared with MaxText's program only (--maxtext-python): ASAP's reference program has plain dot-product
     # attention, whose [heads, seq, seq] scores at 8k-128k tokens say nothing about MaxText's flash kernel
     maxtext_only: bool = False
+    slices: int = 1  # compile_topology_num_slices
+    dcn: dict[str, int] = field(default_factory=dict)  # dcn_*_parallelism keys without the prefix and suffix
 
     def yaml(self) -> str:
         lines = [f"# {self.name}", "base_config: base.yml  # MaxText's own, for --maxtext-python"]
@@ -70,13 +75,14 @@ class Case:
             lines += [f"{k}: {v}" for k, v in self.model.items()]
         lines += [
             f"compile_topology: {self.slice}",
-            "compile_topology_num_slices: 1",
+            f"compile_topology_num_slices: {self.slices}",
             f"per_device_batch_size: {self.pdbs}",
             f"max_target_length: {self.seq}",
             f"remat_policy: {self.remat}",
         ]
         axes = {"data": 1, "fsdp": 1, "tensor": 1, **self.mesh}
         lines += [f"ici_{a}_parallelism: {d}" for a, d in axes.items()]
+        lines += [f"dcn_{a}_parallelism: {d}" for a, d in self.dcn.items()]
         lines += [f"{k}: {v}" for k, v in self.extra.items()]
         return "\n".join(lines) + "\n"
 
@@ -222,6 +228,37 @@ CASES: tuple[Case, ...] = (
         },
         maxtext_only=True,
     ),
+    # MoE on MaxText's capacity (dense) path at scale: the tuned DeepSeek-V3 config of bench/references.py
+    # (maxtext benchmarks/maxtext_trillium_model_configs.py@bfd388fd deepseek_v3_ep16), whole model (about 4 minutes
+    # here). The compiler gathers all 256 experts of a matrix (bf16[256,7168,2048], 7 GiB) and, rematerialising
+    # under memory pressure, still needs 31.41 of 31.24 GiB: it does not fit.
+    Case(
+        "deepseek3-671b 2x v6e-256 fsdp16 x expert16 dcn_fsdp2 capacity1.0 (tuned, 61 layers)",
+        "v6e-256",
+        "deepseek3-671b",
+        {"fsdp": 16, "expert": 16},
+        1,
+        8192,
+        "custom",
+        extra={
+            "decoder_layer_input": "offload",
+            "use_iota_embed": True,
+            "dataset_type": "synthetic",
+            "sa_block_q": 2048,
+            "sa_block_q_dkv": 2048,
+            "sa_block_q_dq": 2048,
+            "megablox": False,
+            "sparse_matmul": False,
+            "capacity_factor": 1.0,
+            "dtype": "bfloat16",
+            "opt_type": "sgd",
+            "weight_dtype": "bfloat16",
+            "attention": "flash",
+        },
+        maxtext_only=True,
+        slices=2,
+        dcn={"fsdp": 2},
+    ),
 )
 
 
@@ -306,6 +343,22 @@ def report(case: Case, r: VerifyResult, wall: float) -> dict[str, Any]:
     }
 
 
+def golden_row(case: Case, r: VerifyResult) -> dict[str, Any] | None:
+    """What the compiler said about a case, for tests/test_memory.py: per-chip bytes (at least that much when it
+    stopped at an out-of-memory), its components, the HBM it allows and whether it fits."""
+    if r.status not in ("ok", "does-not-fit"):
+        return None
+    c = r.compiled
+    return {
+        "name": case.name,
+        "yaml": case.yaml(),
+        "fits": r.fits,
+        "memory_per_chip_bytes": c.memory_per_chip_bytes if c is not None else r.needs_bytes,
+        "components": c.components if c is not None else {},
+        "hbm_limit_bytes": c.hbm_limit_bytes if c is not None else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--max-layers", type=int, default=3, help="compile 2 and this many layers, extrapolate")
@@ -318,6 +371,12 @@ def main() -> None:
         help="compare with MaxText's own train step compiled by MaxText's train_compile in this environment "
         "(whole model, no layer extrapolation) instead of ASAP's reference program",
     )
+    ap.add_argument(
+        "--write-golden",
+        action="store_true",
+        help=f"with --maxtext-python: write every compared case's compiled memory to {GOLDEN.relative_to(ROOT)} "
+        "(tests/test_memory.py checks the estimate against it without compiling)",
+    )
     args = ap.parse_args()
     if not libtpu_available():
         print("libtpu is not installed (pip install '.[compile]'): nothing to compare with")
@@ -328,6 +387,7 @@ def main() -> None:
     print(f"jax {v['jax']}, libtpu {v['libtpu']}; max_layers {args.max_layers}; compiled: {program}")
     cases = [c for c in CASES if args.filter in c.name and (args.maxtext_python or not c.maxtext_only)]
     rows = []
+    golden: list[dict[str, Any]] = []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="asap-mem-bench-") as tmp:
         for i, case in enumerate(cases):
@@ -336,7 +396,13 @@ def main() -> None:
             t0 = time.perf_counter()
             r = verify(p, db=db, max_layers=args.max_layers, timeout_s=args.timeout, maxtext_python=args.maxtext_python)
             rows.append(report(case, r, time.perf_counter() - t0))
+            golden.append(golden_row(case, r))
     total = time.perf_counter() - t_all
+    if args.write_golden and args.maxtext_python:
+        done_golden = [g for g in golden if g is not None]
+        vm = verify_maxtext.versions(args.maxtext_python)
+        GOLDEN.write_text(json.dumps({"program": "maxtext", "versions": vm, "cases": done_golden}, indent=1) + "\n")
+        print(f"wrote {len(done_golden)} cases to {GOLDEN.relative_to(ROOT)}")
 
     print("\n== summary")
     done = [r for r in rows if r["status"] in ("ok", "does-not-fit")]

@@ -6,12 +6,19 @@ shape and properties."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from server.perf import config as config_mod
+from server.perf import layout as layout_mod
 from server.perf import memory
 from server.perf.arith import BytesPerParam, Shape, params
+from server.perf.estimate import inputs
 from server.perf.layout import Layout
+from server.perf.mesh import check
 from server.perf.remat import POLICIES
 from server.perf.slices import parse_slice
 
@@ -194,3 +201,40 @@ def test_expert_parallelism_never_raises_expert_weight_memory() -> None:
         assert c["weights"] == mem(lay(fsdp=16), s=MOE).components["weights"]  # the same 16-way sharding
     weights = [mem(lay(fsdp=2, expert=e, data=8 // e), s=MOE).components["weights"] for e in (1, 2, 4, 8)]
     assert weights == sorted(weights, reverse=True)
+
+
+GOLDEN = Path(__file__).parent / "data" / "verify" / "memory_compiled.json"
+
+
+def _golden_cases() -> list[dict[str, Any]]:
+    return list(json.loads(GOLDEN.read_text())["cases"]) if GOLDEN.exists() else []
+
+
+@pytest.mark.parametrize("case", _golden_cases(), ids=lambda c: str(c["name"]))
+def test_estimate_against_the_tpu_compiler(case: dict[str, Any], tmp_path: Path) -> None:
+    """The TPU compiler's per-chip memory of MaxText's own train step for bench/memory_vs_compiler.py's cases
+    (tests/data/verify/memory_compiled.json, written by the bench's --write-golden with maxtext 0.2.5, jax 0.12.0.1,
+    libtpu 0.0.52): within 10% where it fits, the same verdict everywhere."""
+    path = tmp_path / "case.yml"
+    path.write_text(case["yaml"])
+    cfg = config_mod.load(path)
+    chk = check(cfg, None)
+    lay_ = layout_mod.from_check(chk)
+    assert lay_ is not None
+    inp = inputs(cfg)
+    m = memory.memory(
+        inp.shape,
+        inp.params,
+        inp.bpp,
+        lay_,
+        inp.pdbs,
+        inp.seq,
+        inp.remat,
+        inp.vocab_tiles,
+        iota_embed=cfg.get("use_iota_embed", False) is True,
+        moe_dispatch_expert_parallel=cfg.get("moe_dispatch_no_expert_sharding", False) is True,
+    )
+    compiled = float(case["memory_per_chip_bytes"])
+    assert m.fits == case["fits"], (m.total, compiled)
+    if case["fits"]:
+        assert m.total == pytest.approx(compiled, rel=0.10)
