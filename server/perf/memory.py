@@ -1,6 +1,9 @@
 """HBM per chip: weights, gradients and optimizer state divided by the axes that shard them,
-activations kept for the backward pass under the remat policy, and a stated allowance for
-XLA's temporaries; compared with the slice's HBM.
+activations kept for the backward pass under the remat policy, the loss' buffers (logits, the
+gathered output head) and one layer's backward working set (with MoE dispatch and context
+parallelism's gathered keys and values), the peak being the larger of the loss and the backward
+phase; compared with the slice's HBM. The buffers are those the TPU compiler's buffer assignment
+of MaxText's own train step shows (bench/memory_vs_compiler.py, tests/data/verify/memory_compiled.json).
 
 Formulas: DOMAIN.md §4 (state bytes = params x bytes/param / S_w, S_w = product of the axes
 that shard weights, `data` excluded; activations = layers x local tokens x kept bytes).
