@@ -189,6 +189,26 @@ CASES: tuple[Case, ...] = (
         extra={"use_iota_embed": True},
         maxtext_only=True,
     ),
+    # A tuned config that ran (MaxText benchmarks, llama3_8b_8192 on v6e-256: bench/references.py) and that
+    # today's MaxText and libtpu reject: the test of published runs (tests/test_estimate.py) takes the compiler's
+    # verdict on today's stack from this case.
+    Case(
+        "llama3-8b v6e-256 fsdp256 pdbs8 seq8192 full iota (the tuned llama3_8b_8192)",
+        "v6e-256",
+        "llama3-8b",
+        {"fsdp": -1},
+        8,
+        8192,
+        extra={
+            "attention": "flash",
+            "use_iota_embed": True,
+            "dataset_type": "synthetic",
+            "sa_block_q": 1024,
+            "sa_block_q_dkv": 2048,
+            "sa_block_q_dq": 2048,
+        },
+        maxtext_only=True,
+    ),
     # Long context: the published 128k llama3.1-70b recipe on Ironwood, its memory keys as run_recipe.sh sets them
     # (AI-Hypercomputer/tpu-recipes@c8cfe2f, training/ironwood/llama3.1-70b/128k-bf16-tpu7x-4x8x8/xpk/run_recipe.sh;
     # tpu7x-4x8x8 is 512 devices): fsdp 64 x context 8, pdbs 0.125, custom remat keeping five tensors, vocab tiling 4.

@@ -3,6 +3,7 @@ rules reproduced by the model, enumeration, and bad input."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -305,11 +306,26 @@ def test_published_runs_that_ran_are_never_reported_as_not_fitting():
     from mfu_references import config_text
     from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT
 
+    # Runs that ran on an older MaxText and libtpu but that today's reject: MaxText's own train_compile says
+    # "does not fit" (tests/data/verify/memory_compiled.json, bench/memory_vs_compiler.py), so ASAP may too.
+    golden = json.loads((Path(__file__).parent / "data" / "verify" / "memory_compiled.json").read_text())
+    keys = ("model_name", "compile_topology", "per_device_batch_size", "max_target_length")
+
+    def key(text: str) -> tuple[object, ...]:
+        cfg = analyze(None, text).config
+        return tuple(cfg.get(k) for k in keys)
+
+    rejected_today = {key(c["yaml"]) for c in golden["cases"] if not c["fits"]}
+    exempt = []
     for ref in [*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT]:
         an = analyze(None, config_text(ref))
         assert an.estimate is not None, (ref.name, [f.message for f in an.diagnostics])
+        if key(config_text(ref)) in rejected_today:
+            exempt.append(ref.name)
+            continue
         assert an.estimate.memory.verdict != "does not fit", ref.name
         assert not [f for f in an.diagnostics if f.severity == Severity.ERROR], ref.name
+    assert len(exempt) <= 2, exempt  # the compiler's verdict exempts a row, not a habit
 
 
 def test_axis_hover_prices_its_collectives():

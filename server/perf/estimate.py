@@ -279,6 +279,9 @@ class Inputs:
     # MaxText's `moe_dispatch_no_expert_sharding`: the capacity path's dispatch stays expert-parallel (all-to-all)
     # instead of gathering every expert's weights (server/perf/steptime.py, _moe_weights_over_expert)
     moe_dispatch_expert_parallel: bool = False
+    # MaxText's `use_iota_embed`: the token embedding as a one-hot matmul, whose one-hot the compiler can keep
+    # (server/perf/memory.py)
+    iota_embed: bool = False
 
 
 def inputs(cfg: Config) -> Inputs:
@@ -309,6 +312,7 @@ def inputs(cfg: Config) -> Inputs:
         str(cfg.get("quantization", "") or ""),
         mt,
         cfg.get("moe_dispatch_no_expert_sharding", False) is True,
+        cfg.get("use_iota_embed", False) is True,
     )
 
 
@@ -336,6 +340,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         inp.remat,
         inp.vocab_tiles,
         moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
+        iota_embed=inp.iota_embed,
     )
     speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
     # MaxText quantizes the routed experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so
