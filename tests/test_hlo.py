@@ -21,8 +21,10 @@ from server.perf.hlo import (
     parse_collective,
     parse_instruction,
     parse_mesh_groups,
+    result_shape,
     shape_bytes,
 )
+from server.perf.hlo_program import computations, summarize, walk
 
 FIXTURE = (
     Path(__file__).resolve().parents[2]
@@ -509,3 +511,130 @@ def test_operands_that_pick_a_tuple_element_keep_the_attributes() -> None:
     op = parse_collective(line)
     assert op is not None and op.group_size == 16 and op.groups == (tuple(range(16)),)
     assert op.result_bytes == (256 + 2 * 256) * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# ragged all-to-all as MaxText's dropless MoE compiles it (issue 14)
+
+# Trimmed from the optimized HLO of MaxText's train step, Mixtral 8x7B (2 layers, v5p-16, fsdp 4 x expert 2,
+# dropless; libtpu 0.0.52), the layout of the sparsecore computation before the async one as in the Qwen3-30B-A3B
+# expert 8 program: a dispatch as an async start wrapping the ragged all-to-all (groups only inside), a combine
+# as a synchronous op printing its operands by name only, in a layer loop of 2.
+RAGGED_HLO = (Path(__file__).parent / "data" / "hlo" / "moe_ragged_all_to_all.hlo.txt").read_text()
+RAGGED_MESH = [("data", 1), ("fsdp", 4), ("expert", 2)]
+ROWS = 4096 * 2 * 2048 * 2  # bf16[4096,2,2048]: a device's 2048 tokens x top_k 2 rows of emb 4096
+WORST = 8192 * 2 * 2048 * 2  # bf16[8192,2,2048]: the receive buffer MaxText sizes for the worst case
+
+
+def _ragged_line(name: str) -> str:
+    return next(line for line in RAGGED_HLO.splitlines() if line.strip().startswith(f"%{name} = "))
+
+
+def test_ragged_all_to_all_async_start_reads_its_tuple() -> None:
+    """The start's operands are printed by name, but its result tuple states their types first:
+    ((input, output, offsets x4), output, u32[], u32[]). The payload is the routed rows, not the output."""
+    start = parse_collective(_ragged_line("ragged-all-to-all-start"))
+    assert start is not None
+    assert (start.kind, start.phase) == ("ragged-all-to-all", "start")
+    assert (start.operand_bytes, start.result_bytes, start.payload_bytes) == (ROWS, WORST, ROWS)
+    assert start.groups is None  # the async start states no groups: they are in %async_computation.16
+    done = parse_collective(_ragged_line("ragged-all-to-all-done"))
+    assert done is not None and (done.kind, done.phase, done.result_bytes) == ("ragged-all-to-all", "done", WORST)
+    # XProf's text of the done types its operand, the start's tuple
+    start_tuple = _ragged_line("ragged-all-to-all-start").split(" = ")[1].split(" async-start")[0]
+    typed = _ragged_line("ragged-all-to-all-done").replace("async-done(%", f"async-done({start_tuple} %")
+    typed_done = parse_collective(typed)
+    assert typed_done is not None and (typed_done.operand_bytes, typed_done.payload_bytes) == (ROWS, ROWS)
+
+
+def test_ragged_all_to_all_sync_with_untyped_operands() -> None:
+    """The combine sends out of the worst-case buffer (its input) into the [tokens x top_k, emb] output: its
+    payload is the output's size, which the text alone states; the input needs its definition's shape."""
+    line = _ragged_line("ragged_all_to_all.163")
+    alone = parse_collective(line)
+    assert alone is not None and alone.group_size == 2
+    assert (alone.operand_bytes, alone.result_bytes, alone.payload_bytes) == (0, ROWS, ROWS)  # was 0 bytes
+    lines = [m for m in RAGGED_HLO.splitlines() if " = " in m]
+    shapes = {m.split(" = ")[0].strip().removeprefix("ROOT ").lstrip("%"): result_shape(m) for m in lines}
+    op = parse_collective(line, operand_shape=shapes.get)
+    assert op is not None
+    assert (op.operand_bytes, op.result_bytes, op.payload_bytes) == (WORST, ROWS, ROWS)
+    assert collective_mesh_axes(op, RAGGED_MESH) == ("expert",)
+    # a dispatch the other way round: every input row is sent, the output is the worst case
+    dispatch = parse_collective(
+        "%ragged_all_to_all.162 = bf16[8192,2,2048]{2,1,0:T(2,128)(2,1)} ragged-all-to-all(%copy-done.44, "
+        "%broadcast_in_dim.979, %reduce.373, %fusion.774#1, %reduce.374, /*index=5*/%fusion.776#0), channel_id=1, "
+        "replica_groups={{0,1},{2,3},{4,5},{6,7}}",
+        operand_shape={"copy-done.44": result_shape("%copy-done.44 = bf16[4096,2,2048]{2,1,0} copy-done(%c)")}.get,
+    )
+    assert dispatch is not None and (dispatch.operand_bytes, dispatch.payload_bytes) == (ROWS, ROWS)
+
+
+def test_operand_shapes_resolve_tuple_elements() -> None:
+    tuple_def = result_shape(_ragged_line("fusion.835"))
+    assert tuple_def is not None and tuple_def.elements is not None and len(tuple_def.elements) == 2
+    op = parse_collective(
+        "%ar = s32[2]{0} all-reduce(%fusion.835#0), replica_groups={{0,1}}, to_apply=%add",
+        operand_shape={"fusion.835": tuple_def}.get,
+    )
+    assert op is not None and op.operand_bytes == 8
+    missing = parse_collective(
+        "%ar = s32[2]{0} all-reduce(%fusion.835#7), replica_groups={{0,1}}, to_apply=%add",
+        operand_shape={"fusion.835": tuple_def}.get,
+    )
+    assert missing is not None and missing.operand_bytes == 0 and missing.payload_bytes == 8  # from the result
+    assert result_shape("not an instruction") is None
+
+
+def test_ragged_all_to_all_program_walk_per_step_and_axis() -> None:
+    """The walk finds the wrapped computation after a `}, execution_thread="sparsecore"` one (before, it was read
+    as part of the sparsecore computation: the start came out on no axis), takes the replica groups from the
+    wrapped ragged-all-to-all, types the synchronous one's operands from their definitions, counts each per loop
+    trip, and the summary's V (routed rows x the group) is ASAP's dispatch-and-combine figure."""
+    comps = computations(RAGGED_HLO)
+    assert {"async_computation.95", "async_computation.16", "region_1.57_spmd", "main.231_spmd"} <= set(comps)
+    assert not any("ragged" in line for line in comps["async_computation.95"].lines)
+    w = walk(RAGGED_HLO)
+    ragged = {c.op.name: c for c in w.collectives if c.kind == "ragged-all-to-all"}
+    assert set(ragged) == {"ragged-all-to-all-start", "ragged_all_to_all.163"}  # each once: not the wrapped op
+    assert len(w.collectives) == 2
+    for c in ragged.values():
+        assert c.count == 2 and c.op.group_size == 2 and c.payload_bytes == ROWS
+        assert collective_mesh_axes(c.op, RAGGED_MESH) == ("expert",)
+    assert (ragged["ragged-all-to-all-start"].op.operand_bytes, ragged["ragged-all-to-all-start"].op.result_bytes) == (
+        ROWS,
+        WORST,
+    )
+    assert (ragged["ragged_all_to_all.163"].op.operand_bytes, ragged["ragged_all_to_all.163"].op.result_bytes) == (
+        WORST,
+        ROWS,
+    )
+    (summary,) = summarize(w, RAGGED_MESH)
+    assert (summary.kind, summary.axes, summary.count, summary.group_size) == ("ragged-all-to-all", ("expert",), 4, 2)
+    assert summary.total_bytes == 4 * ROWS
+    assert summary.v_bytes == 2 * ROWS and summary.to_json()["v_bytes"] == 2 * ROWS
+
+
+def test_async_done_and_update_of_an_unnamed_wrapper_are_not_entered_twice() -> None:
+    """A wrapper whose text names no collective is entered as a call: its start only, so the collective inside
+    counts once even when the done also names the computation."""
+    hlo = """HloModule m
+
+%wrapped (p0: f32[8], p1: f32[16]) -> f32[16] {
+  %p0 = f32[8]{0} parameter(0)
+  %p1 = f32[16]{0} parameter(1)
+  ROOT %ragged_all_to_all.1 = f32[16]{0} ragged-all-to-all(%p0, %p1, %p2, %p3, %p4, %p5), replica_groups={{0,1}}
+}
+
+ENTRY %main (a: f32[8]) -> f32[16] {
+  %a = f32[8]{0} parameter(0)
+  %b = f32[16]{0} parameter(1)
+  %async-start.1 = ((f32[8]{0}, f32[16]{0}), f32[16]{0}, u32[]{:S(2)}) async-start(%a, %b), calls=%wrapped
+  %async-update.1 = ((f32[8]{0}, f32[16]{0}), f32[16]{0}, u32[]{:S(2)}) async-update(%async-start.1), calls=%wrapped
+  ROOT %async-done.1 = f32[16]{0} async-done(%async-update.1), calls=%wrapped
+}
+"""
+    w = walk(hlo)
+    assert [(c.op.name, c.count, c.payload_bytes, c.op.group_size) for c in w.collectives] == [
+        ("ragged_all_to_all.1", 1, 32, 2)
+    ]

@@ -18,6 +18,11 @@ the fsdp all-gathers). This module reads all of that out of the op text:
   TPU's `async-collective-done`, and TPU's all-reduce-scatter fusion (a `fusion` op that
   calls `%all-reduce-scatter...` and states no replica groups: the group size is the
   operand/result size ratio);
+* a ragged all-to-all's payload: the smaller of its send (input) and receive (output) buffers, a
+  bound on what a device moves on average (see CollectiveOp.payload_bytes), from its own operands,
+  or from an async start's result tuple, which types them when the operand list names them only;
+* operands printed by name only (optimized modules) typed through a caller's `operand_shape` (an
+  instruction name -> its definition's result shape; server/perf/hlo_program.py gives the module's);
 * replica groups in all three syntaxes: explicit `{{0,1},{2,3}}` (`{}` = all devices), iota
   `[G,S]<=[N]` / `[G,S]<=[d0,d1,...]T(perm)` (reshape iota(N) to dims, transpose by perm,
   reshape to [G,S]) and the mesh form `mesh['x'=2,'y'=4] {'y'}` (optionally with
@@ -34,8 +39,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -234,6 +239,7 @@ class Instruction:
     opcode: str
     operands: tuple[Shape | None, ...]  # None where an operand's shape is not printed
     attributes: str  # the text after the operand list
+    operand_names: tuple[str, ...] = ()  # `fusion.3`, `while.47#5` (a tuple element); "" where none is printed
 
 
 def parse_instruction(expression: str) -> Instruction | None:
@@ -250,6 +256,7 @@ def parse_instruction(expression: str) -> Instruction | None:
         opcode = op.group(1)
         pos = op.end()
         operands: list[Shape | None] = []
+        names: list[str] = []
         complete = False
         while pos < len(text):
             pos = _skip_ws(text, pos)
@@ -268,6 +275,7 @@ def parse_instruction(expression: str) -> Instruction | None:
             elif shape is None:
                 break
             operands.append(shape)
+            names.append(name.group(0).strip().lstrip("%") if name is not None else "")
             pos = _skip_ws(text, pos)
             if pos < len(text) and text[pos] == ",":
                 pos += 1
@@ -278,7 +286,7 @@ def parse_instruction(expression: str) -> Instruction | None:
             else:
                 break
         attributes = text[pos:] if complete else ""
-        return Instruction(header.group(1), result, opcode, tuple(operands), attributes)
+        return Instruction(header.group(1), result, opcode, tuple(operands), attributes, tuple(names))
     except Exception:
         return None
 
@@ -526,9 +534,25 @@ class CollectiveOp:
         all-gather: the gathered result; reduce-scatter and all-reduce-scatter: the unscattered
         operand; all-reduce, all-to-all, permute, broadcast, send: the operand; recv (whose
         operand is a token): the received buffer.
+
+        ragged-all-to-all: the smaller of its input (send) buffer and its output (receive) buffer.
+        What it moves is data-dependent (send_sizes / recv_sizes), but every device has the same
+        two buffers, sends at most its input and receives at most its output, and the group sends
+        what it receives, so a device moves at most min(input, output) on average. That bound is
+        what MaxText's dropless MoE moves: its dispatch sends every row of the [tokens x top_k, emb]
+        input into a receive buffer sized for the worst case (moe.py get_ragged_buffer_size), and
+        its combine sends back out of that worst-case buffer exactly the rows that fill the
+        [tokens x top_k, emb] output. It is also what ASAP's cost model charges for both
+        (server/perf/steptime.py, "token dispatch and combine": tokens x top_k x emb a device).
+        The input alone would charge the combine the worst-case buffer (x min(expert, experts /
+        top_k)). One device can move more than the mean when routing is uneven; the static text
+        cannot say by how much. Both buffers stay available as operand_bytes and result_bytes.
         """
         if self.kind == "all-gather":
             return self.result_bytes
+        if self.kind == "ragged-all-to-all":
+            known = [b for b in (self.operand_bytes, self.result_bytes) if b > 0]
+            return min(known) if known else 0.0
         if self.kind == "recv":
             return self.result_bytes
         if self.kind == UNKNOWN_ASYNC:
@@ -679,6 +703,44 @@ def _ratio(numerator: float, denominator: float) -> int | None:
     return k if k >= 1 and abs(r - k) < 1e-6 * max(1.0, r) else None
 
 
+def _ragged_args(shape: Shape | None) -> tuple[Shape, ...] | None:
+    """The operand shapes an async start's tuple holds first: ((input, output, offsets...), output, u32[], ...)."""
+    if shape is None or not shape.elements:
+        return None
+    first = shape.elements[0]
+    return first.elements if first.elements else None
+
+
+def _ragged_buffers(phase: str, instruction: Instruction) -> tuple[float, float]:
+    """(output bytes, input bytes) of a ragged all-to-all.
+
+    Operands: input, output, input_offsets, send_sizes, output_offsets, recv_sizes; the result is
+    the output buffer. An async start (`async-start(...), calls=%async_computation` wrapping it, as
+    TPU prints it) states the operands' types as the first element of its result tuple, whatever
+    its operand list prints; a done's operand is that tuple.
+    """
+    result, operands = instruction.result, instruction.operands
+    if phase in ("start", "done"):
+        held = result if phase == "start" else (operands[0] if len(operands) == 1 else None)
+        args = _ragged_args(held)
+        if held is not None and held.elements and args:
+            rest = [e for e in held.elements[1:] if not e.is_context]
+            output = rest[0].nbytes if rest else (args[1].nbytes if len(args) > 1 else 0.0)
+            if phase == "done" and result is not None and not result.is_tuple:
+                output = result.nbytes
+            return output, args[0].nbytes
+    first = operands[0] if operands else None
+    input_ = first.nbytes if first is not None and not first.is_tuple else 0.0
+    if result is not None and not result.is_tuple:
+        output = result.nbytes
+    elif len(operands) > 1 and operands[1] is not None:
+        output = operands[1].nbytes
+    else:
+        data = [e for e in (result.elements or ()) if not e.is_context] if result is not None else []
+        output = data[0].nbytes if data else 0.0
+    return output, input_
+
+
 def _sizes(kind: str, phase: str, instruction: Instruction) -> tuple[float, float]:
     """(result bytes, operand bytes) of the collective itself, unwrapping async tuples."""
     result = instruction.result
@@ -687,10 +749,9 @@ def _sizes(kind: str, phase: str, instruction: Instruction) -> tuple[float, floa
     operand_bytes = sum(s.nbytes for s in operands if s is not None)
     if kind in ("send", "recv"):
         return _data_bytes([result]), _data_bytes(operands)
-    if kind == "ragged-all-to-all" and operands:
-        # operands: input, output, input_offsets, send_sizes, output_offsets, recv_sizes
-        first = operands[0]
-        return result_bytes, first.nbytes if first is not None else 0.0
+    if kind == "ragged-all-to-all":
+        output, input_ = _ragged_buffers(phase, instruction)
+        return output, input_
     if kind == "all-reduce":
         return result_bytes, operand_bytes  # -start/-done keep the operand's shape
     if phase == "start":
@@ -704,11 +765,47 @@ def _sizes(kind: str, phase: str, instruction: Instruction) -> tuple[float, floa
     return result_bytes, operand_bytes
 
 
-def parse_collective(expression: str, category: str = "") -> CollectiveOp | None:
+def result_shape(line: str) -> Shape | None:
+    """The result shape of the instruction on `line` (`%x = bf16[8]{0} op(...)`); None if unreadable."""
+    try:
+        text = _COMMENT_RE.sub("", line)
+        header = _HEADER_RE.match(text)
+        return _parse_shape(text, header.end())[0] if header is not None else None
+    except Exception:
+        return None
+
+
+def _resolved(instruction: Instruction, operand_shape: Callable[[str], Shape | None]) -> Instruction:
+    """The instruction with each operand whose type is not printed typed as its definition's result
+    (`%while.47#5`: element 5 of it)."""
+    if all(s is not None for s in instruction.operands):
+        return instruction
+    operands = list(instruction.operands)
+    for i, (shape, name) in enumerate(zip(instruction.operands, instruction.operand_names, strict=False)):
+        if shape is not None or not name:
+            continue
+        base, _, index = name.partition("#")
+        found = operand_shape(base)
+        if found is not None and index:
+            found = (
+                found.elements[int(index)]
+                if index.isdigit() and found.elements and int(index) < len(found.elements)
+                else None
+            )
+        operands[i] = found
+    return replace(instruction, operands=tuple(operands))
+
+
+def parse_collective(
+    expression: str, category: str = "", operand_shape: Callable[[str], Shape | None] | None = None
+) -> CollectiveOp | None:
     """The collective `expression` (an hlo_op_expression) describes; None if it is not one.
 
     When the category says collective but the text cannot be read, the op comes back with
-    zero bytes and no groups rather than not at all.
+    zero bytes and no groups rather than not at all. `operand_shape` (an instruction name -> its
+    result shape, e.g. from the whole module's text) types operands the text prints by name only,
+    as an optimized module does (`ragged-all-to-all(%copy-done.43, ...)`); without it such an
+    operand counts 0 bytes and the sizes come from the result where they can.
     """
     try:
         instruction, opcode = _opcode(expression)
@@ -718,6 +815,8 @@ def parse_collective(expression: str, category: str = "") -> CollectiveOp | None
         kind, phase = classified
         if instruction is None:
             return CollectiveOp(kind, phase, 0.0, 0.0, None, None, None, None)
+        if operand_shape is not None:
+            instruction = _resolved(instruction, operand_shape)
         result_bytes, operand_bytes = _sizes(kind, phase, instruction)
         attributes = instruction.attributes
 

@@ -11,7 +11,13 @@ loops), so collectives come from a walk of the call graph from the ENTRY computa
   with the caller's count (each branch of a conditional counted as if taken: an upper bound);
 * a collective is counted at its `-start` (or synchronous) op only; `-done` halves are skipped, and a
   collective's own called computation (a reduce-scatter fusion's `%all-reduce-scatter` body, an
-  async wrapper's `calls=%reduce-scatter`) is not entered, so each is counted once.
+  async wrapper's `calls=%reduce-scatter`) is not entered, so each is counted once; what the wrapper's
+  text leaves out (the replica groups of `%ragged-all-to-all-start = ... async-start(...),
+  calls=%async_computation.16`) is read from the collective inside;
+* operands printed by name only (`ragged-all-to-all(%copy-done.43, ...)`, as optimized modules print
+  them) are typed by their defining instruction's result shape (`%while.47#5`: its element 5);
+* computations of another execution thread (`}, execution_thread="sparsecore"` closes them) are
+  computations like any other.
 
 Op text parsing (kinds, payload bytes, replica groups in all three syntaxes) is server/perf/hlo.py's.
 Pure Python; no XLA needed.
@@ -23,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from server.perf.hlo import CollectiveOp, axes_label, collective_mesh_axes, parse_collective
+from server.perf.hlo import CollectiveOp, Shape, axes_label, collective_mesh_axes, parse_collective, result_shape
 
 _COMPUTATION_RE = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*->.*\{\s*$")
 _CALLS_RE = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%?([\w.\-]+)")
@@ -33,6 +39,8 @@ _CONSTANT_RE = re.compile(r"%?([\w.\-]+)\s*=\s*[su](?:8|16|32|64)\[\][^=]*?\bcon
 _COMPARE_RE = re.compile(r"\bcompare\(([^)]*)\).*?direction=(LT|LE|GT|GE|NE)")
 _KNOWN_TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 _NAME_RE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+_ASYNC_LATER_RE = re.compile(r"\sasync-(?:update|done)\(")
+_END_RE = re.compile(r"^\}\s*(?:,\s*execution_thread\s*=.*)?$")
 
 
 @dataclass
@@ -53,7 +61,7 @@ def computations(text: str) -> dict[str, Computation]:
                 current = Computation(m.group(2), entry=bool(m.group(1)))
                 out[current.name] = current
             continue
-        if line.strip() == "}":
+        if _END_RE.match(line):  # `}`, or `}, execution_thread="sparsecore"` after a non-main thread's computation
             current = None
             continue
         if "=" in line:
@@ -135,12 +143,36 @@ def _callees(line: str) -> list[str]:
     return names
 
 
-def _with_callee_details(op: CollectiveOp, line: str, comps: dict[str, Computation]) -> CollectiveOp:
+class _Shapes:
+    """Result shapes of a module's instructions by name (names are unique in an HLO module), read when asked:
+    an optimized module prints operands by name only (`ragged-all-to-all(%copy-done.43, ...)`)."""
+
+    def __init__(self, comps: dict[str, Computation]) -> None:
+        self._lines: dict[str, str] = {}
+        for comp in comps.values():
+            for line in comp.lines:
+                m = _NAME_RE.match(line)
+                if m:
+                    self._lines.setdefault(m.group(1), line)
+        self._shapes: dict[str, Shape | None] = {}
+
+    def __call__(self, name: str) -> Shape | None:
+        if name not in self._shapes:
+            line = self._lines.get(name)
+            self._shapes[name] = result_shape(line) if line is not None else None
+        return self._shapes[name]
+
+
+def _with_callee_details(
+    op: CollectiveOp, line: str, comps: dict[str, Computation], shapes: _Shapes | None = None
+) -> CollectiveOp:
     """Fill what a wrapper's own text leaves out from the collective inside its called computation.
 
     TPU's reduce-scatter fusion prints `fusion(%fusion.485), kind=kCustom, calls=%all-reduce-scatter.2`:
     no operand shape and no replica groups. Its computation holds the all-reduce that states both (the
-    unscattered input and the groups), followed by the dynamic-slice of this device's shard.
+    unscattered input and the groups), followed by the dynamic-slice of this device's shard. An async
+    start (`%ragged-all-to-all-start = ((...), ...) async-start(...), calls=%async_computation.16`) states
+    the operand and result types but not the replica groups: its wrapped computation's collective does.
     """
     if op.groups is not None or op.pairs is not None:
         return op
@@ -149,11 +181,11 @@ def _with_callee_details(op: CollectiveOp, line: str, comps: dict[str, Computati
         if comp is None:
             continue
         for inner_line in comp.lines:
-            inner = parse_collective(inner_line) if _may_be_collective(inner_line) else None
+            inner = parse_collective(inner_line, operand_shape=shapes) if _may_be_collective(inner_line) else None
             if inner is None or inner.groups is None:
                 continue
             operand = op.operand_bytes or inner.operand_bytes or inner.result_bytes
-            if op.kind == "all-gather":
+            if op.kind in ("all-gather", "ragged-all-to-all"):  # their results are not their inputs' sizes
                 operand = op.operand_bytes or inner.operand_bytes
             return replace(
                 op,
@@ -173,17 +205,20 @@ def walk(text: str) -> Walk:
     out = Walk()
     if entry is None:
         return out
+    shapes = _Shapes(comps)
 
     def visit(comp: Computation, count: int, trips: tuple[int, ...], depth: int) -> None:
         if depth > 64:
             return
         for line in comp.lines:
-            op = parse_collective(line) if _may_be_collective(line) else None
+            op = parse_collective(line, operand_shape=shapes) if _may_be_collective(line) else None
             if op is not None:
                 if op.phase != "done":
-                    op = _with_callee_details(op, line, comps)
+                    op = _with_callee_details(op, line, comps, shapes)
                     out.collectives.append(ExecutedCollective(op, count, comp.name, trips))
                 continue  # never enter a collective's own computation
+            if _ASYNC_LATER_RE.search(line.split(", metadata=", 1)[0]):
+                continue  # an async-update / -done of a wrapped computation its start entered already
             if re.search(r"\swhile\(", line):
                 n = trip_count(line, comps)
                 if n is None:
@@ -237,6 +272,18 @@ class CollectiveSummary:
     def total_bytes(self) -> float:
         return self.payload_bytes * self.count
 
+    @property
+    def v_bytes(self) -> float:
+        """One execution's V in the convention of ASAP's cost formulas (server/perf/collectives.py), which
+        price an all-to-all of V bytes as a quarter of an all-gather of V: the array over the whole group,
+        so an all-to-all's (or a ragged all-to-all's) payload, one device's share, times the group size;
+        the payload for every other kind. ASAP's "token dispatch and combine" over the expert axis
+        (server/perf/steptime.py) is tokens x top_k x emb a device in this convention times the expert
+        degree."""
+        if self.kind in ("all-to-all", "ragged-all-to-all"):
+            return self.payload_bytes * max(1, self.group_size or 1)
+        return self.payload_bytes
+
     def to_json(self) -> dict[str, object]:
         return {
             "kind": self.kind,
@@ -246,6 +293,7 @@ class CollectiveSummary:
             "group_size": self.group_size,
             "count": self.count,
             "total_bytes": round(self.total_bytes),
+            "v_bytes": round(self.v_bytes),
         }
 
 
