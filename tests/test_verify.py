@@ -360,3 +360,17 @@ def test_verify_cached_only_never_compiles(small: Path, db: sqlite_utils.Databas
     assert hit.compiled.memory_per_chip_bytes == fsdp16.compiled.memory_per_chip_bytes
     miss = verify(small, {"ici_fsdp_parallelism": 2, "ici_data_parallelism": 8}, db=db, cached_only=True)
     assert miss.status == "unavailable" and miss.compiled is None and "not compiled yet" in miss.message
+
+
+def test_compiled_collectives_compare_in_the_cost_models_convention():
+    """An all-to-all's V is the whole group's array (a device's payload times the group size), as the
+    estimate's dispatch is priced; results cached before v_bytes was stored are converted the same way."""
+    from server.perf.verify import Compiled
+
+    ragged = {"kind": "ragged-all-to-all", "axes": ["expert"], "payload_bytes": 1000, "group_size": 4, "count": 6}
+    gather = {"kind": "all-gather", "axes": ["fsdp"], "payload_bytes": 500, "group_size": 8, "count": 2}
+    fresh = [{**ragged, "v_bytes": 4000, "total_bytes": 6000}, {**gather, "v_bytes": 500, "total_bytes": 1000}]
+    cached = [{**ragged, "total_bytes": 6000}, {**gather, "total_bytes": 1000}]
+    for cs in (fresh, cached):
+        c = Compiled(1.0, {}, 2.0, True, cs, 0.0, [2], 2, False)
+        assert c.collectives_by_axis() == {"expert": {"ragged-all-to-all": 24000.0}, "fsdp": {"all-gather": 1000.0}}

@@ -215,12 +215,14 @@ class Compiled:
     unknown_trip_counts: list[str] = field(default_factory=list)
 
     def collectives_by_axis(self) -> dict[str, dict[str, float]]:
-        """Bytes per step by estimate axis group and kind (see _group_label)."""
+        """Bytes per step by estimate axis group and kind (see _group_label), in the cost model's convention
+        (hlo_program.CollectiveSummary.v_bytes: an all-to-all's V is the whole group's array, one device's
+        payload times the group size), so that they compare with the estimate's."""
         out: dict[str, dict[str, float]] = {}
         for c in self.collectives:
             label = _group_label(c["axes"])
             kinds = out.setdefault(label, {})
-            kinds[c["kind"]] = kinds.get(c["kind"], 0.0) + float(c["total_bytes"])
+            kinds[c["kind"]] = kinds.get(c["kind"], 0.0) + _v_bytes(c) * float(c["count"])
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -397,6 +399,14 @@ def combine(runs: list[dict[str, Any]], layers: int, hbm_limit: float) -> Compil
         extrapolated=not exact,
         unknown_trip_counts=unknown,
     )
+
+
+def _v_bytes(c: dict[str, Any]) -> float:
+    """One execution's V (hlo_program.CollectiveSummary.v_bytes); derived for results cached before it was stored."""
+    if c.get("v_bytes") is not None:
+        return float(c["v_bytes"])
+    group = int(c.get("group_size") or 1)
+    return float(c["payload_bytes"]) * (max(1, group) if c["kind"] in ("all-to-all", "ragged-all-to-all") else 1)
 
 
 def _extrapolate_collectives(
