@@ -194,3 +194,18 @@ def test_the_reference_program_refuses_blocks_it_does_not_build(name: str, why: 
         ref_spec(cfg, parse_slice("v5p-16"))
     assert "train_compile" in str(e.value)
     ref_spec(analyze(None, "compile_topology: v5p-16\nmodel_name: llama3-8b\n").config, parse_slice("v5p-16"))
+
+
+def test_quantized_training_pays_for_its_casts() -> None:
+    """Every quantized pass casts both operands of each weight matmul (memory-bound work): fp8_full (three
+    passes) moves more than aqt_fp8 (forward only), and bf16 casts nothing."""
+    base = "compile_topology: tpu7x-128\nmodel_name: llama3.1-8b\nper_device_batch_size: 2\n"
+
+    def casts(extra: str) -> float:
+        an = analyze(None, base + extra)
+        assert an.estimate is not None
+        return sum(p.bytes for p in an.estimate.time.points if p.name == "quantize")
+
+    full, fwd = casts("quantization: fp8_full\n"), casts("quantization: aqt_fp8\n")
+    assert casts("") == 0 and 0 < fwd < full
+    assert 1.5 < full / fwd < 3.0  # three passes against one, both with the remat recompute's forward casts

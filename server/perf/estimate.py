@@ -363,6 +363,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         grouped,
         moe_factor=inp.moe_factor,
         moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
+        quant_passes=len(plan.passes) if plan.dtype != "bf16" else 0,
     )
     return Estimate(
         lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization

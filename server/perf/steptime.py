@@ -57,6 +57,9 @@ MEMORY_BOUND_FACTOR = 2.0
 ACT_BYTES = 2
 GRAD_COMM_BYTES = 4  # gradients are reduced in float32 (weights and grads default to float32)
 WEIGHT_COMM_BYTES = 2  # weights are cast to bf16 before they are gathered
+# Bytes an on-the-fly quantize moves per element: a bf16 read for the absmax scale, then a bf16 read and a
+# 1-byte write for the cast.
+QUANTIZE_BYTES = 5
 ADAM_BYTES_PER_PARAM = 28  # AdamW update: read param, grad, mu, nu (4 x 4 B), write param, mu, nu (3 x 4 B)
 # MoE collectives as the TPU compiler lays out MaxText's MoE layer (bench/moe_vs_compiler.py: maxtext 0.2.5, libtpu
 # 0.0.52, reduced-layer Mixtral, Qwen3 MoE and DeepSeek-style configs on v5p-16; moe.py lines at e591f30cb):
@@ -133,6 +136,7 @@ def _work(
     moe_factor: float = 1.0,
     dispatch_expert_parallel: bool = False,
     moe_wo_again: bool = False,
+    quant_passes: int = 0,
 ) -> _Work:
     """Compute and memory-bound time of one microbatch (and the once-per-step optimizer): depends on the
     mesh only through the tensor, expert and weight-sharding degrees."""
@@ -237,9 +241,22 @@ def _work(
     opt = roofline.point(
         "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, chip.mxu_efficiency, HBM_EFFICIENCY
     )
+    # Quantized training casts both operands of every quantized weight matmul in every quantized pass: the forward
+    # quantizes the input and the weight, the activation gradient the output's gradient and the weight, the weight
+    # gradient the input and the output's gradient (Qwix/AQT quantize on the fly; quantizations.py). Each cast
+    # is memory-bound: a read for the scale (absmax), a read and a narrow write (QUANTIZE_BYTES per element).
+    ew_all = ew  # the memory-bound work the step waits on: elementwise and, when quantized, the casts
+    if quant_passes:
+        elems = sum(2 * tokens * io_dims[k] + 2 * layer_w_local[k] for k in layer_w_local) * quant_passes / 3
+        elems += sum(tokens * io_dims[k] / 2 + layer_w_local[k] for k in layer_w_local if k in rec)
+        quant = roofline.point(
+            "quantize", 0.0, elems * QUANTIZE_BYTES * s.layers, chip, chip.mxu_efficiency, HBM_EFFICIENCY
+        )
+        points.append(quant)
+        ew_all = roofline.Point(ew.name, ew.flops, ew.bytes + quant.bytes, ew.seconds + quant.seconds, ew.bound)
     points += [ew, scan, opt]
 
-    return _Work(tuple(points), compute, compute_logits, ew, scan, opt)
+    return _Work(tuple(points), compute, compute_logits, ew_all, scan, opt)
 
 
 def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool = False) -> bool:
@@ -328,6 +345,7 @@ def step_time(
     grouped_speedup: float | None = None,
     moe_factor: float = 1.0,
     moe_dispatch_expert_parallel: bool = False,
+    quant_passes: int = 0,
 ) -> StepTime:
     """`memo`: a dict shared across calls with the same model, batch, remat and slice (an enumeration),
     so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees. `moe_factor`:
@@ -363,6 +381,7 @@ def step_time(
             moe_factor,
             moe_dispatch_expert_parallel,
             s.moe and bool(rec) and "mlpwo" not in (remat.saved | remat.offloaded),
+            quant_passes,
         )
         if memo is not None:
             memo[key] = work
