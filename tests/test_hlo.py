@@ -638,3 +638,82 @@ ENTRY %main (a: f32[8]) -> f32[16] {
     assert [(c.op.name, c.count, c.payload_bytes, c.op.group_size) for c in w.collectives] == [
         ("ragged_all_to_all.1", 1, 32, 2)
     ]
+
+
+# ---------------------------------------------------------------------------------------------
+# collectives offloaded to the SparseCores, as tpu7x compiles them (issue 14)
+
+# Trimmed from the optimized HLO of MaxText's train step, llama3.1-70b on tpu7x-512 (fsdp 64 x context 8,
+# seq 131072; jax 0.12.0.1, libtpu 0.0.52; /work/scratch/dumps/l70b-full): the real offloaded collectives with
+# their wrappers (backend configs and metadata cut; the loops' tuples cut to what the collectives use). Each is
+# `X.call-start = ((), (), (s32 scratch...)) async-start(), async_execution_thread="sparsecore",
+# calls=%async_computation.N`, an `X.call-update = ((input), output, (scratch)) async-update(X.call-start, %input)`
+# and an `X.call-done`; %async_computation.N is a custom-call whose `called_computations={...}` holds the
+# collective and its replica groups (`mesh['axis_0'=512] {'axis_0'}`: all 512 devices, fsdp x context;
+# `mesh['axis_0'=64,'axis_1'=8] {'axis_1'}`: the context axis). In the layer loop (80): a weight all-gather and
+# its gradient's reduce-scatter over fsdp+context and a K/V all-gather over context; in the loss loop (4): an
+# all-reduce over all devices.
+SPARSECORE_HLO = (Path(__file__).parent / "data" / "hlo" / "tpu7x_sparsecore_collectives.hlo.txt").read_text()
+TPU7X_MESH = [("data", 1), ("fsdp", 64), ("context", 8), ("tensor", 1)]
+
+
+def test_sparsecore_offloaded_collectives_land_on_mesh_axes() -> None:
+    """Before, each came out twice on no axis: once at its start (the scratch tuple's bytes as its payload) and
+    once at its update (the data plus the scratch), with no replica groups (they are two calls down): 383 GB of
+    the 70B program's all-gathers and reduce-scatters on axis 'none'. Now once, at the start, with the kind,
+    sizes and groups of the collective inside."""
+    w = walk(SPARSECORE_HLO)
+    assert not w.unknown_trip_counts
+    got = {c.op.name: c for c in w.collectives}
+    assert set(got) == {
+        "all-gather.195.cloned.1.call-start",
+        "all-gather.199.cloned.1.call-start",
+        "reduce-scatter.58.cloned.1.call-start",
+        "all-reduce.74.cloned.1.call-start",
+    }
+    weights = 8192 * 28672 * 2  # bf16[1,8192,28672]: one layer's MLP weight, gathered from 512 shards of 16 rows
+    kv = 8 * 131072 * 128 * 2  # bf16[1,8,131072,128]: K or V over the whole sequence, from 8 context shards
+    embed = 8192 * 128256 * 2  # bf16[8192,128256]
+    expected = {
+        "all-gather.195.cloned.1.call-start": ("all-gather", 80, weights // 512, weights, weights, 512),
+        "all-gather.199.cloned.1.call-start": ("all-gather", 80, kv // 8, kv, kv, 8),
+        "reduce-scatter.58.cloned.1.call-start": ("reduce-scatter", 80, weights, weights // 512, weights, 512),
+        "all-reduce.74.cloned.1.call-start": ("all-reduce", 4, embed, embed, embed, 512),
+    }
+    for name, (kind, count, operand, result, payload, group) in expected.items():
+        c = got[name]
+        assert (c.kind, c.count, c.op.operand_bytes, c.op.result_bytes, c.payload_bytes, c.op.group_size) == (
+            kind,
+            count,
+            operand,
+            result,
+            payload,
+            group,
+        ), name
+    axes = {name: collective_mesh_axes(c.op, TPU7X_MESH) for name, c in got.items()}
+    assert axes["all-gather.199.cloned.1.call-start"] == ("context",)
+    assert {a for n, a in axes.items() if n != "all-gather.199.cloned.1.call-start"} == {("fsdp", "context")}
+    rows = summarize(w, TPU7X_MESH)
+    assert {axes_label(r.axes) for r in rows} == {"context", "fsdp+context"}
+    assert sum(r.total_bytes for r in rows) == 80 * (2 * weights + kv) + 4 * embed  # 105 GB, none of it scratch
+
+
+def test_sparsecore_wrapper_named_after_no_collective_counts_the_inner_one() -> None:
+    """A start whose name does not say the kind is no collective itself: the walk enters its computation and,
+    through the custom-call's `called_computations`, counts the collective inside, once (update and done
+    skipped), with the same sizes and axes."""
+    hlo = SPARSECORE_HLO
+    for name in ("all-gather.195", "all-gather.199", "reduce-scatter.58", "all-reduce.74"):
+        hlo = hlo.replace(f"%{name}.cloned.1.call-", f"%offload.{name.split('.')[1]}.call-")
+    w = walk(hlo)
+    got = {
+        c.op.name: (c.kind, c.op.phase, c.count, c.payload_bytes, collective_mesh_axes(c.op, TPU7X_MESH))
+        for c in w.collectives
+    }
+    weights, kv, embed = 8192 * 28672 * 2, 8 * 131072 * 128 * 2, 8192 * 128256 * 2
+    assert got == {
+        "all-gather.221": ("all-gather", "sync", 80, weights, ("fsdp", "context")),
+        "all-gather.230": ("all-gather", "sync", 80, kv, ("context",)),
+        "reduce-scatter.69": ("reduce-scatter", "sync", 80, weights, ("fsdp", "context")),
+        "all-reduce.75": ("all-reduce", "sync", 4, embed, ("fsdp", "context")),
+    }

@@ -14,6 +14,12 @@ loops), so collectives come from a walk of the call graph from the ENTRY computa
   async wrapper's `calls=%reduce-scatter`) is not entered, so each is counted once; what the wrapper's
   text leaves out (the replica groups of `%ragged-all-to-all-start = ... async-start(...),
   calls=%async_computation.16`) is read from the collective inside;
+* a collective offloaded to the SparseCores (tpu7x, libtpu 0.0.52: `%all-gather.195.cloned.1.call-start = ((), (),
+  (s32 scratch...)) async-start(), async_execution_thread="sparsecore", calls=%async_computation.47`) states
+  neither its buffers nor its groups: they are read from the collective its wrapped custom-call's
+  `called_computations={...}` holds; its `-update` (`async-update(%...call-start, %input)`, named after the
+  collective too) and `-done` are not counted again, and a wrapper named after no collective is entered like a
+  call, custom-call included, so the collective inside counts once;
 * operands printed by name only (`ragged-all-to-all(%copy-done.43, ...)`, as optimized modules print
   them) are typed by their defining instruction's result shape (`%while.47#5`: its element 5);
 * computations of another execution thread (`}, execution_thread="sparsecore"` closes them) are
@@ -29,12 +35,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from server.perf.hlo import CollectiveOp, Shape, axes_label, collective_mesh_axes, parse_collective, result_shape
+from server.perf.hlo import (
+    CollectiveOp,
+    Shape,
+    axes_label,
+    collective_mesh_axes,
+    parse_collective,
+    parse_instruction,
+    result_shape,
+)
 
 _COMPUTATION_RE = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*\))?\s*->.*\{\s*$")
 _CALLS_RE = re.compile(r"\b(calls|to_apply|body|condition|true_computation|false_computation)=%?([\w.\-]+)")
 _BRANCHES_RE = re.compile(r"branch_computations=\{([^}]*)\}")
 _CALLS_LIST_RE = re.compile(r"\bcalls=\{([^}]*)\}")
+_CALLED_LIST_RE = re.compile(r"\bcalled_computations=\{([^}]*)\}")  # a custom-call's (SparseCore offload)
 _CONSTANT_RE = re.compile(r"%?([\w.\-]+)\s*=\s*[su](?:8|16|32|64)\[\][^=]*?\bconstant\((-?\d+)\)")
 _COMPARE_RE = re.compile(r"\bcompare\(([^)]*)\).*?direction=(LT|LE|GT|GE|NE)")
 _KNOWN_TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
@@ -137,7 +152,7 @@ class Walk:
 
 def _callees(line: str) -> list[str]:
     names = [callee for _, callee in _CALLS_RE.findall(line)]
-    for rx in (_BRANCHES_RE, _CALLS_LIST_RE):
+    for rx in (_BRANCHES_RE, _CALLS_LIST_RE, _CALLED_LIST_RE):
         for m in rx.finditer(line):
             names.extend(n.strip().lstrip("%") for n in m.group(1).split(",") if n.strip())
     return names
@@ -163,6 +178,28 @@ class _Shapes:
         return self._shapes[name]
 
 
+def _inner_collective(
+    line: str, comps: dict[str, Computation], shapes: _Shapes | None, seen: set[str], depth: int = 0
+) -> CollectiveOp | None:
+    """The first collective stating its replica groups (or permute pairs) in the computations `line` calls,
+    looked for depth-first through the calls of their other instructions (a SparseCore wrapper's custom-call)."""
+    if depth > 4:
+        return None
+    for callee in _callees(line):
+        comp = comps.get(callee)
+        if comp is None or callee in seen:
+            continue
+        seen.add(callee)
+        for inner_line in comp.lines:
+            inner = parse_collective(inner_line, operand_shape=shapes) if _may_be_collective(inner_line) else None
+            if inner is not None and (inner.groups is not None or inner.pairs is not None):
+                return inner
+            found = _inner_collective(inner_line, comps, shapes, seen, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
 def _with_callee_details(
     op: CollectiveOp, line: str, comps: dict[str, Computation], shapes: _Shapes | None = None
 ) -> CollectiveOp:
@@ -173,29 +210,45 @@ def _with_callee_details(
     unscattered input and the groups), followed by the dynamic-slice of this device's shard. An async
     start (`%ragged-all-to-all-start = ((...), ...) async-start(...), calls=%async_computation.16`) states
     the operand and result types but not the replica groups: its wrapped computation's collective does.
+
+    A collective offloaded to the SparseCores (tpu7x, libtpu 0.0.52) states neither:
+    `%all-gather.195.cloned.1.call-start = ((), (), (s32[8192], ...)) async-start(),
+    async_execution_thread="sparsecore", calls=%async_computation.47` (its tuple holds only the offload's
+    scratch; the data comes in through the `async-update` that follows). The wrapped computation is a
+    custom-call with `called_computations={%called_computation.121}`, which holds the collective itself
+    (`all-gather(%tuple.553#0), replica_groups=mesh['axis_0'=512] {'axis_0'}`): kind,
+    sizes and groups all come from it.
     """
     if op.groups is not None or op.pairs is not None:
         return op
-    for callee in _callees(line):
-        comp = comps.get(callee)
-        if comp is None:
-            continue
-        for inner_line in comp.lines:
-            inner = parse_collective(inner_line, operand_shape=shapes) if _may_be_collective(inner_line) else None
-            if inner is None or inner.groups is None:
-                continue
-            operand = op.operand_bytes or inner.operand_bytes or inner.result_bytes
-            if op.kind in ("all-gather", "ragged-all-to-all"):  # their results are not their inputs' sizes
-                operand = op.operand_bytes or inner.operand_bytes
-            return replace(
-                op,
-                operand_bytes=operand,
-                result_bytes=op.result_bytes or inner.result_bytes,
-                groups=inner.groups,
-                group_size=inner.group_size,
-                mesh_axes=inner.mesh_axes,
-            )
-    return op
+    inner = _inner_collective(line, comps, shapes, set())
+    if inner is None:
+        return op
+    instruction = parse_instruction(line)
+    if instruction is not None and instruction.opcode == "async-start" and not instruction.operands:
+        return replace(
+            op,
+            kind=inner.kind,
+            operand_bytes=inner.operand_bytes,
+            result_bytes=inner.result_bytes,
+            groups=inner.groups,
+            group_size=inner.group_size,
+            pairs=inner.pairs,
+            mesh_axes=inner.mesh_axes,
+            dimensions=inner.dimensions,
+        )
+    operand = op.operand_bytes or inner.operand_bytes or inner.result_bytes
+    if op.kind in ("all-gather", "ragged-all-to-all"):  # their results are not their inputs' sizes
+        operand = op.operand_bytes or inner.operand_bytes
+    return replace(
+        op,
+        operand_bytes=operand,
+        result_bytes=op.result_bytes or inner.result_bytes,
+        groups=inner.groups,
+        group_size=inner.group_size,
+        pairs=inner.pairs,
+        mesh_axes=inner.mesh_axes,
+    )
 
 
 def walk(text: str) -> Walk:
@@ -211,14 +264,17 @@ def walk(text: str) -> Walk:
         if depth > 64:
             return
         for line in comp.lines:
+            if _ASYNC_LATER_RE.search(line.split(", metadata=", 1)[0]):
+                # an async-update / -done: its start counted the collective (a SparseCore offload's update,
+                # `%all-gather.195.cloned.1.call-update = ... async-update(%...call-start, %copy.458)`, names it
+                # too) or entered the wrapped computation already
+                continue
             op = parse_collective(line, operand_shape=shapes) if _may_be_collective(line) else None
             if op is not None:
                 if op.phase != "done":
                     op = _with_callee_details(op, line, comps, shapes)
                     out.collectives.append(ExecutedCollective(op, count, comp.name, trips))
                 continue  # never enter a collective's own computation
-            if _ASYNC_LATER_RE.search(line.split(", metadata=", 1)[0]):
-                continue  # an async-update / -done of a wrapped computation its start entered already
             if re.search(r"\swhile\(", line):
                 n = trip_count(line, comps)
                 if n is None:
