@@ -209,3 +209,17 @@ def test_quantized_training_pays_for_its_casts() -> None:
     full, fwd = casts("quantization: fp8_full\n"), casts("quantization: aqt_fp8\n")
     assert casts("") == 0 and 0 < fwd < full
     assert 1.5 < full / fwd < 3.0  # three passes against one, both with the remat recompute's forward casts
+
+
+def test_dropless_moe_pays_for_sorting_tokens_to_experts_and_back() -> None:
+    """Per token and routed layer, the permute writes top_k copies and the unpermute gathers them back and sums
+    (3 top_k + 1 emb-wide rows a pass); forward, two backward passes and the full-remat recompute."""
+    text = "compile_topology: v5p-16\nmodel_name: mixtral-8x7b\nper_device_batch_size: 2\nmax_target_length: 1024\n"
+    an = analyze(None, text)
+    assert an.estimate is not None
+    (permute,) = [p for p in an.estimate.time.points if p.name == "moe permute"]
+    tokens, k, d, layers = 2 * 1024, 2, 4096, 32
+    assert permute.bytes == pytest.approx(tokens * (3 * k + 1) * d * 2 * (3 + 1) * layers)
+    capacity = analyze(None, text + "sparse_matmul: false\ncapacity_factor: 1.25\n")
+    assert capacity.estimate is not None
+    assert not [p for p in capacity.estimate.time.points if p.name == "moe permute"]  # einsum dispatch instead

@@ -245,7 +245,24 @@ def _work(
     # quantizes the input and the weight, the activation gradient the output's gradient and the weight, the weight
     # gradient the input and the output's gradient (Qwix/AQT quantize on the fly; quantizations.py). Each cast
     # is memory-bound: a read for the scale (absmax), a read and a narrow write (QUANTIZE_BYTES per element).
-    ew_all = ew  # the memory-bound work the step waits on: elementwise and, when quantized, the casts
+    ew_all = ew  # the memory-bound work the step waits on: elementwise, MoE's permutes, the quantized casts
+    if s.moe and s.moe_tile > 0:
+        # The dropless path sorts each token's top_k copies into expert order and back (moe.py permute/unpermute:
+        # a gather of tokens x top_k rows of emb, written once; after the experts a gather of them back and the
+        # router-weighted sum over top_k), and the backward pass runs their transposes (scatter-adds): per token
+        # and routed layer (3 top_k + 1) emb-wide rows in each pass, memory-bound, like the activations.
+        rows = 3 * s.experts_per_tok + 1
+        permute_passes = 3 + (1 if {"mlpwi", "mlpwo"} & rec else 0)
+        permute = roofline.point(
+            "moe permute",
+            0.0,
+            tokens * rows * s.emb * ACT_BYTES * permute_passes * s.routed_layers,
+            chip,
+            chip.mxu_efficiency,
+            HBM_EFFICIENCY,
+        )
+        points.append(permute)
+        ew_all = roofline.Point(ew.name, 0.0, ew.bytes + permute.bytes, ew.seconds + permute.seconds, ew.bound)
     if quant_passes:
         elems = sum(2 * tokens * io_dims[k] + 2 * layer_w_local[k] for k in layer_w_local) * quant_passes / 3
         elems += sum(tokens * io_dims[k] / 2 + layer_w_local[k] for k in layer_w_local if k in rec)
@@ -253,7 +270,7 @@ def _work(
             "quantize", 0.0, elems * QUANTIZE_BYTES * s.layers, chip, chip.mxu_efficiency, HBM_EFFICIENCY
         )
         points.append(quant)
-        ew_all = roofline.Point(ew.name, ew.flops, ew.bytes + quant.bytes, ew.seconds + quant.seconds, ew.bound)
+        ew_all = roofline.Point(ew.name, 0.0, ew_all.bytes + quant.bytes, ew_all.seconds + quant.seconds, ew.bound)
     points += [ew, scan, opt]
 
     return _Work(tuple(points), compute, compute_logits, ew_all, scan, opt)
