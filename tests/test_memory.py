@@ -1,7 +1,8 @@
 """Memory per chip (server/perf/memory.py): the loss' buffers at large vocabularies (logits, the gathered output
 head and its gradient, vocabulary tiling, the iota embedding's one-hot), context parallelism's gathered keys and
-values, which remat-named tensors the backward keeps, and the two phases of the peak; hand-computed bytes for a small
-shape and properties."""
+values, which remat-named tensors the backward keeps, Gemma 2's pairs (one scan carry a pair, both layers' working sets
+in the backward), a tied table's head-gradient accumulators, all-reduce threshold and row-major update copies, and the
+two phases of the peak; hand-computed bytes for a small shape and properties."""
 
 from __future__ import annotations
 
@@ -238,3 +239,106 @@ def test_estimate_against_the_tpu_compiler(case: dict[str, Any], tmp_path: Path)
     assert m.fits == case["fits"], (m.total, compiled)
     if case["fits"]:
         assert m.total == pytest.approx(compiled, rel=0.10)
+
+
+# A small Gemma 2 (MaxText's gemma2 decoder block: each MaxText layer a local and a global attention layer, post
+# norms, a tied table): 2 pairs, so 4 decoder layers and 2 iterations of the layer scan.
+GEMMA2_KEYS: dict[str, Any] = {
+    "decoder_block": "gemma2",
+    "global_parameter_scale": 1,
+    "base_emb_dim": D,
+    "base_num_query_heads": H,
+    "base_num_kv_heads": KV,
+    "head_dim": HD,
+    "base_mlp_dim": F,
+    "base_num_decoder_layers": 2,
+    "vocab_size": 1024,
+    "mlp_activations": ["gelu", "linear"],
+    "logits_via_embedding": True,
+    "sliding_window_size": 64,
+    "use_post_attn_norm": True,
+    "use_post_ffw_norm": True,
+    "num_experts": 1,
+    "num_experts_per_tok": 1,
+}
+
+
+def gemma2(**keys: Any) -> Shape:
+    from server.perf.architecture import build
+    from server.perf.arith import shape_of
+
+    cfg = {**GEMMA2_KEYS, **keys}
+    return shape_of(build(cfg.get))
+
+
+def test_gemma2_pairs_keep_one_input_a_scan_iteration_by_hand() -> None:
+    s = gemma2()
+    assert (s.layers, memory.scan_iterations(s)) == (4, 2)
+    assert memory.scan_iterations(SMALL) == L  # one decoder layer an iteration elsewhere
+    # full remat: the scan's carry, one bf16 [tokens, emb] a pair
+    assert mem(lay("v5e-4", fsdp=4), s=s).components["activations"] == 2 * TOKENS * D * 2
+    # minimal: the carry a pair, the named matmul outputs a layer (mlpwo too: a post-FFN norm reads it)
+    named = H * HD + 2 * KV * HD + D + 2 * F + D
+    assert mem(lay("v5e-4", fsdp=4), s=s, remat="minimal").components["activations"] == (
+        2 * TOKENS * D * 2 + 4 * TOKENS * named * 2
+    )
+
+
+def test_gemma2_backward_holds_a_pair_of_working_sets_by_hand() -> None:
+    s = gemma2()
+    c = mem(lay("v5e-4", fsdp=4), s=s).components
+    per_layer = params(s).per_layer()
+    pair = 2 * TOKENS * memory.all_dims(s) * 2  # both layers' tensors at once
+    logit_buf = TOKENS * 1024 * 2  # carried into the backward: the head gradient is unrolled over 4 devices
+    assert c["temporaries"] == pytest.approx(pair + per_layer * 2 + logit_buf)
+
+
+def test_tied_head_gradient_in_a_loop_by_hand() -> None:
+    # fsdp 8, more than TIED_HEAD_LOOP_DEVICES; emb 1024 over 8 = 128 rows of the table a device (a whole lane row:
+    # stored row-major, so no relayout)
+    s = gemma2(base_emb_dim=1024)
+    c = mem(lay("v5e-8", fsdp=8), s=s).components
+    assert c["head_gradient"] == 2 * 1024 * (1024 / 8) * 2 == 524_288  # two bf16 [vocab, emb / fsdp] accumulators
+    assert c["embedding_relayout"] == 0
+    per_layer = params(s).per_layer()
+    pair = 2 * TOKENS * memory.all_dims(s) * 2
+    assert c["temporaries"] == pytest.approx(pair + per_layer * 2)  # no logits carried into the backward
+    assert "head_gradient" in memory.LOSS_PHASE
+    # over 4 devices the compiler unrolls it: no accumulators at the loss, the logits carried
+    c4 = mem(lay("v5e-4", fsdp=4), s=s).components
+    assert c4["head_gradient"] == 0
+    assert c4["temporaries"] == pytest.approx(pair + per_layer * 2 + TOKENS * 1024 * 2)
+    # an untied head keeps the logits' gradient through the backward as before
+    untied = gemma2(base_emb_dim=1024, logits_via_embedding=False)
+    assert mem(lay("v5e-8", fsdp=8), s=untied).components["head_gradient"] == 0
+
+
+def test_tied_table_relayout_by_hand() -> None:
+    # emb 1792 over fsdp 8 = 224 rows: stored vocab-minor (224 is not a multiple of 128), its row-major tiles 7/8
+    # full, so the update copies the float32 table and both Adam moments row-major: 12 bytes an element
+    s = gemma2(base_emb_dim=1792, base_num_query_heads=8)
+    assert memory.row_major_fill(224) == 7 / 8
+    c = mem(lay("v5e-8", fsdp=8), s=s).components
+    assert c["embedding_relayout"] == 1024 * 224 * (4 + 8) == 2_752_512
+    assert c["head_gradient"] == 2 * 1024 * 224 * 2
+    # 288 rows fill 3/4 of three lane rows: the bf16 gradient is transposed instead
+    assert memory.row_major_fill(288) == 0.75
+    assert mem(lay("v5e-8", fsdp=8), s=gemma2(base_emb_dim=2304)).components["embedding_relayout"] == 0
+    # a vocabulary that is not a multiple of 128 cannot be stored vocab-minor
+    odd = gemma2(base_emb_dim=1792, base_num_query_heads=8, vocab_size=1000)
+    assert mem(lay("v5e-8", fsdp=8), s=odd).components["embedding_relayout"] == 0
+    # an untied table has no head gradient to add to its update
+    untied = gemma2(base_emb_dim=1792, base_num_query_heads=8, logits_via_embedding=False)
+    assert mem(lay("v5e-8", fsdp=8), s=untied).components["embedding_relayout"] == 0
+
+
+def test_tied_table_takes_the_all_reduce_path_below_64_rows() -> None:
+    # emb 448 over fsdp 8 = 56 rows: an untied head would reduce-scatter (>= 32 rows), a tied table all-reduces
+    s = gemma2(base_emb_dim=448)
+    c = mem(lay("v5e-8", fsdp=8), s=s).components
+    head = 448 * 1024 * 2
+    assert c["output_head"] == 2 * head  # the gathered table and its whole bf16 gradient
+    assert c["logits"] == TOKENS * 1024 * 2 + TOKENS * 448 * 6  # one logits buffer and the final hidden state
+    assert c["head_gradient"] == 0 and c["embedding_relayout"] == 0
+    untied = gemma2(base_emb_dim=448, logits_via_embedding=False)
+    assert mem(lay("v5e-8", fsdp=8), s=untied).components["output_head"] == head

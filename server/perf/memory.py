@@ -1,9 +1,11 @@
 """HBM per chip: weights, gradients and optimizer state divided by the axes that shard them,
-activations kept for the backward pass under the remat policy, the loss' buffers (logits, the
-gathered output head) and one layer's backward working set (with MoE dispatch and context
-parallelism's gathered keys and values), the peak being the larger of the loss and the backward
-phase; compared with the slice's HBM. The buffers are those the TPU compiler's buffer assignment
-of MaxText's own train step shows (bench/memory_vs_compiler.py, tests/data/verify/memory_compiled.json).
+activations kept for the backward pass under the remat policy (the layer scan's carry once per
+iteration: a Gemma 2 pair keeps one), the loss' buffers (logits, the gathered output head, a tied
+table's head-gradient accumulators) and one scan iteration's backward working set (with MoE dispatch
+and context parallelism's gathered keys and values), the peak being the larger of the loss and the
+backward phase, plus the row-major copies of a tied table's state the compiler makes for its update;
+compared with the slice's HBM. The buffers are those the TPU compiler's buffer assignment of MaxText's
+own train step shows (bench/memory_vs_compiler.py, tests/data/verify/memory_compiled.json).
 
 Formulas: DOMAIN.md §4 (state bytes = params x bytes/param / S_w, S_w = product of the axes
 that shard weights, `data` excluded; activations = layers x local tokens x kept bytes).
@@ -11,6 +13,7 @@ that shard weights, `data` excluded; activations = layers x local tokens x kept 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from server.perf.arith import BytesPerParam, Params, Shape
@@ -42,13 +45,47 @@ HIDDEN_BYTES = 4 + ACT_BYTES
 # so it keeps one logits buffer and two head-sized ones (llama3.1-8b on v5e-256, fsdp 256 = 16 rows, pdbs 1 and 2:
 # bf16[8192,128256] + 2 x bf16[4096,128256]; llama3-8b on v6e-256 alike). Seen at 16 rows, not at 32 (fsdp 128).
 HEAD_ALLREDUCE_ROWS = 32
+# A tied table (`logits_via_embedding`) takes the all-reduce path at more rows: gemma2-9b on v5e-64, fsdp 64 = 56 rows,
+# keeps one logits buffer beside the gathered table and its whole bf16 gradient (`fusion.659` bf16[256128,3584]), and
+# reduce-scatters at 112 rows (v5e-32) and more; the threshold lies between the two.
+TIED_HEAD_ALLREDUCE_ROWS = 64
 # MaxText's `embed_vocab` logical axis (the output head's and embedding table's embed dimension; base.yml
 # logical_axis_rules): the mesh axes that split it.
 EMBED_VOCAB = ("fsdp", "fsdp_transpose", "context", "context_usp_ulysses", "expert")
+# A tied table (`logits_via_embedding`: the token embedding is also the output head) on the reduce-scatter path: the
+# head's gradient is the table's, [vocab / tensor, emb / embed_vocab], reduced over the embed_vocab axes by a
+# bidirectional collective matmul into two bf16 accumulators (one a direction, summed before the update: together the
+# bytes of the table's float32 gradient, which `gradients` counts in the backward). Over more than this many devices the
+# compiler runs that collective matmul as a loop (`windowed_dot_general_body_rs`) right after the loss: it allocates the
+# two accumulators by then (`AllocateBuffer` custom-calls; on v5e at the start of the step), so they are live at the
+# loss, and materialises the logits' gradient there (`transpose(jvp())/div`, the final soft cap's) only to consume it at
+# once, so no logits-sized buffer is carried into the layers' backward. Seen in the buffer assignments of MaxText's
+# gemma2-9b on v5e-16 (fsdp 16, pdbs 1 and 2: `custom-call.38/39` bf16[256128,224], live from the step's start to the
+# update, and the logits' gradient bf16[1,2048,256128] dead before the layers' backward) and on v5e-32 (fsdp 32,
+# bf16[256128,112] x 2), gemma2-2b on v5e-8 and v5e-16 (bf16[256128,288] and [256128,144] x 2), gemma2-27b on v5p-16
+# (fsdp 8, bf16[256128,576] x 2 allocated at the loss, the logits' gradient dead before the backward). Over 4 devices
+# the compiler unrolls it instead and splits it around the layers' backward, keeping the forward logits for the second
+# half: no accumulators at the loss, the logits carried (gemma-2b and gemma2-2b on v5e-4, fsdp 4: bf16[2048,256128] live
+# through the backward scan, the accumulators bf16[256128,512] / [256128,576] x 2 only after the loss).
+TIED_HEAD_LOOP_DEVICES = 4
+# The TPU keeps a 2-D array in (8, 128) tiles, its minor dimension in whole 128-lane rows of a tile. A table shard whose
+# embed width (emb / embed_vocab) is not a multiple of 128 is stored vocab-minor, [vocab, emb] with vocab in the lanes
+# (every float32 [vocab, emb / fsdp] table of those buffer assignments is laid out {0,1}, and llama3's at 16 rows too;
+# widths of 256 and 512 are {1,0}). The lookup's gradient (a scatter-add) is row-major; the Adam update of a tied table
+# whose head gradient runs in a loop then either transposes that bf16 gradient or runs row-major on copies of the
+# float32 table and both of its moments, [vocab, emb / fsdp] each, and the compiler does the latter when the row-major
+# tiles are nearly full: at 7/8 of their lanes or more (gemma2-9b at 224 and 112 rows of 256 and 128 lanes, v5e-16 and
+# v5e-32: `copy.444`, `.441`, `.442` f32[256128,224] and f32[256128,112] of the table and its mu and nu; gemma2-27b on
+# v5p-16, fsdp 8, 576 of 640: f32[256128,576] x 3), not at 3/4 or less (gemma2-2b at 288 and 144 rows, v5e-8 and v5e-16:
+# the bf16 gradient is transposed, `copy.440`). When they are live depends on the scheduler: from the step's start to
+# the update on v5e (copy.444: 272-6201 of 6522, live at the loss and through the backward), only around the update on
+# v5p (and on v5e under memory pressure: gemma2-9b at pdbs 3 and 4 on v5e-16); counted as live throughout.
+TILE_LANES = 128
+ROW_MAJOR_UPDATE_FILL = 7 / 8
 # Components live in only one phase of the step; the others are live throughout it. The gradients are allocated by the
 # backward pass (none is live at the loss: buffer assignments above), the logits and the gathered head only around
 # the loss, so the peak is the larger of the two phases.
-LOSS_PHASE = ("logits", "output_head")
+LOSS_PHASE = ("logits", "output_head", "head_gradient")
 BACKWARD_PHASE = ("gradients", "temporaries")
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
@@ -92,12 +129,44 @@ def mlpwo_is_residual(s: Shape) -> bool:
     return s.moe or block in POST_FFW_NORM_BLOCKS
 
 
-def kept_dims(s: Shape, remat: RematPolicy) -> float:
-    """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
+def kept_tensors(s: Shape, remat: RematPolicy) -> frozenset[str]:
+    """The per-layer tensors kept in HBM for the backward pass (offloaded ones excluded)."""
     kept = remat.saved - remat.offloaded
     if not mlpwo_is_residual(s):
         kept = kept - {"mlpwo"}
-    return tensor_dims(s, kept)
+    return kept
+
+
+def kept_dims(s: Shape, remat: RematPolicy) -> float:
+    """Elements per token kept per layer in HBM for the backward pass (offloaded ones excluded)."""
+    return tensor_dims(s, kept_tensors(s, remat))
+
+
+# The tensor the layer scan keeps once per iteration: its carry, the input of a MaxText layer (`decoder_layer_input`).
+SCAN_CARRY = frozenset({"decoder_layer_input"})
+
+
+def scan_iterations(s: Shape) -> int:
+    """Iterations of the decoder's layer scan: MaxText's num_decoder_layers, fewer than the decoder layers where one
+    MaxText layer holds several (Gemma 2: a local and a global attention layer, models/gemma2.py; the architecture's
+    `maxtext_layers`). Blocks scanned as one unit elsewhere (Gemma 3's and Llama 4's scannable blocks) are not modelled
+    here: each of their layers counts as an iteration."""
+    a = s.arch
+    if a is not None and 0 < a.maxtext_layers < s.layers:
+        return a.maxtext_layers
+    return s.layers
+
+
+def kept_activations(s: Shape, remat: RematPolicy, tokens: float) -> float:
+    """Bytes of the activations kept for the backward pass over all layers. The scan keeps its carry, the MaxText
+    layer's input, once per iteration, and the tensors a policy names once per decoder layer that names them: Gemma 2
+    names `decoder_layer_input` only at the start of its pair and the global half's input is recomputed from it (the
+    TPU compiler's buffer assignment of MaxText's gemma2-9b on v5e-16, remat full: `while.257{2}` bf16[21,1,2048,3584],
+    21 pairs, beside no per-layer input; gemma2-2b on v5e-4, 8 and 16: bf16[13,1,2048,2304])."""
+    kept = kept_tensors(s, remat)
+    carry = tensor_dims(s, kept & SCAN_CARRY)
+    named = tensor_dims(s, kept - SCAN_CARRY)
+    return (scan_iterations(s) * carry + s.layers * named) * tokens * ACT_BYTES
 
 
 def all_dims(s: Shape) -> float:
@@ -128,6 +197,25 @@ def moe_dispatch(s: Shape, lay: Layout, tokens: float) -> float:
     rows = routed * min(ep, s.experts / max(1, s.experts_per_tok))
     mlp = (s.n_mlp_in + 1) * s.moe_mlp
     return (rows * (DISPATCH_BUFFERS * s.emb + mlp) - routed * mlp) * ACT_BYTES
+
+
+def row_major_fill(width: float) -> float:
+    """The share of a row-major tile row's lanes that `width` elements fill (1 for a multiple of TILE_LANES)."""
+    if width <= 0:
+        return 0.0
+    return width / (math.ceil(width / TILE_LANES) * TILE_LANES)
+
+
+def tied_table_relayout(s: Shape, bpp: BytesPerParam, ev: float, tp: float) -> float:
+    """Bytes of the row-major copies of a tied table's state (the table in its weight dtype and the optimizer's
+    moments) that the TPU compiler makes for the Adam update when the table is stored vocab-minor and its row-major
+    tiles would be nearly full (ROW_MAJOR_UPDATE_FILL); 0 otherwise. For a table whose head gradient runs in a loop."""
+    width = s.emb / ev
+    vocab = s.vocab / max(1, tp)
+    vocab_minor = width % TILE_LANES != 0 and vocab % TILE_LANES == 0
+    if not vocab_minor or row_major_fill(width) < ROW_MAJOR_UPDATE_FILL:
+        return 0.0
+    return vocab * width * (bpp.weights + bpp.optimizer)
 
 
 @dataclass(frozen=True)
@@ -201,7 +289,7 @@ def memory(
     # Local tokens of a device: its batch shard's sequences, split over the non-batch axes that split
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
-    acts = s.layers * tokens * kept_dims(s, remat) * ACT_BYTES
+    acts = kept_activations(s, remat, tokens)
     if "context" in remat.saved - remat.offloaded:
         # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
         # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
@@ -216,7 +304,12 @@ def memory(
     split = ep if s.moe and (s.moe_tile > 0 or moe_dispatch_expert_parallel) else 1
     routed = p.routed * s.layers / max(1, s.routed_layers) if s.moe else 0.0
     gathered = (p.per_layer() - p.routed + routed / split) * ACT_BYTES / max(1, tp)
-    working = TEMP_LAYERS * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
+    # The backward recomputes one scan iteration's forward and holds the working set of every layer in it: a Gemma 2
+    # pair holds both MLPs' intermediates at once (gemma2-9b on v5e-16, remat full: six bf16[1,2048,14336] in the
+    # backward scan's body, three a layer), while its weights are still gathered matrix by matrix (two
+    # bf16[1,3584,14336] and two bf16[1,16,256,3584] live at once).
+    per_iteration = s.layers / scan_iterations(s)
+    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
@@ -229,7 +322,10 @@ def memory(
     # many chunks of the tokens, one at a time (MaxText's vocabulary_tiling.py: a scan in a custom VJP).
     logit_buf = tokens * s.vocab * ACT_BYTES / max(1, vocab_tiles)
     head = s.emb * s.vocab * ACT_BYTES / max(1, tp)
-    allreduce_path = s.emb / lay.degree(*EMBED_VOCAB) < HEAD_ALLREDUCE_ROWS
+    ev = lay.degree(*EMBED_VOCAB)
+    rows = s.emb / ev
+    allreduce_path = rows < (TIED_HEAD_ALLREDUCE_ROWS if s.tied_embedding else HEAD_ALLREDUCE_ROWS)
+    tied_loop = s.tied_embedding and not allreduce_path and ev > TIED_HEAD_LOOP_DEVICES
     if allreduce_path:
         logits, heads, carried = logit_buf, 2 * head, 0.0
     else:
@@ -241,9 +337,15 @@ def memory(
         # data 2 x fsdp 8, and v5e-8, data 2 x fsdp 4: the buffer dies within a few instructions). Nor with vocabulary
         # tiling, whose custom VJP finishes the head's gradient before the layers' backward (num_vocab_tiling 4 on
         # v6e-16 fsdp 16: no logits buffer live at the backward's peak).
+        # A tied table's head gradient in a loop (TIED_HEAD_LOOP_DEVICES) is finished right after the loss: nothing
+        # carried either.
         logits, heads = LOGITS_BUFFERS * logit_buf, head
-        carried = logit_buf if vocab_tiles <= 1 and lay.degree(*DATA) == 1 else 0.0
+        carried = logit_buf if vocab_tiles <= 1 and lay.degree(*DATA) == 1 and not tied_loop else 0.0
+    # A tied table's head gradient in a loop: its two bf16 accumulators, allocated at the step's start, live at the
+    # loss.
+    head_grad = 2 * s.vocab * s.emb / ev * ACT_BYTES / max(1, tp) if tied_loop else 0.0
     hidden = tokens * s.emb * HIDDEN_BYTES
+    relayout = tied_table_relayout(s, bpp, ev, tp) if tied_loop else 0.0
     # `use_iota_embed`: the lookup is one_hot(tokens) @ table (MaxText's embeddings.py:132). Where the head's gradient
     # takes the all-reduce path, so does the table's, and the compiler keeps the one-hot, pred[tokens, vocab] (one byte
     # an element), from the forward's lookup to the table's gradient at the end of the backward (llama3.1-70b on
@@ -264,8 +366,10 @@ def memory(
             "optimizer": total_params * bpp.optimizer / shards,
             "activations": acts,
             "embedding_one_hot": one_hot,
+            "embedding_relayout": relayout,
             "logits": logits + hidden,
             "output_head": heads,
+            "head_gradient": head_grad,
             "temporaries": working + carried + cp_kv,
         },
         hbm,
