@@ -15,6 +15,7 @@ from server.agents.types import Experiment, Result
 from server.analysis import analyze
 from server.cli import main
 from server.perf.axes import AXES
+from server.perf.memory import TIGHT_BAND
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,9 @@ def test_model_that_does_not_fit_with_pure_data_parallelism(tmp_path: Path) -> N
         "ici_data_parallelism: 256\nici_fsdp_parallelism: 1\n",
     )
     assert r.diagnosis is not None and r.diagnosis.bottleneck == "memory"
-    assert r.proposals and all(p.hbm_bytes <= p.hbm_usable_bytes for p in r.proposals)
+    # the first fits; none is beyond the memory model's error band ('tight' is within it: the compiler decides)
+    assert r.proposals and r.proposals[0].hbm_bytes <= r.proposals[0].hbm_usable_bytes
+    assert all(p.hbm_bytes <= p.hbm_usable_bytes * TIGHT_BAND[1] for p in r.proposals)
     shards_weights = [a.name for a in AXES if a.shards_weights]
     for p in r.proposals:
         assert math.prod(degree(p.to_json(), a) for a in shards_weights) > 1
