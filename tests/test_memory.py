@@ -342,3 +342,25 @@ def test_tied_table_takes_the_all_reduce_path_below_64_rows() -> None:
     assert c["head_gradient"] == 0 and c["embedding_relayout"] == 0
     untied = gemma2(base_emb_dim=448, logits_via_embedding=False)
     assert mem(lay("v5e-8", fsdp=8), s=untied).components["output_head"] == head
+
+
+def test_usable_hbm_is_what_the_compiler_states_for_each_generation():
+    """The slice table's compiler_hbm_bytes is the limit MaxText's compiles reported (the golden file's
+    hbm_limit_bytes), and the memory verdicts compare with it."""
+    import json
+    from pathlib import Path
+
+    from server.analysis import analyze
+    from server.perf.slices import parse_slice
+
+    golden = json.loads((Path(__file__).parent / "data" / "verify" / "memory_compiled.json").read_text())
+    seen = set()
+    for case in golden["cases"]:
+        if case["hbm_limit_bytes"] is None:
+            continue
+        an = analyze(None, case["yaml"])
+        sl = parse_slice(str(an.config.get("compile_topology")))
+        assert sl.chip.compiler_hbm_bytes == pytest.approx(case["hbm_limit_bytes"], rel=1e-6), case["name"]
+        assert an.estimate is not None and an.estimate.memory.usable == sl.chip.compiler_hbm_bytes
+        seen.add(sl.chip.generation)
+    assert seen >= {"v5e", "v5p", "v6e", "tpu7x"}

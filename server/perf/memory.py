@@ -222,6 +222,9 @@ def tied_table_relayout(s: Shape, bpp: BytesPerParam, ev: float, tp: float) -> f
 class Memory:
     components: dict[str, float]  # bytes per chip
     hbm_bytes: float
+    # what the TPU compiler lets one program use per device (slices.ChipSpec.compiler_hbm_bytes, measured);
+    # None: the capacity less RUNTIME_RESERVE
+    compiler_limit: float | None = None
 
     @property
     def total(self) -> float:
@@ -235,7 +238,7 @@ class Memory:
 
     @property
     def usable(self) -> float:
-        return self.hbm_bytes * (1 - RUNTIME_RESERVE)
+        return self.compiler_limit if self.compiler_limit is not None else self.hbm_bytes * (1 - RUNTIME_RESERVE)
 
     @property
     def fits(self) -> bool:
@@ -373,4 +376,5 @@ def memory(
             "temporaries": working + carried + cp_kv,
         },
         hbm,
+        chip.compiler_hbm_bytes,
     )

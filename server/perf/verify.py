@@ -61,12 +61,6 @@ ENABLE_HINT = "pip install 'asap[compile]' (or '.[compile]' in a checkout: jax[t
 DEFAULT_MAX_LAYERS = 4
 DEFAULT_TIMEOUT_S = 900.0
 
-# HBM the compiler lets one program use, per JAX device, as libtpu 0.0.42.1 states it in its
-# out-of-memory message ("exceeds available HBM (15.75G)"; G = GiB), measured on this project's
-# machine by compiling a program too large for each chip. Other generations: capacity less
-# server/perf/memory.py's RUNTIME_RESERVE.
-COMPILER_HBM_GIB: dict[str, float] = {"v4": 31.75, "v5e": 15.75, "v5p": 95.74, "v6e": 31.25}
-
 # libtpu's topology names and chip configs, as MaxText's accelerator map asks for them.
 _TOPOLOGY_PREFIX = {"v5p": "v5"}
 _CHIP_CONFIG = {"v4": "megacore_dense", "v5p": "megacore"}
@@ -88,9 +82,10 @@ class VerifyError(ValueError):
 
 
 def compiler_hbm_bytes(sl: Slice) -> float:
-    gib = COMPILER_HBM_GIB.get(sl.chip.generation)
-    if gib is not None:
-        return gib * GiB
+    """HBM one program may use per JAX device (the slice table's compiler_hbm_bytes, measured with libtpu); else
+    the capacity less server/perf/memory.py's RUNTIME_RESERVE."""
+    if sl.chip.compiler_hbm_bytes is not None:
+        return sl.chip.compiler_hbm_bytes
     return sl.chip.hbm_bytes / sl.chip.devices_per_chip * (1 - RUNTIME_RESERVE)
 
 
