@@ -16,6 +16,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
+from server.perf.source import plain
+
 AXES = (
     "data",
     "fsdp",
@@ -158,7 +160,7 @@ def load_record(path: Path, text: str | None = None) -> Record:
     if not isinstance(data, CommentedMap):
         raise RecordError(path, 1, "", "a record is a mapping of the fields id, title, model, slice, ...")
     try:
-        rec = Record.model_validate(_plain(data))
+        rec = Record.model_validate(plain(data))
     except ValidationError as e:
         err = e.errors()[0]
         loc = tuple(err["loc"])
@@ -173,14 +175,6 @@ def load_record(path: Path, text: str | None = None) -> Record:
     if rec.id != path.stem:
         raise RecordError(path, _line_of(data, ("id",)), "id", f"'{rec.id}' must equal the file name '{path.stem}'")
     return rec
-
-
-def _plain(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    return node
 
 
 # -- notes -----------------------------------------------------------------------------------------------

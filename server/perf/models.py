@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from server.perf.source import Entry, YamlSyntaxError, parse
+from server.perf.source import Entry, YamlSyntaxError, parse, plain
 
 CATALOG_RESOURCE = "data/maxtext_models.json"
 MAXTEXT_PATH_ENV = "ASAP_MAXTEXT_PATH"
@@ -87,23 +87,6 @@ class Catalog:
     @property
     def short_commit(self) -> str:
         return self.commit[:9]
-
-
-def plain(value: Any) -> Any:
-    """A loaded YAML value as plain JSON-able Python (ruamel's round-trip containers become lists and dicts)."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
 
 
 def parse_model_text(text: str, path: Path | None = None) -> tuple[dict[str, Any], dict[str, Entry]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -73,7 +74,16 @@ def _scalar_end(line: str, col: int) -> int:
     return m.start() if m else len(line)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A loaded YAML value as plain JSON-able Python (ruamel's round-trip containers become lists and dicts)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return plain_scalar(value)
+
+
+def plain_scalar(value: Any) -> Any:
     """ruamel's round-trip scalars (ScalarInt, ScalarFloat, ScalarBoolean...) as plain Python values."""
     if isinstance(value, bool):
         return bool(value)
@@ -108,7 +118,7 @@ def _load_entries(text: str) -> list[_Raw] | None:
     data = _yaml().load(text)
     if not isinstance(data, CommentedMap):
         return None
-    return [(k, _plain(data[k]), data.lc.key(k), data.lc.value(k)) for k in data if isinstance(k, str)]
+    return [(k, plain_scalar(data[k]), data.lc.key(k), data.lc.value(k)) for k in data if isinstance(k, str)]
 
 
 # Incremental parsing. MaxText configs are flat top-level mappings, and a keystroke changes one
