@@ -118,7 +118,10 @@ class AsapServer(LanguageServer):
     # -- core calls -------------------------------------------------------------------------------
     def read(self, path: Path) -> str:
         """Parents come from the editor's buffer when open there, else from disk (also before `initialize`)."""
-        doc = self.workspace.text_documents.get(path.as_uri()) if self.protocol._workspace is not None else None
+        try:
+            doc = self.workspace.text_documents.get(path.as_uri())
+        except RuntimeError:  # pygls: no workspace before `initialize`
+            doc = None
         return doc.source if doc is not None else path.read_text(encoding="utf-8")
 
     def _analyze(self, uri: str, source: str) -> Analysis:

@@ -89,8 +89,11 @@ def _dim(cfg: Config, key: str, default: Any = None) -> int:
 
 
 def individual_scales(scale: int) -> tuple[int, int, int, int]:
-    """MaxText's get_individual_scales: (emb, heads, mlp, layers) log2 multipliers."""
-    log2 = int(math.log2(scale))
+    """MaxText's get_individual_scales: (emb, heads, mlp, layers) log2 multipliers of `global_parameter_scale`
+    (src/maxtext/configs/types.py:2857-2873@e591f30cb)."""
+    if scale <= 0:
+        raise ArithError("global_parameter_scale", f"global_parameter_scale must be a power of two, got {scale}")
+    log2 = math.floor(math.log2(scale))
     if 2**log2 != scale:
         raise ArithError("global_parameter_scale", f"global_parameter_scale must be a power of two, got {scale}")
     base, rem = divmod(log2, 3)

@@ -342,10 +342,11 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
         iota_embed=inp.iota_embed,
     )
-    speedup = arith.matmul_speedup(inp.quantization, lay.slice.chip)
-    # MaxText quantizes the routed experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so
-    # (server/perf/quantization.py: fp8_full); the dense path's einsums follow the weight matmuls.
+    # The peak the weight matmuls run at (arith.matmul_speedup reads the same plan). MaxText quantizes the routed
+    # experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so (server/perf/quantization.py:
+    # fp8_full); the dense path's einsums follow the weight matmuls.
     plan = matmul_plan(inp.quantization, lay.slice.chip)
+    speedup = plan.speedup
     grouped = speedup if (plan.mode is not None and plan.mode.grouped_moe) else 1.0
     st = steptime.step_time(
         inp.shape,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.perf.arith import ArithError
+from server.perf.arith import ArithError, individual_scales
 
 MAXTEXT_COMMIT = "e591f30cbbf217ed67ef71263ec0538239f9c3b8"
 _UTILS = "src/maxtext/utils/maxtext_utils.py"
@@ -189,18 +189,6 @@ def _read(get: Getter, key: str) -> Any:
             raise ArithError(key, f"{key} must be a list, got {v!r}")
         return list(v)
     return v
-
-
-def individual_scales(scale: int) -> tuple[int, int, int, int]:
-    """(emb, heads, mlp, layers) log2 multipliers of `global_parameter_scale` (types.py:2857-2873)."""
-    if scale <= 0:
-        raise ArithError("global_parameter_scale", f"global_parameter_scale must be a power of two, got {scale}")
-    log2 = math.floor(math.log2(scale))
-    if 2**log2 != scale:
-        raise ArithError("global_parameter_scale", f"global_parameter_scale must be a power of two, got {scale}")
-    base, rem = divmod(log2, 3)
-    heads = base + int(rem > 0)
-    return base + int(rem > 1), heads, heads, base
 
 
 @dataclass(frozen=True)

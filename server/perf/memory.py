@@ -218,6 +218,12 @@ def tied_table_relayout(s: Shape, bpp: BytesPerParam, ev: float, tp: float) -> f
     return vocab * width * (bpp.weights + bpp.optimizer)
 
 
+def usable_hbm(hbm_bytes: float, compiler_limit: float | None) -> float:
+    """HBM one program may use per device: the compiler's stated limit (slices.ChipSpec.compiler_hbm_bytes), else
+    the capacity less RUNTIME_RESERVE."""
+    return compiler_limit if compiler_limit is not None else hbm_bytes * (1 - RUNTIME_RESERVE)
+
+
 @dataclass(frozen=True)
 class Memory:
     components: dict[str, float]  # bytes per chip
@@ -238,7 +244,7 @@ class Memory:
 
     @property
     def usable(self) -> float:
-        return self.compiler_limit if self.compiler_limit is not None else self.hbm_bytes * (1 - RUNTIME_RESERVE)
+        return usable_hbm(self.hbm_bytes, self.compiler_limit)
 
     @property
     def fits(self) -> bool:

@@ -47,7 +47,7 @@ from server.perf.config import Config
 from server.perf.estimate import Estimate, EstimateError, estimate
 from server.perf.findings import Severity
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
-from server.perf.memory import RUNTIME_RESERVE
+from server.perf.memory import usable_hbm
 from server.perf.mesh import MeshCheck, check
 from server.perf.profile_convert import CancelToken, Progress, default_max_memory
 from server.perf.ref_model import JNP_DTYPES, RefSpec
@@ -84,9 +84,7 @@ class VerifyError(ValueError):
 def compiler_hbm_bytes(sl: Slice) -> float:
     """HBM one program may use per JAX device (the slice table's compiler_hbm_bytes, measured with libtpu); else
     the capacity less server/perf/memory.py's RUNTIME_RESERVE."""
-    if sl.chip.compiler_hbm_bytes is not None:
-        return sl.chip.compiler_hbm_bytes
-    return sl.chip.hbm_bytes / sl.chip.devices_per_chip * (1 - RUNTIME_RESERVE)
+    return usable_hbm(sl.chip.hbm_bytes / sl.chip.devices_per_chip, sl.chip.compiler_hbm_bytes)
 
 
 def versions() -> dict[str, str | None]:
