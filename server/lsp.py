@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import re
 import sys
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
@@ -917,9 +918,25 @@ def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeActio
     return action
 
 
+def reserve_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """The protocol's own copies of stdin and stdout; file descriptor 1 then points at stderr and 0 at
+    /dev/null. Over stdio one stray byte on stdout (a library's print, a C extension's message, the agents'
+    worker process, which inherits the descriptors) corrupts the client's message stream, and with it every
+    later message; a child reading stdin would steal the client's requests."""
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdout = sys.stderr
+    return proto_in, proto_out
+
+
 def main() -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)
     # Analyses run in worker threads; a short GIL switch interval lets the event loop answer a hover or a
     # code action while one runs (the default 5 ms slices add up to tens of ms of waiting).
     sys.setswitchinterval(0.0005)
-    server.start_io()
+    server.start_io(*reserve_stdio())

@@ -7,6 +7,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -91,6 +92,42 @@ def test_stdout_holds_only_protocol_frames(tmp_path: Path):
     assert "result" in by_id[2], f"hover failed: {by_id[2].get('error')}"
     assert "Degree: **256**" in by_id[2]["result"]["contents"]["value"]
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+
+
+STRAY_WRITERS = """
+import multiprocessing, os, subprocess, sys
+from server.lsp import reserve_stdio
+
+def child():
+    print("stray from a spawned worker", flush=True)
+
+proto_in, proto_out = reserve_stdio()
+print("stray print", flush=True)
+os.write(1, b"stray os.write\\n")
+subprocess.run([sys.executable, "-c", "print('stray from a subprocess'); import sys; print(repr(sys.stdin.read()))"])
+if __name__ == "__main__":
+    p = multiprocessing.get_context("spawn").Process(target=child)
+    p.start()
+    p.join()
+    proto_out.write(proto_in.read(5) + b"|frame")
+    proto_out.flush()
+"""
+
+
+def test_reserved_stdio_keeps_stray_writes_off_the_protocol(tmp_path: Path):
+    """Whatever writes to file descriptor 1 after the server reserved stdio (a print, a C-level write, a
+    subprocess, the agents' spawned worker) lands on stderr; a child reading stdin sees nothing of the
+    client's bytes. Only the protocol's own writer reaches stdout."""
+    script = tmp_path / "stray.py"
+    script.write_text(STRAY_WRITERS)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, input=b"hello", capture_output=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert proc.stdout == b"hello|frame"
+    err = proc.stderr.decode()
+    for line in ("stray print", "stray os.write", "stray from a subprocess", "''", "stray from a spawned worker"):
+        assert line in err.splitlines(), err
 
 
 async def test_first_open_during_jax_warm_up_is_clean(fresh: AsapClient, workdir: Path, capfd):
