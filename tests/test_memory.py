@@ -148,7 +148,8 @@ def test_mlp_output_is_kept_only_where_the_backward_needs_it() -> None:
     assert dense == D + H * HD + 2 * KV * HD + D + 2 * F  # input, q, k, v, out_proj, mlpwi
     moe = dataclasses.replace(SMALL, experts=4, experts_per_tok=2, moe_mlp=F)
     assert memory.mlpwo_is_residual(moe)
-    assert memory.kept_dims(moe, POLICIES["minimal"]) == D + H * HD + 2 * KV * HD + D + 2 * 2 * F + D
+    # MoE keeps every routed copy's expert output, [tokens x top_k, emb] (moe.py names the grouped matmul's output)
+    assert memory.kept_dims(moe, POLICIES["minimal"]) == D + H * HD + 2 * KV * HD + D + 2 * 2 * F + 2 * D
     assert not memory.mlpwo_is_residual(SMALL)
 
 

@@ -96,9 +96,13 @@ RUNTIME_RESERVE = 0.04
 
 
 def tensor_dims(s: Shape, tensors: frozenset[str]) -> float:
-    """Elements per token of the named per-layer tensors (see server/perf/remat.py)."""
+    """Elements per token of the named per-layer tensors (see server/perf/remat.py). An MoE layer's `mlpwo` is every
+    routed copy's expert output before the combine, [tokens x top_k, emb] (moe.py:2243@e591f30cb names the grouped
+    matmul's output; the shared experts' MlpBlock names its own, linears.py:624), not the combined [tokens, emb]; the
+    capacity path's padding (x capacity_factor, moe.py:2967) is not counted."""
     q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
-    mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
+    copies = s.experts_per_tok + s.shared_experts if s.moe else 1
+    mlp = copies * s.moe_mlp if s.moe else s.mlp
     dims = {
         "decoder_layer_input": s.emb,
         "query_proj": q,
@@ -107,7 +111,7 @@ def tensor_dims(s: Shape, tensors: frozenset[str]) -> float:
         "context": q,
         "out_proj": s.emb,
         "mlpwi": s.n_mlp_in * mlp,
-        "mlpwo": s.emb,
+        "mlpwo": copies * s.emb,
     }
     return float(sum(v for k, v in dims.items() if k in tensors))
 
