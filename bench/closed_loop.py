@@ -5,13 +5,13 @@ measured, over several repetitions.
     .venv/bin/python bench/closed_loop.py [--reps 3] [--steps 10] [--workdir DIR] [--tiny] [--json FILE]
 
 At start a micro-benchmark measures the CPU devices (bf16 matmul, elementwise copy, all-gather, tiny
-all-reduce, all 8 at once) and registers the `cpu-8` slice with those numbers (server/cpu_slice.py). Each
-repetition (server/closed_loop.py) then:
-1. writes config.yml (BENCH_MODEL, `ici_data_parallelism: 8`), runs it (server/cpu_train.py: the JAX mesh
+all-reduce, all 8 at once) and registers the `cpu-8` slice with those numbers (server/lab/cpu_slice.py). Each
+repetition (server/lab/closed_loop.py) then:
+1. writes config.yml (BENCH_MODEL, `ici_data_parallelism: 8`), runs it (server/lab/cpu_train.py: the JAX mesh
    from the YAML through ASAP's mesh check) and profiles --steps steps with jax.profiler;
 2. runs ASAP's analysis with that profile linked (the Coordinator's offline engine: diagnosis, calibration
    on the profile, proposals);
-3. applies proposal 1 to the YAML text (server/perf/apply.py) -> config.proposed.yml;
+3. applies proposal 1 to the YAML text (server/config/apply.py) -> config.proposed.yml;
 4. runs and profiles the new YAML, and analyses it with its profile.
 
 Printed per repetition and as medians: ASAP's model estimate of each config (uncalibrated), proposal 1's
@@ -36,7 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.closed_loop import (  # noqa: E402
+from server.lab.closed_loop import (  # noqa: E402
     BENCH_MODEL,
     POOR_MESH,
     TINY_MODEL,

@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.analysis import analyze  # noqa: E402
+from server.config.placement import warm_up  # noqa: E402
+from server.config.slices import parse_slice  # noqa: E402
 from server.perf.enumeration import enumerate_meshes  # noqa: E402
 from server.perf.estimate import inputs  # noqa: E402
-from server.perf.placement import warm_up  # noqa: E402
-from server.perf.slices import parse_slice  # noqa: E402
+from server.services.analysis import analyze  # noqa: E402
 
 TARGET_MS = 100.0
 CASES = [

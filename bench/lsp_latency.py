@@ -6,8 +6,8 @@ with a base_config parent, and three round trips measured from the client's side
   (b) textDocument/hover,
   (c) textDocument/codeAction,
 
-next to the in-process core calls on the same text (server.analysis.analyze,
-server.explain.hover), so the protocol overhead is visible.
+next to the in-process core calls on the same text (server.services.analysis.analyze,
+server.presentation.explain.hover), so the protocol overhead is visible.
 
     .venv/bin/python bench/lsp_latency.py [--iterations N] [--time-limit S]
 
@@ -32,9 +32,9 @@ from pygls.lsp.client import LanguageClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server import explain  # noqa: E402
-from server.analysis import analyze  # noqa: E402
 from server.lsp import DEBOUNCE_S  # noqa: E402
+from server.presentation import explain  # noqa: E402
+from server.services.analysis import analyze  # noqa: E402
 
 TARGET_DIAG_AFTER_DEBOUNCE_MS = 30.0
 TARGET_HOVER_MS = 20.0
@@ -430,8 +430,8 @@ async def run(iterations: int, time_limit: float, background: bool) -> None:
     st_hover = row("(b) hover round trip", hover_rt)
     st_action = row("(c) codeAction round trip", action_rt)
     print("in process (same text)")
-    st_core = row("server.analysis.analyze", core_analyze)
-    st_core_hover = row("server.explain.hover", core_hover)
+    st_core = row("server.services.analysis.analyze", core_analyze)
+    st_core_hover = row("server.presentation.explain.hover", core_hover)
     print("protocol vs core (p50)")
     print(f"  diagnostics after debounce / analyze        {st_diag['p50'] / st_core['p50']:8.1f}x")
     print(f"  hover round trip / explain.hover            {st_hover['p50'] / max(st_core_hover['p50'], 1e-6):8.1f}x")

@@ -1,6 +1,6 @@
 """ASAP's memory and collective estimate against the TPU compiler (issue 8): for a set of (model, slice, mesh)
-cases, compile ASAP's reference train step (server/perf/ref_model.py) for the slice with libtpu on this machine
-(server/perf/verify.py) and print, per case, the estimate's per-chip bytes beside the compiler's, the
+cases, compile ASAP's reference train step (server/compile/ref_model.py) for the slice with libtpu on this machine
+(server/compile/verify.py) and print, per case, the estimate's per-chip bytes beside the compiler's, the
 components of each, whether each says it fits, and the collective bytes per step of every mesh-axis group.
 
     .venv/bin/python bench/memory_vs_compiler.py [--max-layers 3] [--db PATH] [--filter TEXT]
@@ -43,9 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server import store  # noqa: E402
-from server.perf import verify_maxtext  # noqa: E402
-from server.perf.verify import VerifyResult, libtpu_available, verify, versions  # noqa: E402
+from server.common import store  # noqa: E402
+from server.compile import verify_maxtext  # noqa: E402
+from server.compile.verify import VerifyResult, libtpu_available, verify, versions  # noqa: E402
 
 GiB = 2**30
 MEMORY_TARGET = 0.10
@@ -256,7 +256,7 @@ CASES: tuple[Case, ...] = (
     # the float32 table and its moments row-major where those tiles are nearly full (224, 112 and 576 rows, not 144 or
     # 288). The issue's config is the first. Left out: pdbs 2 and 3 on v5e-16, which the compiler fits (14.55 and 14.53
     # of 15.75 GiB; at pdbs 3 only by computing the logits' dot without gathering the table) where the estimate's usable
-    # HBM of a v5e chip (16 GB less the runtime's share, 14.31 GiB; server/perf/slices.py) says they do not.
+    # HBM of a v5e chip (16 GB less the runtime's share, 14.31 GiB; server/config/slices.py) says they do not.
     Case("gemma2-9b v5e-16 fsdp16 full (issue 14)", "v5e-16", "gemma2-9b", {"fsdp": 16}, maxtext_only=True),
     Case("gemma2-9b v5e-16 fsdp16 pdbs4 full (logits)", "v5e-16", "gemma2-9b", {"fsdp": 16}, 4, maxtext_only=True),
     Case("gemma2-9b v5e-32 fsdp32 full", "v5e-32", "gemma2-9b", {"fsdp": 32}, maxtext_only=True),

@@ -53,12 +53,12 @@ from references import (  # noqa: E402
     maxtext_tflops_per_device,
 )
 
-from server.analysis import analyze  # noqa: E402
+from server.common.findings import Severity  # noqa: E402
+from server.config.slices import Slice, parse_slice  # noqa: E402
 from server.perf import arith  # noqa: E402
 from server.perf.estimate import Estimate, EstimateError, estimate  # noqa: E402
-from server.perf.findings import Severity  # noqa: E402
 from server.perf.maxtext_flops import training_tflops_per_device  # noqa: E402
-from server.perf.slices import Slice, parse_slice  # noqa: E402
+from server.services.analysis import analyze  # noqa: E402
 
 MEDIAN_TARGET, MAX_TARGET = 3.0, 6.0
 MOE_TOLERANCE = 0.15  # issue 14: MoE step time within 15% on each row

@@ -5,9 +5,9 @@ beside the published figures where a model has them, and beside today's uniform 
 
     .venv/bin/python bench/models.py [--source auto|config|json|mirror] [--notes] [--flops SEQ]
 
-Model keys come from the real user path (`server.perf.config.load(None, text="model_name: NAME")`, then
+Model keys come from the real user path (`server.config.resolve.load(None, text="model_name: NAME")`, then
 `cfg.get`) when it resolves every model; otherwise from the committed catalog
-(server/perf/data/maxtext_models.json); otherwise from the MaxText mirror's model files at the recorded
+(server/config/data/maxtext_models.json); otherwise from the MaxText mirror's model files at the recorded
 commit (git show on /work/.mirror/AI-Hypercomputer+maxtext/repo) over base.yml's defaults.
 
 Targets (issue 14): 78/78 resolve; totals within 3% and active parameters within 5% of the published figures.
@@ -36,7 +36,7 @@ from server.perf.architecture import COMMIT, Architecture, build  # noqa: E402
 
 MIRROR = Path("/work/.mirror/AI-Hypercomputer+maxtext/repo")
 MODELS_DIR = "src/maxtext/configs/models"
-CATALOG = ROOT / "server/perf/data/maxtext_models.json"
+CATALOG = ROOT / "server/config/data/maxtext_models.json"
 TOTAL_TARGET, ACTIVE_TARGET = 0.03, 0.05
 
 
@@ -144,7 +144,7 @@ def _names() -> list[str]:
 def _config_models(names: list[str]) -> dict[str, Any] | None:
     """The user path: a one-line config naming the model. None unless every model resolves."""
     try:
-        from server.perf import config
+        from server.config import resolve as config
     except Exception:
         return None
     out = {}

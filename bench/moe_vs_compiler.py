@@ -1,7 +1,7 @@
 """ASAP's MoE collectives and memory against the TPU compiler (issue 14): reduced-layer MoE configs (Mixtral,
 Qwen3 MoE, DeepSeek-style MLA + MoE) compiled with MaxText's own `train_compile` through `asap verify
---maxtext-python` (server/perf/verify.py, server/perf/verify_maxtext.py), every collective of the optimized HLO set
-beside ASAP's CommPlan (server/perf/steptime.py) per mesh-axis group and kind, and the compiler's per-chip memory
+--maxtext-python` (server/compile/verify.py, server/compile/verify_maxtext.py), every collective of the optimized HLO
+set beside ASAP's CommPlan (server/perf/steptime.py) per mesh-axis group and kind, and the compiler's per-chip memory
 beside ASAP's estimate (server/perf/memory.py).
 
     .venv/bin/python bench/moe_vs_compiler.py [--maxtext-python PY] [--filter TEXT] [--details] [--write-golden]
@@ -47,13 +47,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server import store  # noqa: E402
-from server.perf import config as config_mod  # noqa: E402
-from server.perf import hlo_program, verify_maxtext  # noqa: E402
+from server.common import store  # noqa: E402
+from server.compile import verify_maxtext  # noqa: E402
+from server.compile.verify import _GROUP_OF, VerifyResult, mesh_job, verify  # noqa: E402
+from server.config import resolve as config_mod  # noqa: E402
+from server.config.mesh import check  # noqa: E402
 from server.perf.estimate import Estimate, EstimateError, estimate  # noqa: E402
-from server.perf.hlo import collective_mesh_axes  # noqa: E402
-from server.perf.mesh import check  # noqa: E402
-from server.perf.verify import _GROUP_OF, VerifyResult, mesh_job, verify  # noqa: E402
+from server.profiles import hlo_program  # noqa: E402
+from server.profiles.hlo import collective_mesh_axes  # noqa: E402
 
 GiB = 2**30
 MiB = 2**20
@@ -205,7 +206,7 @@ class CompiledCollective:
     kind: str
     group: str  # the estimate's axis group(s), '+'-joined
     axes: tuple[str, ...]
-    payload: float  # bytes, as server/perf/hlo.py reads it
+    payload: float  # bytes, as server/profiles/hlo.py reads it
     group_size: int
     count: int
     op: str  # the HLO instruction

@@ -28,9 +28,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # XProf's C++ logs every con
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server import store  # noqa: E402
-from server.perf import profile as prof  # noqa: E402
-from server.perf import profile_convert  # noqa: E402
+from server.common import store  # noqa: E402
+from server.profiles import profile as prof  # noqa: E402
+from server.profiles import profile_convert  # noqa: E402
 from tests.profiles.synth import write_profile  # noqa: E402
 
 COLD_TARGET, WARM_TARGET_MS = 1.2, 50.0

@@ -29,8 +29,8 @@ from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT  # noqa: E402
 
 from server.agents.coordinator import run  # noqa: E402
 from server.agents.types import Experiment  # noqa: E402
-from server.analysis import analyze  # noqa: E402
-from server.perf.axes import AXES  # noqa: E402
+from server.config.axes import AXES  # noqa: E402
+from server.services.analysis import analyze  # noqa: E402
 
 # The DOMAIN.md §4 development references (v6e-256 tuned configs, the v6e tiering results, the v4 runs).
 DEV = (

@@ -1,6 +1,6 @@
 """ASAP's language server (pygls 2.x): one short handler per LSP method. Handlers take
-the document, snapshot the settings, call the core (server.analysis, server.explain),
-convert with server.lsp_convert and publish. No YAML, rules or estimates here.
+the document, snapshot the settings, call the core (server.services.analysis, server.presentation.explain),
+convert with server.editor.lsp_convert and publish. No YAML, rules or estimates here.
 """
 
 from __future__ import annotations
@@ -22,13 +22,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from server import __version__, agent_findings, experiments, explain, lsp_convert, profile_analysis, verification
-from server.analysis import Analysis, analyze
-from server.perf import models, placement, profile_convert, profile_link
-from server.perf.findings import Finding, Severity
-from server.perf.profile import ProfileError
-from server.perf.profile_convert import Cancelled, CancelToken, ProfileFiles
-from server.profile_analysis import ProfileResult
+from server import __version__
+from server.common.findings import Finding, Severity
+from server.config import models, placement
+from server.editor import lsp_convert
+from server.presentation import agent_findings, explain, verification
+from server.profiles import profile_convert, profile_link
+from server.profiles.profile import ProfileError
+from server.profiles.profile_convert import Cancelled, CancelToken, ProfileFiles
+from server.services import experiments, profile_analysis
+from server.services.analysis import Analysis, analyze
+from server.services.profile_analysis import ProfileResult
 
 log = logging.getLogger("asap")
 
@@ -703,7 +707,7 @@ def run_agents_command(ls: AsapServer, uri: str) -> None:
 def roofline_command(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
     """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
     profile's top ops, and the agents' proposals when their analysis is of this version."""
-    from server import roofline_chart
+    from server.presentation import roofline_chart
 
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:

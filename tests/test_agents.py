@@ -12,10 +12,10 @@ from profiles.synth import write_profile
 
 from server.agents.coordinator import run, run_json
 from server.agents.types import Experiment, Result
-from server.analysis import analyze
-from server.cli import main
-from server.perf.axes import AXES
+from server.cli.main import main
+from server.config.axes import AXES
 from server.perf.memory import TIGHT_BAND
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,7 +150,7 @@ def test_cli_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_cli_plot_writes_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from server.roofline_chart import spec
+    from server.presentation.roofline_chart import spec
 
     svg = tmp_path / "roof.svg"
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml"), "--plot", str(svg)]) == 0

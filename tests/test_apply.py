@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.analysis import analyze
-from server.perf.apply import ApplyError, apply_text, proposal_edits
+from server.config.apply import ApplyError, apply_text, proposal_edits
+from server.services.analysis import analyze
 
 
 def apply(text: str, ici: dict, dcn: dict | None = None, other: dict | None = None, path: Path | None = None) -> str:

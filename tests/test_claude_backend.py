@@ -21,7 +21,7 @@ from server.agents import claude
 from server.agents.claude import ClaudeUnavailable
 from server.agents.prompts import SUBMIT_TOOL
 from server.agents.tools import Context
-from server.analysis import analyze
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVER = ROOT / "tests" / "support" / "scripted_anthropic.py"

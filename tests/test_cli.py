@@ -13,7 +13,7 @@ EXAMPLES = ROOT / "examples"
 
 def asap(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-m", "server.cli.main", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
     )
 
 

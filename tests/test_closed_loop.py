@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from server.analysis import analyze
-from server.closed_loop import POOR_MESH, TINY_MODEL, Repetition, apply_first, measure_slice, repetition
-from server.perf.findings import Severity
-from server.perf.slices import Slice, unregister_cpu_slice
+from server.common.findings import Severity
+from server.config.slices import Slice, unregister_cpu_slice
+from server.lab.closed_loop import POOR_MESH, TINY_MODEL, Repetition, apply_first, measure_slice, repetition
+from server.services.analysis import analyze
 
 
 @pytest.fixture(scope="module")

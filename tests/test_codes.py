@@ -1,4 +1,4 @@
-"""The diagnostic-code catalog (server/codes.py) and the hover that explains a diagnostic: every code
+"""The diagnostic-code catalog (server/common/codes.py) and the hover that explains a diagnostic: every code
 the server emits has an entry, every note it cites exists, the README lists the same codes, and the
 hover over real analyses explains the diagnostic under the cursor and nothing elsewhere."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from server import explain
-from server.analysis import analyze
-from server.codes import CODES
-from server.perf import profile_link
-from server.perf.findings import Finding
+from server.common.codes import CODES
+from server.common.findings import Finding
+from server.presentation import explain
+from server.profiles import profile_link
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 LITERAL = re.compile(r"""["'](ASAP\d{3})["']""")
@@ -23,7 +23,7 @@ def emitted_codes() -> set[str]:
     """Every ASAP code written as a string literal in the server's source, the catalog itself excluded."""
     found: set[str] = set()
     for py in (ROOT / "server").rglob("*.py"):
-        if py != ROOT / "server" / "codes.py":
+        if py != ROOT / "server" / "common" / "codes.py":
             found |= set(LITERAL.findall(py.read_text(encoding="utf-8")))
     return found
 
@@ -37,7 +37,7 @@ def front_matter_title(note: Path) -> str:
 def test_codes_every_emitted_code_has_an_entry_and_no_entry_is_stale():
     emitted = emitted_codes()
     assert {"ASAP001", "ASAP106", "ASAP121", "ASAP201", "ASAP300"} <= emitted  # the scan sees every producer
-    assert sorted(emitted - CODES.keys()) == [], "codes emitted without a catalog entry (server/codes.py)"
+    assert sorted(emitted - CODES.keys()) == [], "codes emitted without a catalog entry (server/common/codes.py)"
     assert sorted(CODES.keys() - emitted) == [], "catalog entries for codes nothing emits"
 
 

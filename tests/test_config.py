@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from server.perf import config
-from server.perf.findings import Severity
+from server.common.findings import Severity
+from server.config import resolve as config
 
 
 def test_positions_of_keys_and_values_are_exact(write):

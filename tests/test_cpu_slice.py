@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from server.analysis import analyze
-from server.perf import slices
+from server.config import slices
+from server.config.placement import place
+from server.config.slices import CpuPeaks, SliceError, parse_slice, register_cpu_slice, unregister_cpu_slice
 from server.perf.collectives import path
 from server.perf.layout import build
-from server.perf.placement import place
-from server.perf.slices import CpuPeaks, SliceError, parse_slice, register_cpu_slice, unregister_cpu_slice
+from server.services.analysis import analyze
 
 PEAKS = CpuPeaks(
     devices=8,
@@ -84,7 +84,7 @@ def test_a_cpu_config_is_checked_and_estimated(cpu: slices.Slice, tmp_path: Path
 
 
 def test_micro_benchmark_measures_the_cpu_devices() -> None:
-    from server.cpu_slice import measure
+    from server.lab.cpu_slice import measure
 
     peaks = measure(4, by="tests/test_cpu_slice.py")
     assert peaks.devices == 4 and peaks.by == "tests/test_cpu_slice.py"

@@ -8,12 +8,12 @@ import math
 
 import pytest
 
-from server.analysis import analyze
+from server.common.findings import Severity
+from server.config.slices import parse_slice
 from server.perf import layout
 from server.perf.enumeration import enumerate_meshes
 from server.perf.estimate import EstimateError, estimate, inputs, price
-from server.perf.findings import Severity
-from server.perf.slices import parse_slice
+from server.services.analysis import analyze
 
 TINY = """\
 compile_topology: v5e-16
@@ -206,7 +206,7 @@ def test_unknown_model_is_priced_at_base_yml_dims_and_unknown_slice_is_an_error_
     assert any(f.code == "ASAP005" for f in an.findings) and an.estimate is None
     with pytest.raises(EstimateError):
         cfg = analyze(None, "model_name: llama2-7b\n").config
-        from server.perf.mesh import check
+        from server.config.mesh import check
 
         estimate(cfg, check(cfg))
 
@@ -234,7 +234,7 @@ def test_hbm_overflow_is_an_error_at_the_keys_that_decide_it():
 
 
 def test_hovers_carry_the_estimate_and_the_memory_breakdown():
-    from server.explain import hover
+    from server.presentation.explain import hover
 
     an = analyze(None, TINY)
     topo = hover(an, 0, 3)
@@ -329,7 +329,7 @@ def test_published_runs_that_ran_are_never_reported_as_not_fitting():
 
 
 def test_axis_hover_prices_its_collectives():
-    from server.explain import hover
+    from server.presentation.explain import hover
 
     text = (
         "model_name: llama3-8b\ncompile_topology: v6e-16\nper_device_batch_size: 2\nmax_target_length: 8192\n"
@@ -344,7 +344,7 @@ def test_axis_hover_prices_its_collectives():
 
 def test_tensor_split_below_the_mxu_side_slows_the_matmuls() -> None:
     """v6e's MXU is 256 wide: an MLP of 2048 split 16 ways leaves 128 columns per chip, half the array."""
-    from server.analysis import analyze as analyze_text
+    from server.services.analysis import analyze as analyze_text
 
     base = (
         "compile_topology: v6e-16\nbase_emb_dim: 2048\nbase_num_query_heads: 16\nbase_num_kv_heads: 16\n"

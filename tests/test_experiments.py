@@ -1,4 +1,4 @@
-"""Closing the loop (server/experiments.py): an analysis is logged with its predictions, applying proposal 1
+"""Closing the loop (server/services/experiments.py): an analysis is logged with its predictions, applying proposal 1
 is recorded, a profile of the changed config becomes an outcome (right proposal; wrong run and missing
 profile refused with the reason), the outcome is retrievable from the knowledge store, and the calibration
 arithmetic of the track record."""
@@ -14,14 +14,14 @@ import sqlite_utils
 from profiles.synth import GROUND_TRUTH, write_profile
 from support.configs import LOOP_CONFIG as CONFIG
 
-from server import experiments
 from server.agents.coordinator import run_json
 from server.agents.types import Experiment
-from server.analysis import analyze
-from server.cli import main
+from server.cli.main import main
+from server.config.apply import apply_text, proposal_edits
 from server.kb.store import KnowledgeStore, Situation
-from server.perf.apply import apply_text, proposal_edits
-from server.perf.profile import ProfileError
+from server.profiles.profile import ProfileError
+from server.services import experiments
+from server.services.analysis import analyze
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@ quoting and blank lines survive, and the fixed file checks clean."""
 
 from __future__ import annotations
 
-from server.analysis import analyze
-from server.perf.findings import Fix
+from server.common.findings import Fix
+from server.services.analysis import analyze
 
 
 def apply(text: str, fix: Fix) -> str:

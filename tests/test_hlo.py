@@ -1,4 +1,4 @@
-"""server/perf/hlo.py: collectives read from XProf hlo_op_expression text, replica groups, mesh axes."""
+"""server/profiles/hlo.py: collectives read from XProf hlo_op_expression text, replica groups, mesh axes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from server.perf.hlo import (
+from server.profiles.hlo import (
     UNKNOWN_ASYNC,
     CollectiveOp,
     axes_label,
@@ -24,7 +24,7 @@ from server.perf.hlo import (
     result_shape,
     shape_bytes,
 )
-from server.perf.hlo_program import computations, summarize, walk
+from server.profiles.hlo_program import computations, summarize, walk
 
 FIXTURE = (
     Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from server.cli import main
+from server.cli.main import main
 from server.kb import store as kbstore
 from server.kb.records import RecordError, load_note, load_record
 from server.kb.store import KbError, KnowledgeStore, Situation

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from server.perf import config as config_mod
+from server.config import resolve as config_mod
+from server.config.mesh import check
+from server.config.slices import parse_slice
 from server.perf import layout as layout_mod
 from server.perf import memory
 from server.perf.arith import BytesPerParam, Shape, params
 from server.perf.estimate import inputs
 from server.perf.layout import Layout
-from server.perf.mesh import check
 from server.perf.remat import POLICIES
-from server.perf.slices import parse_slice
 
 D, H, KV, HD, F, L, V = 256, 4, 2, 64, 1024, 2, 1000
 SMALL = Shape("small", emb=D, q_heads=H, kv_heads=KV, head_dim=HD, mlp=F, layers=L, vocab=V)
@@ -351,8 +351,8 @@ def test_usable_hbm_is_what_the_compiler_states_for_each_generation():
     import json
     from pathlib import Path
 
-    from server.analysis import analyze
-    from server.perf.slices import parse_slice
+    from server.config.slices import parse_slice
+    from server.services.analysis import analyze
 
     golden = json.loads((Path(__file__).parent / "data" / "verify" / "memory_compiled.json").read_text())
     seen = set()

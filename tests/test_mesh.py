@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.analysis import analyze
-from server.perf.findings import Severity
+from server.common.findings import Severity
+from server.services.analysis import analyze
 
 
 def codes(an):

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from server.analysis import analyze
-from server.cli import main
-from server.explain import hover
-from server.perf import model_summary, models
-from server.perf.findings import Severity
+from server.cli.main import main
+from server.common.findings import Severity
+from server.config import models
+from server.perf import model_summary
+from server.presentation.explain import hover
+from server.services.analysis import analyze
 
 # one model file of each decoder block MaxText ships (the catalog's commit)
 ONE_PER_BLOCK = sorted(
@@ -114,9 +115,9 @@ MOE_MODELS = ["mixtral-8x7b", "qwen3-30b-a3b", "deepseek2-16b", "gpt-oss-20b", "
 def test_expert_parallelism_never_raises_expert_weight_memory(name: str, expert: int) -> None:
     """Trading fsdp for expert parallelism on the same slice never raises the weights a chip holds, and
     splitting experts further never raises the routed-expert bytes a device gathers per layer."""
+    from server.config.slices import parse_slice
     from server.perf import layout as layout_mod
     from server.perf.estimate import inputs, price
-    from server.perf.slices import parse_slice
 
     inp = inputs(analyze(None, f"model_name: {name}\nper_device_batch_size: 1\n").config)
     sl = parse_slice("v5p-128")
@@ -186,8 +187,8 @@ def test_learned_routing_costs_the_busiest_expert_shard_only_with_expert_paralle
 def test_the_reference_program_refuses_blocks_it_does_not_build(name: str, why: str) -> None:
     """ASAP's reference decoder is llama2-style with uniform layers: a verdict from it on another block would
     be about another model, so verify says to use MaxText's own train_compile instead."""
-    from server.perf.slices import parse_slice
-    from server.perf.verify import VerifyError, ref_spec
+    from server.compile.verify import VerifyError, ref_spec
+    from server.config.slices import parse_slice
 
     cfg = analyze(None, f"compile_topology: v5p-16\nmodel_name: {name}\n").config
     with pytest.raises(VerifyError, match=why) as e:

@@ -14,15 +14,16 @@ from types import ModuleType
 
 import pytest
 
-from server.analysis import analyze
-from server.perf import config, models
+from server.common.findings import Severity
+from server.config import models
+from server.config import resolve as config
+from server.config.mesh import check
 from server.perf.estimate import estimate
-from server.perf.findings import Severity
-from server.perf.mesh import check
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "models_from_maxtext.py"
-COMMITTED = ROOT / "server" / "perf" / "data" / "maxtext_models.json"
+COMMITTED = ROOT / "server" / "config" / "data" / "maxtext_models.json"
 
 
 def load_script() -> ModuleType:
@@ -335,7 +336,7 @@ def test_unreadable_model_file_is_an_error_at_model_name(write):
 def asap(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k != models.MAXTEXT_PATH_ENV}
     return subprocess.run(
-        [sys.executable, "-m", "server.cli", *args],
+        [sys.executable, "-m", "server.cli.main", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,

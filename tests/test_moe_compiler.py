@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from server.perf import config as config_mod
+from server.config import resolve as config_mod
+from server.config.mesh import check
 from server.perf.estimate import Estimate, estimate
-from server.perf.mesh import check
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN_PATH = ROOT / "tests" / "data" / "verify" / "moe_compiled.json"

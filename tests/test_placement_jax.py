@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from server.perf.axes import AXES
-from server.perf.placement import place
-from server.perf.slices import parse_slice
+from server.config.axes import AXES
+from server.config.placement import place
+from server.config.slices import parse_slice
 
 topologies = pytest.importorskip("jax.experimental.topologies")
 pytest.importorskip("libtpu")

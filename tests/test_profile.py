@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from server.analysis import analyze
-from server.cli import main
-from server.perf import profile as prof
-from server.perf import profile_convert
-from server.perf.findings import Severity
-from server.profile_analysis import analyze_tools
+from server.cli.main import main
+from server.common.findings import Severity
+from server.profiles import profile as prof
+from server.profiles import profile_convert
+from server.services.analysis import analyze
+from server.services.profile_analysis import analyze_tools
 
 FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "xprof-real-tpu-v5-training"
 

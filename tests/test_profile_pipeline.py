@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from profiles.synth import ground_truth, write_profile
 
-from server import store
-from server.analysis import analyze
-from server.perf import profile as prof
-from server.perf import profile_convert, profile_link
-from server.perf.findings import Severity
-from server.perf.profile import ProfileError
-from server.perf.profile_convert import Cancelled, CancelToken
-from server.profile_analysis import analyze_tools, run
+from server.common import store
+from server.common.findings import Severity
+from server.profiles import profile as prof
+from server.profiles import profile_convert, profile_link
+from server.profiles.profile import ProfileError
+from server.profiles.profile_convert import Cancelled, CancelToken
+from server.services.analysis import analyze
+from server.services.profile_analysis import analyze_tools, run
 
 CPU = Path(__file__).parent / "data" / "profiles" / "cpu"
 
@@ -285,7 +285,7 @@ def test_cache_dir_comes_from_the_environment(tmp_path: Path, monkeypatch: pytes
 
 
 def test_hover_on_the_link_line_shows_the_report(tmp_path: Path) -> None:
-    from server import explain
+    from server.presentation import explain
 
     write_profile(tmp_path / "run", "comm")
     c = config(tmp_path, "# asap: profile=run\n" + V5E4)

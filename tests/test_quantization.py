@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.analysis import analyze
+from server.common.findings import Severity
+from server.config.slices import CHIPS, LOW_PRECISION_DTYPES, SOURCES, parse_slice
 from server.perf import arith
 from server.perf.enumeration import enumerate_meshes
 from server.perf.estimate import Estimate, estimate, inputs
-from server.perf.findings import Severity
 from server.perf.quantization import MODES, PASSES, matmul_plan, mode
-from server.perf.slices import CHIPS, LOW_PRECISION_DTYPES, SOURCES, parse_slice
+from server.services.analysis import analyze
 
 TPUS = ["v4", "v5e", "v5p", "v6e", "tpu7x"]
 QUANTIZED = ["int8", "fp8", "fp8_full", "aqt_fp8", "int4"]
@@ -211,7 +211,7 @@ def test_summary_and_json_say_which_peak_the_matmuls_run_at():
 
 
 def test_topology_hover_says_which_peak_the_mfu_is_against():
-    from server import explain
+    from server.presentation import explain
 
     text = "compile_topology: v6e-16\nmodel_name: llama2-7b\nper_device_batch_size: 4\nquantization: int8\n"
     md, _ = explain.hover(analyze(None, text), 0, 3)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.analysis import analyze
-from server.perf.models import MODELS
-from server.perf.slices import known_names
+from server.config.models import MODELS
+from server.config.slices import known_names
+from server.services.analysis import analyze
 
 SLICES = [n for g in ("v4", "v5e", "v5p", "v6e", "tpu7x") for n in known_names(g)[:9]]
 DEGREES = st.sampled_from([-1, 0, 1, 2, 3, 4, 8, 16, 32, 64, 256, 2.5, "x", None])

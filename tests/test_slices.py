@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from server.perf.slices import CHIPS, SOURCES, TOPOLOGIES, SliceError, known_names, parse_slice
+from server.config.slices import CHIPS, SOURCES, TOPOLOGIES, SliceError, known_names, parse_slice
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.perf import source
-from server.perf.source import YamlSyntaxError
+from server.config import source
+from server.config.source import YamlSyntaxError
 
 
 def _full(text: str):

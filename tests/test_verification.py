@@ -1,4 +1,4 @@
-"""server/verification.py without compiling: which meshes are compiled, how verdicts become diagnostics and
+"""server/presentation/verification.py without compiling: which meshes are compiled, how verdicts become diagnostics and
 hover rows, and that compiles wait for each other across processes."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from server import explain, store, verification
 from server.agents.coordinator import run_json
 from server.agents.types import Experiment
-from server.analysis import analyze
-from server.perf.findings import Severity
-from server.perf.verify import Compiled, VerifyResult
+from server.common import store
+from server.common.findings import Severity
+from server.compile.verify import Compiled, VerifyResult
+from server.presentation import explain, verification
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama3-8b-v6e-16.yml"

@@ -1,4 +1,4 @@
-"""Compiler verification (server/perf/verify.py): the HLO walk that counts collectives through loops,
+"""Compiler verification (server/compile/verify.py): the HLO walk that counts collectives through loops,
 the OOM message parser, the layer extrapolation and the logical-axis rules run everywhere; the
 compiles of a small model for v5e-16 need libtpu (marked tpu) and share one child per mesh.
 """
@@ -13,14 +13,14 @@ import pytest
 import sqlite_utils
 from support.configs import OVERSIZED, SMALL
 
-from server.cli import main
-from server.perf import config as config_mod
-from server.perf.hlo_program import summarize, trip_count, walk
-from server.perf.mesh import check
-from server.perf.profile_convert import CancelToken
-from server.perf.ref_model import logical_to_mesh
-from server.perf.verify import combine, layer_plan, libtpu_available, verify
-from server.perf.verify_worker import parse_oom
+from server.cli.main import main
+from server.compile.ref_model import logical_to_mesh
+from server.compile.verify import combine, layer_plan, libtpu_available, verify
+from server.compile.verify_worker import parse_oom
+from server.config import resolve as config_mod
+from server.config.mesh import check
+from server.profiles.hlo_program import summarize, trip_count, walk
+from server.profiles.profile_convert import CancelToken
 
 # A two-level loop: the layer scan (trip 3) holding a collective-matmul loop (trip 4, counting with LE
 # from 0 to 3) with a collective-permute pair per iteration; an async all-gather start/done pair in the
@@ -143,7 +143,7 @@ def test_verify_small_model_fits_and_matches_state_bytes(fsdp16) -> None:  # typ
 # The exact compiled bytes of the fsdp16 case per libtpu version: the compiler is deterministic for one version
 # and changes between versions (DOMAIN.md §6), so a new version gets its own entry instead of a looser test.
 # Regenerate an entry with: verify(<SMALL as a file>).compiled.components (argument, output, alias, temp,
-# generated_code), after any change to server/perf/ref_model.py.
+# generated_code), after any change to server/compile/ref_model.py.
 FSDP16_GOLDEN: dict[str, dict[str, int]] = {
     "0.0.42.1": {
         "argument": 2376192,
@@ -280,9 +280,9 @@ def test_verify_cli_current_mesh_and_an_override(
     assert main(["verify", str(small.parent / "missing.yml")]) == 2
 
 
-# -- MaxText's own train_compile (server/perf/verify_maxtext.py) ----------------------------------------
+# -- MaxText's own train_compile (server/compile/verify_maxtext.py) ----------------------------------------
 def test_verify_maxtext_reads_the_memory_report_and_errors() -> None:
-    from server.perf import verify_maxtext
+    from server.compile import verify_maxtext
 
     out = (
         "Starting train_compile.py...\nJitting and compiling train step...\nJitting and compilation complete!\n"
@@ -365,7 +365,7 @@ def test_verify_cached_only_never_compiles(small: Path, db: sqlite_utils.Databas
 def test_compiled_collectives_compare_in_the_cost_models_convention():
     """An all-to-all's V is the whole group's array (a device's payload times the group size), as the
     estimate's dispatch is priced; results cached before v_bytes was stored are converted the same way."""
-    from server.perf.verify import Compiled
+    from server.compile.verify import Compiled
 
     ragged = {"kind": "ragged-all-to-all", "axes": ["expert"], "payload_bytes": 1000, "group_size": 4, "count": 6}
     gather = {"kind": "all-gather", "axes": ["fsdp"], "payload_bytes": 500, "group_size": 8, "count": 2}

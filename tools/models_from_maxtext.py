@@ -4,7 +4,7 @@
 
 PATH is a MaxText work tree or git directory (read with `git show REV:...`, so the work tree's state does not
 matter), or a plain directory of MaxText's sources (read from disk; the commit is then what --commit says).
-The output (default `server/perf/data/maxtext_models.json`, loaded by `server/perf/models.py`) holds every key
+The output (default `server/config/data/maxtext_models.json`, loaded by `server/config/models.py`) holds every key
 of every model file under `<configs>/models/` with its value as YAML loads it, and base.yml's value of every
 key a model file sets and of every key in STRUCTURAL_KEYS below. The same inputs give the same bytes.
 """
@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from server.perf.models import CHECKOUT_MODELS_DIRS, ModelFileError, parse_model_text  # noqa: E402
+from server.config.models import CHECKOUT_MODELS_DIRS, ModelFileError, parse_model_text  # noqa: E402
 
 REPOSITORY = "AI-Hypercomputer/maxtext"
-DEFAULT_OUT = ROOT / "server" / "perf" / "data" / "maxtext_models.json"
+DEFAULT_OUT = ROOT / "server" / "config" / "data" / "maxtext_models.json"
 
 # base.yml keys that decide the model's structure and cost, beyond those some model file sets. Read from
 # MaxText at e591f30cb: the training-FLOPs function and its helpers (src/maxtext/utils/maxtext_utils.py:278-1392,

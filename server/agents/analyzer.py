@@ -8,9 +8,9 @@ the bottleneck implicates are named so the editor can put the diagnosis where it
 from __future__ import annotations
 
 from server.agents.types import Diagnosis, Evidence
-from server.perf.axes import AXES
+from server.config.axes import AXES
 from server.perf.estimate import Estimate
-from server.perf.profile import Report
+from server.profiles.profile import Report
 
 GiB = 1024**3
 _AXIS = {a.name: a for a in AXES}

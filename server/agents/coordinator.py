@@ -16,18 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from server import __version__, experiments
-from server import store as cache_store
+from server import __version__
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
-from server.analysis import Analysis, analyze
-from server.perf import profile_convert
-from server.perf.findings import Severity
-from server.perf.profile import ProfileError, Report
-from server.profile_analysis import analyze_tools
-from server.profile_analysis import run as run_profile
+from server.common import store as cache_store
+from server.common.findings import Severity
+from server.profiles import profile_convert
+from server.profiles.profile import ProfileError, Report
+from server.services import experiments
+from server.services.analysis import Analysis, analyze
+from server.services.profile_analysis import analyze_tools
+from server.services.profile_analysis import run as run_profile
 
 log = logging.getLogger("asap")
 Progress = Callable[[str], None]
@@ -68,7 +69,7 @@ def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
     """Everything a result depends on: ASAP's version, the backend, the config's path and its and its parents'
     text, the slice override, the profile files (path, size, mtime) and the knowledge content."""
     from server.kb.store import content_hash, kb_dir
-    from server.perf import profile_link
+    from server.profiles import profile_link
 
     h = hashlib.sha256(f"{__version__}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
     h.update((exp.text or "").encode())
@@ -96,7 +97,7 @@ def run_json(
     kb_path: Path | None = None,
 ) -> tuple[dict[str, Any], bool]:
     """The result as JSON, from ASAP's store when nothing it depends on changed: (result, cached)."""
-    from server import store
+    from server.common import store
 
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
     exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace, exp.profile_search_paths)

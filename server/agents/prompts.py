@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, get_args
 
-from server.perf.axes import AXES
+from server.config.axes import AXES
 
 # A current model id of the installed SDK's model list (its older Sonnet ids are marked deprecated there).
 DEFAULT_MODEL = "claude-sonnet-4-6"

@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.analysis import Analysis
+from server.common.findings import Severity
+from server.config.axes import AXES
+from server.config.mesh import check
+from server.config.resolve import Config, with_overrides
 from server.kb.store import KnowledgeStore
-from server.perf.axes import AXES
-from server.perf.config import Config, with_overrides
 from server.perf.enumeration import Enumeration, enumerate_meshes
 from server.perf.estimate import Estimate, EstimateError, estimate, inputs
-from server.perf.findings import Severity
-from server.perf.mesh import check
-from server.perf.profile import Report
+from server.profiles.profile import Report
+from server.services.analysis import Analysis
 
 AXIS_NAMES = tuple(a.name for a in AXES)
 OTHER_KEYS = ("per_device_batch_size", "remat_policy", "gradient_accumulation_steps")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from server.perf.estimate import Estimate
-from server.perf.profile import Report
+from server.profiles.profile import Report
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import sqlite_utils
 
-from server import store as cache_store
+from server.common import store as cache_store
 from server.kb.embed import Embedder
 from server.kb.embed import default as default_embedder
 from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
@@ -224,7 +224,7 @@ class KnowledgeStore:
     ) -> None:
         self.path = path or index_path()
         self.root = root or kb_dir()
-        # the measured outcomes of ASAP's applied proposals, indexed with kb/history (server/experiments.py);
+        # the measured outcomes of ASAP's applied proposals, indexed with kb/history (server/services/experiments.py);
         # a knowledge base of another root (tests, benchmarks) has only what its root holds, unless given
         self.outcomes = outcomes if outcomes is not None else (cache_store.outcomes_dir() if root is None else None)
         self.embedder = embedder or default_embedder()

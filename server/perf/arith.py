@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from server.perf.config import Config
+from server.config.resolve import Config
+from server.config.slices import ChipSpec
 from server.perf.remat import RematPolicy, resolve
-from server.perf.slices import ChipSpec
 
 if TYPE_CHECKING:  # architecture.py imports ArithError from here
     from server.perf.architecture import Architecture
@@ -405,7 +405,7 @@ def matmul_speedup(quantization: str, chip: ChipSpec) -> float:
     """How much faster the decoder layers' weight matmuls (q/k/v, output, MLP) run than in bf16 under MaxText's
     `quantization` on this chip, their three passes together: the chip's peak for the dtype the mode multiplies
     in over its bf16 peak, on the passes the mode quantizes (server/perf/quantization.py: the modes, read from
-    MaxText's quantizations.py; server/perf/slices.py: the peaks). 1 for weight-only modes, fp8 before TPU7x and
+    MaxText's quantizations.py; server/config/slices.py: the peaks). 1 for weight-only modes, fp8 before TPU7x and
     int8 on TPU7x; attention and logits matmuls are never quantized, so steptime keeps them at the bf16 peak."""
     from server.perf.quantization import matmul_plan
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from server.config.placement import jax_physical_shape
+from server.config.slices import CPU
 from server.perf.layout import Layout
-from server.perf.placement import jax_physical_shape
-from server.perf.slices import CPU
 
 # Cross-slice traffic grows with the number of slices: MaxText's published multislice runs lose MFU
 # roughly in proportion to log2(slices) (v5e-256 16B/64B from 1 to 32 slices, v4-128 22B from 1 to

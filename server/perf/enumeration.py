@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from server.config.placement import Placement, jax_physical_shape, place
+from server.config.slices import Slice
 from server.perf.estimate import Estimate, Inputs, price, step_flops
 from server.perf.layout import BATCH_SHARDING, Layout
-from server.perf.placement import Placement, jax_physical_shape, place
-from server.perf.slices import Slice
 
 # Axes a training mesh uses (inference-only and DiLoCo axes are left out).
 ICI_AXES = ("data", "pipeline", "fsdp", "fsdp_transpose", "context", "tensor", "expert")
@@ -83,7 +83,7 @@ def _place(sl: Slice, shape: tuple[int, ...], split: bool) -> Placement:
 
 
 def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enumeration:
-    from server.perf.axes import AXES
+    from server.config.axes import AXES
 
     s = inp.shape
     order = [a.name for a in AXES]

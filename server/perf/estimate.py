@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from server.config.mesh import MeshCheck
+from server.config.resolve import Config
 from server.perf import arith, layout, memory, roofline, steptime
 from server.perf.arith import ArithError, BytesPerParam, Flops, Params, Shape
-from server.perf.config import Config
 from server.perf.layout import Layout
 from server.perf.maxtext_flops import MaxTextFlops, training_tflops_per_device
 from server.perf.memory import Memory
-from server.perf.mesh import MeshCheck
 from server.perf.quantization import MatmulPlan, matmul_plan
 from server.perf.remat import RematPolicy
 from server.perf.steptime import StepTime
@@ -326,7 +326,7 @@ def step_flops(inp: Inputs, devices: int) -> Flops:
 
 
 def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any] | None = None) -> Estimate:
-    """The estimate of these inputs on one layout (no validation: see server/perf/mesh.py).
+    """The estimate of these inputs on one layout (no validation: see server/config/mesh.py).
     `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh); `memo`: a
     dict shared while pricing many meshes of one slice (server/perf/steptime.py)."""
     fl = fl or step_flops(inp, lay.slice.devices)

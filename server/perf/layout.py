@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from server.perf.axes import AXES
-from server.perf.mesh import MeshCheck
-from server.perf.placement import Placement, place
-from server.perf.slices import Slice
+from server.config.axes import AXES
+from server.config.mesh import MeshCheck
+from server.config.placement import Placement, place
+from server.config.slices import Slice
 
 # Groups of mesh axes that act as one for the cost model (same collective pattern).
 FSDP = ("fsdp", "fsdp_transpose")

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server.perf import arith, config, models
+from server.config import models
+from server.config import resolve as config
+from server.perf import arith
 from server.perf.architecture import Architecture
 
 

@@ -1,5 +1,5 @@
 """MaxText's `quantization` modes on a TPU: which matmuls each mode quantizes, to which operand dtype, and so
-at which of the chip's peaks (ChipSpec.matmul_peaks, server/perf/slices.py) they run.
+at which of the chip's peaks (ChipSpec.matmul_peaks, server/config/slices.py) they run.
 
 Read from MaxText's src/maxtext/layers/quantizations.py at e591f30cb (2026-08-22); line numbers below are of
 that file unless another is named. MaxText quantizes through one of two libraries: AQT (the default,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.perf.slices import ChipSpec, MatmulPeak
+from server.config.slices import ChipSpec, MatmulPeak
 
 MAXTEXT_COMMIT = "e591f30cb"
 PASSES = ("fwd", "dlhs", "drhs")  # forward, activation gradient, weight gradient

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.perf.slices import ChipSpec
+from server.config.slices import ChipSpec
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from server.config.slices import ChipSpec
 from server.perf import roofline
 from server.perf.arith import BytesPerParam, Flops, Params, Shape
 from server.perf.collectives import Collective, CommPlan, path, price
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
 from server.perf.memory import tensor_dims
 from server.perf.remat import RematPolicy
-from server.perf.slices import ChipSpec
 
 # The fraction of the bf16 peak that large matmuls sustain is a per-generation figure in the chip
 # table (ChipSpec.mxu_efficiency, with its source); memory effects come on top from the roofline.

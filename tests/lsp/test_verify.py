@@ -10,7 +10,7 @@ import pytest
 from lsprotocol import types as lsp
 from support.configs import OVERSIZED, SMALL
 
-from server.perf.verify import libtpu_available
+from server.compile.verify import libtpu_available
 
 from .conftest import AsapClient, Doc, initialize, wait_for_log, wait_for_progress
 

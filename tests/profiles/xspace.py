@@ -1,11 +1,11 @@
-"""A small builder for XProf XSpace planes (test data); the message classes live in server/perf/xplane.py."""
+"""A small builder for XProf XSpace planes (test data); the message classes live in server/profiles/xplane.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from server.perf.xplane import (
+from server.profiles.xplane import (
     HloProto,
     StatValue,
     XEvent,

@@ -1,0 +1,790 @@
+"""Compiler verification (issue 8): compile a config's train step ahead of time for its real TPU slice
+on this machine (libtpu, no TPU), read back per-chip memory and every collective a step runs, and set
+them beside ASAP's analytic estimate. Where the two differ by more than 15%, trust the compiler.
+
+What is compiled: the reference transformer of server/compile/ref_model.py (an approximation of MaxText's
+program, built from the config's dims, dtypes, remat policy, scan setting and MaxText's logical-axis
+rules); or, with `maxtext_python` (setting `asap.maxtextPython`, CLI `--maxtext-python`), MaxText's own
+`train_compile` of the saved config in the user's MaxText environment (server/compile/verify_maxtext.py), so the
+verification is of the real program, compiled whole.
+
+Layer reduction: a model deeper than `max_layers` is compiled twice, with L_a = max_layers // 2 and
+L_b = max_layers layers, and every memory component and every collective count is extrapolated
+linearly to the full depth, c(L) = c(L_b) + (c(L_b) - c(L_a)) / (L_b - L_a) * (L - L_b): per-layer
+weights, gradients and optimizer state grow by one layer's bytes per layer, and so do the activations
+a scanned model saves under its remat policy (the scan stacks one checkpoint per layer) and the
+collectives of the layer loop (its trip count is the layer count); what is outside the layers (the
+embedding, the logits, the loss) stays constant. The result says when it was extrapolated.
+
+The compile runs in a child process (server/compile/verify_worker.py) with a time and memory limit,
+cancellable through a CancelToken, reporting progress; results are cached in ASAP's sqlite store by a
+hash of the compiled job (model spec, mesh, slice, layer plan) and the jax and libtpu versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from importlib import metadata, util
+from pathlib import Path
+from typing import Any
+
+from server.common import store
+from server.common.findings import Severity
+from server.compile.ref_model import JNP_DTYPES, RefSpec
+from server.config import resolve as config_mod
+from server.config.axes import AXES
+from server.config.mesh import MeshCheck, check
+from server.config.resolve import Config
+from server.config.slices import GiB, Slice
+from server.perf import arith
+from server.perf.estimate import Estimate, EstimateError, estimate
+from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
+from server.perf.memory import usable_hbm
+from server.profiles.profile_convert import CancelToken, Progress, default_max_memory
+from server.services.analysis import Analysis
+
+log = logging.getLogger("asap")
+
+SCHEMA = 2  # bump when what is cached changes (2: splash attention and MaxText's loss in ref_model)
+TOLERANCE = 0.15  # estimate vs compiler: a relative difference above this is a disagreement
+ENABLE_HINT = "pip install 'asap[compile]' (or '.[compile]' in a checkout: jax[tpu]==0.10.2 with libtpu==0.0.42.1)"
+DEFAULT_MAX_LAYERS = 4
+DEFAULT_TIMEOUT_S = 900.0
+
+# libtpu's topology names and chip configs, as MaxText's accelerator map asks for them.
+_TOPOLOGY_PREFIX = {"v5p": "v5"}
+_CHIP_CONFIG = {"v4": "megacore_dense", "v5p": "megacore"}
+
+# Mesh axis -> the estimate's axis group (server/perf/steptime.py), for comparing collectives by axis.
+_GROUP_OF: dict[str, str] = {
+    **dict.fromkeys(FSDP, "fsdp"),
+    **dict.fromkeys(TENSOR, "tensor"),
+    **dict.fromkeys(CONTEXT, "context"),
+    **dict.fromkeys(EXPERT, "expert"),
+    **dict.fromkeys(DATA, "data"),
+    **dict.fromkeys(PIPELINE, "pipeline"),
+    "stage": "pipeline",
+}
+
+
+class VerifyError(ValueError):
+    """A config that cannot be verified (no slice, an invalid mesh, a model the reference cannot build)."""
+
+
+def compiler_hbm_bytes(sl: Slice) -> float:
+    """HBM one program may use per JAX device (the slice table's compiler_hbm_bytes, measured with libtpu); else
+    the capacity less server/perf/memory.py's RUNTIME_RESERVE."""
+    return usable_hbm(sl.chip.hbm_bytes / sl.chip.devices_per_chip, sl.chip.compiler_hbm_bytes)
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for dist in ("jax", "jaxlib", "libtpu"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def libtpu_available() -> bool:
+    return util.find_spec("libtpu") is not None
+
+
+# -- the job ------------------------------------------------------------------------------------------
+# Decoder blocks whose layers the reference decoder (ref_model.py: llama2-style, uniform) builds faithfully enough
+# to stand in for MaxText's program: the llama2 layer and its near relatives (GQA, qk-norm or qkv biases aside).
+REFERENCE_BLOCKS = frozenset({"default", "llama2", "mistral", "qwen2", "qwen3"})
+
+
+def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
+    """The reference model's spec for a config on a slice. Raises VerifyError at what it cannot build."""
+    try:
+        s = arith.shape(cfg)
+        remat = arith.remat_policy(cfg)
+    except arith.ArithError as e:
+        raise VerifyError(f"{e.key}: {e}") from None
+    if s.moe:
+        raise VerifyError("the reference model has no MoE layers: verify MoE models with MaxText's train_compile")
+    block = s.arch.decoder_block if s.arch is not None else "llama2"
+    if block not in REFERENCE_BLOCKS or (s.arch is not None and len(s.arch.groups) > 1):
+        raise VerifyError(
+            f"the reference model is MaxText's llama2-style decoder (uniform layers); {block} "
+            f"({s.arch.summary() if s.arch is not None else block}) needs MaxText's own train_compile "
+            "(--maxtext-python / asap.maxtextPython)"
+        )
+    if s.q_heads % s.kv_heads:
+        raise VerifyError(f"query heads ({s.q_heads}) must be a multiple of kv heads ({s.kv_heads})")
+    pdbs = cfg.get("per_device_batch_size", 12.0)
+    seq = cfg.get("max_target_length", 2048)
+    if isinstance(pdbs, bool) or not isinstance(pdbs, (int, float)) or pdbs <= 0:
+        raise VerifyError(f"per_device_batch_size must be a number > 0, got {pdbs!r}")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq <= 0:
+        raise VerifyError(f"max_target_length must be a whole number > 0, got {seq!r}")
+
+    def dtype(key: str, default: str) -> str:
+        v = cfg.get(key, default) or default
+        if v not in JNP_DTYPES:
+            raise VerifyError(f"{key}: the reference model compiles {', '.join(JNP_DTYPES)}, not {v!r}")
+        return JNP_DTYPES[v]
+
+    weight = dtype("weight_dtype", "float32")
+    mu = cfg.get("mu_dtype") or weight
+    return RefSpec(
+        emb=s.emb,
+        q_heads=s.q_heads,
+        kv_heads=s.kv_heads,
+        head_dim=s.head_dim,
+        mlp=s.mlp,
+        layers=s.layers,
+        vocab=s.vocab,
+        n_mlp_in=min(2, s.n_mlp_in),
+        tied_embedding=s.tied_embedding,
+        batch=max(1, int(pdbs * sl.devices)),  # MaxText's global batch of one microbatch
+        seq=seq,
+        dtype=dtype("dtype", "bfloat16"),
+        weight_dtype=weight,
+        mu_dtype=JNP_DTYPES.get(str(mu), weight),
+        opt_type="sgd" if str(cfg.get("opt_type", "adamw")).lower() == "sgd" else "adamw",
+        remat_saved=tuple(sorted(remat.saved - {"decoder_layer_input"})),
+        remat_offloaded=tuple(sorted(remat.offloaded)),
+        remat_policy=remat.name,
+        scan_layers=cfg.get("scan_layers", True) is not False,
+    )
+
+
+def layer_plan(layers: int, max_layers: int) -> list[int]:
+    """The layer counts to compile: all of them, or two reduced depths to extrapolate from."""
+    if layers <= max_layers:
+        return [layers]
+    # Two layers at least in the smaller compile: XLA simplifies a one-iteration scan away, and its
+    # temporaries then do not lie on the line through the deeper compiles.
+    high = max(3, max_layers)
+    return [max(2, high // 2), high]
+
+
+def topology_job(sl: Slice) -> dict[str, Any]:
+    gen = sl.chip.generation
+    return {
+        "name": f"{_TOPOLOGY_PREFIX.get(gen, gen)}:{sl.topology_str}",
+        "chip_config_name": _CHIP_CONFIG.get(gen),
+        "num_slices": sl.num_slices,
+    }
+
+
+def mesh_job(chk: MeshCheck, allow_split: bool) -> dict[str, Any]:
+    return {
+        "axes": [a.mesh_axis for a in AXES],
+        "ici": [int(chk.ici[i].degree or 1) for i in range(len(AXES))],
+        "dcn": [int(chk.dcn[i].degree or 1) for i in range(len(AXES))],
+        "allow_split_physical_axes": allow_split,
+    }
+
+
+# -- results ------------------------------------------------------------------------------------------
+@dataclass
+class Compiled:
+    """What the compiler said, per JAX device (chip), for the full model depth."""
+
+    memory_per_chip_bytes: float  # argument + output - alias + temp + generated code (MaxText's formula)
+    components: dict[str, float]
+    hbm_limit_bytes: float
+    fits: bool
+    collectives: list[dict[str, Any]]
+    compile_s: float
+    layers_compiled: list[int]
+    layers: int
+    extrapolated: bool
+    unknown_trip_counts: list[str] = field(default_factory=list)
+
+    def collectives_by_axis(self) -> dict[str, dict[str, float]]:
+        """Bytes per step by estimate axis group and kind (see _group_label), in the cost model's convention
+        (hlo_program.CollectiveSummary.v_bytes: an all-to-all's V is the whole group's array, one device's
+        payload times the group size), so that they compare with the estimate's."""
+        out: dict[str, dict[str, float]] = {}
+        for c in self.collectives:
+            label = _group_label(c["axes"])
+            kinds = out.setdefault(label, {})
+            kinds[c["kind"]] = kinds.get(c["kind"], 0.0) + _v_bytes(c) * float(c["count"])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memory_per_chip_bytes": round(self.memory_per_chip_bytes),
+            "components": {k: round(v) for k, v in self.components.items()},
+            "hbm_limit_bytes": round(self.hbm_limit_bytes),
+            "fits": self.fits,
+            "collectives": self.collectives,
+            "collectives_by_axis": {
+                a: {k: round(v) for k, v in d.items()} for a, d in self.collectives_by_axis().items()
+            },
+            "compile_s": round(self.compile_s, 2),
+            "layers": self.layers,
+            "layers_compiled": self.layers_compiled,
+            "extrapolated": self.extrapolated,
+            "unknown_trip_counts": self.unknown_trip_counts,
+        }
+
+
+@dataclass
+class VerifyResult:
+    """`status`: ok | does-not-fit | unplaceable | invalid | unavailable | error | cancelled."""
+
+    status: str
+    message: str
+    slice: str | None = None
+    mesh: dict[str, Any] | None = None
+    compiled: Compiled | None = None
+    estimate: dict[str, Any] | None = None
+    disagreements: list[dict[str, Any]] = field(default_factory=list)
+    program: str = "reference"
+    versions: dict[str, str | None] = field(default_factory=dict)
+    cached: bool = False
+    detail: str = ""  # the compiler's or JAX's own words, when they are not the message
+    needs_bytes: float | None = None  # does-not-fit: what the compiler asked for
+    available_bytes: float | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        if self.status == "does-not-fit":
+            return False
+        return self.compiled.fits if self.compiled is not None else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "message": self.message,
+            "slice": self.slice,
+            "mesh": self.mesh,
+            "program": self.program,
+            "fits": self.fits,
+            "compiled": self.compiled.to_json() if self.compiled else None,
+            "estimate": self.estimate,
+            "disagreements": self.disagreements,
+            "versions": self.versions,
+            "cached": self.cached,
+            "detail": self.detail or None,
+            "needs_bytes": self.needs_bytes,
+            "available_bytes": self.available_bytes,
+        }
+
+
+def _size(n: float) -> str:
+    return f"{n / GiB:.2f} GiB" if n >= GiB / 10 else f"{n / 2**20:.1f} MiB"
+
+
+def _group_label(axes: list[str] | tuple[str, ...]) -> str:
+    groups: list[str] = []
+    for a in axes:
+        g = _GROUP_OF.get(a, a)
+        if g not in groups:
+            groups.append(g)
+    return "+".join(groups) or "none"
+
+
+def estimate_json(est: Estimate) -> dict[str, Any]:
+    """The estimate's per-chip memory and collective bytes per step by axis group and kind."""
+    by_axis: dict[str, dict[str, float]] = {}
+    for c in est.time.comm.collectives:
+        kinds = by_axis.setdefault(c.axis, {})
+        kinds[c.kind] = kinds.get(c.kind, 0.0) + c.count * c.bytes
+    return {
+        "memory_per_chip_bytes": round(est.memory.total),
+        "components": {k: round(v) for k, v in est.memory.components.items()},
+        "fits": est.memory.fits,
+        "collectives_by_axis": {a: {k: round(v) for k, v in d.items()} for a, d in by_axis.items()},
+    }
+
+
+def disagreements(compiled: Compiled, est: dict[str, Any], tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
+    """Where the estimate and the compiler differ by more than `tolerance` (relative to the compiler)."""
+    out: list[dict[str, Any]] = []
+
+    def rel(e: float, c: float) -> float:
+        return (e - c) / c if c else float("inf")
+
+    e_mem, c_mem = float(est["memory_per_chip_bytes"]), compiled.memory_per_chip_bytes
+    if c_mem and abs(rel(e_mem, c_mem)) > tolerance:
+        out.append(
+            {
+                "what": "memory_per_chip_bytes",
+                "estimate": round(e_mem),
+                "compiled": round(c_mem),
+                "relative": round(rel(e_mem, c_mem), 3),
+                "message": f"per-chip memory: estimate {e_mem / GiB:.2f} GiB, compiler {c_mem / GiB:.2f} GiB "
+                f"({rel(e_mem, c_mem):+.0%}); trust the compiler",
+            }
+        )
+    if bool(est.get("fits")) != compiled.fits:
+        out.append(
+            {
+                "what": "fits",
+                "estimate": bool(est.get("fits")),
+                "compiled": compiled.fits,
+                "message": f"the estimate says it {'fits' if est.get('fits') else 'does not fit'}, the compiler says "
+                f"it {'fits' if compiled.fits else 'does not fit'}; trust the compiler",
+            }
+        )
+    e_axes = {a: sum(d.values()) for a, d in est["collectives_by_axis"].items()}
+    c_axes = {a: sum(d.values()) for a, d in compiled.collectives_by_axis().items()}
+    total = max(sum(c_axes.values()), 1.0)
+    for axis in sorted(set(e_axes) | set(c_axes)):
+        e, c = float(e_axes.get(axis, 0.0)), float(c_axes.get(axis, 0.0))
+        if max(e, c) < 0.01 * total:  # a scalar all-reduce of the loss is not a disagreement
+            continue
+        if c and abs(rel(e, c)) <= tolerance:
+            continue
+        out.append(
+            {
+                "what": f"collective_bytes[{axis}]",
+                "estimate": round(e),
+                "compiled": round(c),
+                "relative": round(rel(e, c), 3) if c else None,
+                "message": f"collectives on {axis}: estimate {e / 2**20:.1f} MiB per step, compiler "
+                f"{c / 2**20:.1f} MiB" + (f" ({rel(e, c):+.0%})" if c else " (the compiled program has none)"),
+            }
+        )
+    return out
+
+
+# -- extrapolation ------------------------------------------------------------------------------------
+def _line(a: float, b: float, la: int, lb: int, layers: int) -> float:
+    return max(0.0, b + (b - a) / (lb - la) * (layers - lb))
+
+
+def combine(runs: list[dict[str, Any]], layers: int, hbm_limit: float) -> Compiled:
+    """The full-depth result from one compile (exact) or two reduced ones (extrapolated linearly)."""
+    keys = ("argument", "output", "alias", "temp", "generated_code")
+    compile_s = sum(float(r["compile_s"]) + float(r["lower_s"]) for r in runs)
+    unknown = [u for r in runs for u in r.get("unknown_trip_counts", [])]
+    if len(runs) == 1:
+        mem = {k: float(runs[0]["memory"][k]) for k in keys}
+        colls = list(runs[0]["collectives"])
+        exact = runs[0]["layers"] == layers
+    else:
+        a, b = runs
+        la, lb = int(a["layers"]), int(b["layers"])
+        mem = {k: _line(float(a["memory"][k]), float(b["memory"][k]), la, lb, layers) for k in keys}
+        # generated code does not grow with a scanned model's depth; keep the larger compile's
+        mem["generated_code"] = float(b["memory"]["generated_code"])
+        colls = _extrapolate_collectives(a["collectives"], b["collectives"], la, lb, layers)
+        exact = False
+    total = mem["argument"] + mem["output"] - mem["alias"] + mem["temp"] + mem["generated_code"]
+    return Compiled(
+        memory_per_chip_bytes=total,
+        components=mem,
+        hbm_limit_bytes=hbm_limit,
+        fits=total <= hbm_limit,
+        collectives=colls,
+        compile_s=compile_s,
+        layers_compiled=[int(r["layers"]) for r in runs],
+        layers=layers,
+        extrapolated=not exact,
+        unknown_trip_counts=unknown,
+    )
+
+
+def _v_bytes(c: dict[str, Any]) -> float:
+    """One execution's V (hlo_program.CollectiveSummary.v_bytes); derived for results cached before it was stored."""
+    if c.get("v_bytes") is not None:
+        return float(c["v_bytes"])
+    group = int(c.get("group_size") or 1)
+    return float(c["payload_bytes"]) * (max(1, group) if c["kind"] in ("all-to-all", "ragged-all-to-all") else 1)
+
+
+def _extrapolate_collectives(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], la: int, lb: int, layers: int
+) -> list[dict[str, Any]]:
+    def key(c: dict[str, Any]) -> tuple[Any, ...]:
+        return (c["kind"], tuple(c["axes"]), c["payload_bytes"], c["group_size"])
+
+    counts_a = {key(c): int(c["count"]) for c in a}
+    out = []
+    for c in b:
+        n = round(_line(counts_a.get(key(c), 0), int(c["count"]), la, lb, layers))
+        if n > 0:
+            out.append({**c, "count": n, "total_bytes": round(c["payload_bytes"] * n)})
+    out.sort(key=lambda c: -c["total_bytes"])
+    return out
+
+
+# -- cache --------------------------------------------------------------------------------------------
+def cache_key(job: dict[str, Any], vers: dict[str, str | None]) -> str:
+    blob = json.dumps({"schema": SCHEMA, "job": job, "versions": vers}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _cached(db: Any, key: str) -> dict[str, Any] | None:
+    if db is None or "verifications" not in db.table_names():
+        return None
+    rows = list(db.query("select result from verifications where key = ?", [key]))
+    return json.loads(zlib.decompress(rows[0]["result"])) if rows else None
+
+
+def _store(db: Any, key: str, payload: dict[str, Any]) -> None:
+    if db is None:
+        return
+    blob = zlib.compress(json.dumps(payload).encode(), 6)
+    db["verifications"].upsert({"key": key, "created": time.time(), "result": blob}, pk="key")
+
+
+# -- the child process --------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    versions: dict[str, Any] = field(default_factory=dict)
+    timed_out: bool = False
+    returncode: int = 0
+    stderr: str = ""
+
+
+def run_worker(
+    job: dict[str, Any],
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_memory: int | None = None,
+    hlo_dir: Path | None = None,
+) -> _Run:
+    """Run server/compile/verify_worker.py on `job`; its events, collected."""
+    limit = max_memory or default_max_memory()
+    out = _Run()
+    with tempfile.TemporaryDirectory(prefix="asap-verify-") as tmp:
+        job_path = Path(tmp) / "job.json"
+        job_path.write_text(json.dumps(job))
+        root = str(Path(__file__).resolve().parents[2])
+        env = {
+            **os.environ,
+            "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "ASAP_WORKER_MAX_MEMORY": str(limit),
+            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
+            "JAX_PLATFORMS": "cpu",  # the topology is libtpu's; no TPU backend is initialised
+            # libtpu takes /tmp/libtpu_lockfile for the life of a process that loads it (the language
+            # server does, for placement): without this the child aborts while any other such process lives
+            "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+        }
+        cmd = [sys.executable, "-m", "server.compile.verify_worker", str(job_path)]
+        if hlo_dir is not None:
+            cmd.append(str(hlo_dir))
+        stderr_path = Path(tmp) / "stderr.txt"
+        with stderr_path.open("w") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+            if cancel is not None:
+                cancel.on_cancel(proc.kill)
+
+            def expire() -> None:
+                out.timed_out = True
+                proc.kill()
+
+            timer = threading.Timer(timeout_s, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    try:
+                        ev = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    kind = ev.get("event")
+                    if kind == "start":
+                        out.versions = {"jax": ev.get("jax"), "libtpu": ev.get("libtpu")}
+                    elif kind == "progress" and progress is not None:
+                        progress(str(ev.get("message", "")), ev.get("fraction"))
+                    elif kind == "compiled":
+                        out.runs.append(ev)
+                    elif kind == "error":
+                        out.error = ev
+                out.returncode = proc.wait()
+            finally:
+                timer.cancel()
+        out.stderr = stderr_path.read_text(errors="replace")[-4000:]
+    return out
+
+
+# -- the verifier -------------------------------------------------------------------------------------
+def _prepare(
+    source: Analysis | Config | Path | str, mesh: dict[str, Any] | None, slice_name: str | None
+) -> tuple[Config, MeshCheck]:
+    if isinstance(source, Analysis):
+        cfg = source.config
+    elif isinstance(source, Config):
+        cfg = source
+    else:
+        cfg = config_mod.load(Path(source))
+    if mesh:
+        cfg = config_mod.with_overrides(cfg, mesh)
+    return cfg, check(cfg, slice_name)
+
+
+def verify(
+    source: Analysis | Config | Path | str,
+    mesh: dict[str, Any] | None = None,
+    *,
+    slice_name: str | None = None,
+    max_layers: int = DEFAULT_MAX_LAYERS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_memory: int | None = None,
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+    db: Any = None,
+    use_cache: bool = True,
+    hlo_dir: Path | None = None,
+    maxtext_python: str | None = None,
+    cached_only: bool = False,
+) -> VerifyResult:
+    """Compile `source`'s train step (a config path, a loaded Config or an Analysis) with the mesh keys
+    in `mesh` overriding the config's (e.g. {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2}) for
+    its slice (`slice_name` when the config declares none), and compare with the estimate.
+    Never raises for a config, mesh or compiler problem: the result's status and message say what happened.
+    """
+    vers = versions()
+    cfg, chk = _prepare(source, mesh, slice_name)
+    sl = chk.slice
+    if sl is None:
+        return VerifyResult("invalid", "no TPU slice declared (compile_topology, or a slice setting)", versions=vers)
+    mesh_desc = chk.mesh_dict()
+    mesh_desc.pop("placement", None)
+    base: dict[str, Any] = {"slice": sl.name, "mesh": mesh_desc, "versions": vers}
+    placement_findings = [f for f in chk.findings if f.code == "ASAP106"]
+    blocking = [f for f in chk.findings if f.severity == Severity.ERROR and f.code != "ASAP106"]
+    if blocking or not chk.consistent:
+        msg = "; ".join(f.message for f in blocking) or "the mesh does not resolve for the slice"
+        return VerifyResult("invalid", msg, **base)
+    allow_split = cfg.get("allow_split_physical_axes", False) is True
+    if maxtext_python:
+        return _verify_maxtext(
+            maxtext_python,
+            cfg,
+            chk,
+            mesh or {},
+            base,
+            placement_findings,
+            timeout_s,
+            progress,
+            cancel,
+            db,
+            use_cache,
+            cached_only,
+        )
+    try:
+        spec = ref_spec(cfg, sl)
+    except VerifyError as e:
+        return VerifyResult("invalid", str(e), **base)
+
+    est_json = None if placement_findings else _estimate_or_none(cfg, chk)
+
+    if not libtpu_available():
+        return VerifyResult(
+            "unavailable",
+            f"compiling for a TPU slice needs libtpu next to jax: {ENABLE_HINT}",
+            estimate=est_json,
+            **base,
+        )
+
+    plan = layer_plan(spec.layers, max_layers)
+    job = {
+        "topology": topology_job(sl),
+        "mesh": mesh_job(chk, allow_split),
+        "model": spec.to_json(),
+        "layers": plan,
+    }
+    key = cache_key(job, vers)
+    db = _open_db(db, use_cache)
+    hit = _cached(db, key) if use_cache else None
+    if hit is None and cached_only:
+        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
+    if hit is not None:
+        run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
+        cached = True
+    else:
+        run = run_worker(job, progress, cancel, timeout_s, max_memory, hlo_dir)
+        cached = False
+        if cancel is not None and cancel.cancelled:
+            return VerifyResult("cancelled", "verification cancelled", estimate=est_json, **base)
+        if run.timed_out:
+            return VerifyResult(
+                "error", f"the compile took longer than {timeout_s:.0f} s and was stopped", estimate=est_json, **base
+            )
+        deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
+        if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
+            _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
+    return _result(run, spec.layers, sl, est_json, placement_findings, base, cached)
+
+
+def _estimate_or_none(cfg: Config, chk: MeshCheck) -> dict[str, Any] | None:
+    try:
+        return estimate_json(estimate(cfg, chk))
+    except EstimateError as e:
+        log.info("verify: no estimate to compare with: %s", e)
+        return None
+
+
+def _open_db(db: Any, use_cache: bool) -> Any:
+    """ASAP's store for the cache, unless given or not wanted; None on a read-only cache directory."""
+    if db is not None or not use_cache:
+        return db
+    try:
+        return store.connect()
+    except Exception as e:  # a read-only cache directory: verify without keeping results
+        log.warning("verification cache unavailable (%s)", e)
+        return None
+
+
+def _verify_maxtext(
+    python: str,
+    cfg: Config,
+    chk: MeshCheck,
+    overrides: dict[str, Any],
+    base: dict[str, Any],
+    placement_findings: list[Any],
+    timeout_s: float,
+    progress: Progress | None,
+    cancel: CancelToken | None,
+    db: Any,
+    use_cache: bool,
+    cached_only: bool = False,
+) -> VerifyResult:
+    """MaxText's own train_compile of the saved config (server/compile/verify_maxtext.py), read like the reference."""
+    from server.compile import verify_maxtext
+
+    sl = chk.slice
+    assert sl is not None
+    base = {**base, "program": "maxtext"}
+    if cfg.path is None:
+        return VerifyResult("invalid", "MaxText compiles a config file: save it first", **base)
+    est_json = None if placement_findings else _estimate_or_none(cfg, chk)
+    vers = verify_maxtext.versions(python)
+    base["versions"] = {**base["versions"], **{f"maxtext_env_{k}": v for k, v in vers.items()}}
+    if vers.get("maxtext") is None:
+        return VerifyResult(
+            "unavailable",
+            f"MaxText is not installed for {python} (Python >= 3.12: pip install 'maxtext[tpu]')",
+            estimate=est_json,
+            **base,
+        )
+    job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
+    mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
+    key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
+    db = _open_db(db, use_cache)
+    hit = _cached(db, key) if use_cache else None
+    layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    if hit is None and cached_only:
+        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
+    if hit is not None:
+        run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
+        cached = True
+    else:
+        out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
+        if out["cancelled"]:
+            return VerifyResult("cancelled", "verification cancelled", estimate=est_json, **base)
+        if out["timed_out"]:
+            return VerifyResult(
+                "error",
+                f"MaxText's compile took longer than {timeout_s:.0f} s and was stopped",
+                estimate=est_json,
+                **base,
+            )
+        runs = [{**out["run"], "layers": layers}] if "run" in out else []
+        run = _Run(runs=runs, error=out.get("error"), versions={"jax": vers.get("jax"), "libtpu": vers.get("libtpu")})
+        run.stderr = out.get("tail", "")
+        cached = False
+        if runs or (run.error is not None and run.error.get("kind") in ("oom", "placement")):
+            _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
+    if run.error is not None and run.error.get("kind") == "no-maxtext":
+        return VerifyResult("unavailable", str(run.error["message"]), estimate=est_json, **base)
+    res = _result(run, layers, sl, est_json, placement_findings, base, cached)
+    res.program = "maxtext"
+    if res.status == "ok":
+        res.message += " (MaxText's own train step)"
+    return res
+
+
+def _result(
+    run: _Run,
+    layers_total: int,
+    sl: Slice,
+    est_json: dict[str, Any] | None,
+    placement_findings: list[Any],
+    base: dict[str, Any],
+    cached: bool,
+) -> VerifyResult:
+    err = run.error
+    limit = compiler_hbm_bytes(sl)
+    if err is not None:
+        kind, raw = err.get("kind"), str(err.get("message", ""))
+        if kind == "placement":
+            if placement_findings:
+                return VerifyResult(
+                    "unplaceable", placement_findings[0].message, detail=raw, cached=cached, estimate=est_json, **base
+                )
+            return VerifyResult(
+                "unplaceable",
+                f"JAX cannot place this mesh on {sl.name} (ASAP's static check did not predict it): {raw}",
+                detail=raw,
+                cached=cached,
+                estimate=est_json,
+                **base,
+            )
+        if kind == "oom":
+            needed = err.get("needed_bytes")
+            avail = err.get("available_bytes") or limit
+            layers = int(err.get("layers", layers_total))
+            what = err.get("what") or "the program"
+            at_least = "at least " if layers < layers_total or what != "total" else ""
+            needs = f"{at_least}{_size(needed)}" if needed else "more than it has"
+            reduced = f" (with {layers} of {layers_total} layers)" if layers < layers_total else ""
+            return VerifyResult(
+                "does-not-fit",
+                f"does not fit: needs {needs} of {_size(avail)} per chip on {sl.name}"
+                f" ({what}{reduced}, as the TPU compiler reports it)",
+                detail=raw,
+                needs_bytes=needed,
+                available_bytes=avail,
+                cached=cached,
+                estimate=est_json,
+                **base,
+            )
+        if kind == "no-libtpu":
+            return VerifyResult("unavailable", f"libtpu is not installed: {ENABLE_HINT}", estimate=est_json, **base)
+        return VerifyResult("error", f"the compile failed: {raw}", detail=raw, estimate=est_json, **base)
+    if not run.runs:
+        tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
+        why = f" (exit {run.returncode})" + (f": {tail[0][:300]}" if tail else "")
+        if run.returncode < 0:
+            why = f" (killed by signal {-run.returncode}; a memory limit?)"
+        return VerifyResult("error", "the compiler process stopped without a result" + why, estimate=est_json, **base)
+    compiled = combine(run.runs, layers_total, limit)
+    how = (
+        f", extrapolated from {' and '.join(map(str, compiled.layers_compiled))} of {layers_total} layers"
+        if compiled.extrapolated
+        else ""
+    )
+    verdict = "fits" if compiled.fits else "does not fit"
+    status = "ok" if compiled.fits else "does-not-fit"
+    msg = (
+        f"verified by the TPU compiler: {_size(compiled.memory_per_chip_bytes)} of "
+        f"{_size(compiled.hbm_limit_bytes)} per chip, {verdict}{how}"
+        if compiled.fits
+        else f"does not fit: needs {_size(compiled.memory_per_chip_bytes)} of {_size(compiled.hbm_limit_bytes)} "
+        f"per chip on {sl.name}{how}"
+    )
+    res = VerifyResult(status, msg, compiled=compiled, estimate=est_json, cached=cached, **base)
+    if not compiled.fits:
+        res.needs_bytes, res.available_bytes = compiled.memory_per_chip_bytes, compiled.hbm_limit_bytes
+    if run.versions:
+        res.versions = {**res.versions, **{k: v for k, v in run.versions.items() if v}}
+    if est_json is not None:
+        res.disagreements = disagreements(compiled, est_json)
+    return res

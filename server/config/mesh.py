@@ -1,0 +1,561 @@
+"""Mesh validation: the three layers MaxText and JAX apply at launch (DOMAIN.md §2),
+checked against the declared slice before the job gets one.
+
+1. per list (ICI, DCN): at most one -1, the -1 resolvable, the product equal to the
+   devices per slice (ICI) or the number of slices (DCN);
+2. no DCN axis above 1 on a single slice;
+3. every logical axis placed on whole physical torus axes (JAX's own assignment).
+
+Plus the sharding rules MaxText asserts later: heads divisible by tensor parallelism, the
+global batch divisible by the batch-sharding axes, fractional batch covered by
+tensor/context parallelism, and keys current MaxText ignores.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
+from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
+from server.config.placement import Placement, jax_physical_shape, place
+from server.config.resolve import Config, Value
+from server.config.slices import Slice, SliceError, parse_slice
+
+
+@dataclass
+class Degree:
+    """One `ici_*`/`dcn_*` key: what is written and what it resolves to."""
+
+    axis: Axis
+    net: str  # 'ici' or 'dcn'
+    key: str
+    raw: Any
+    value: Value | None
+    degree: int | None = None  # resolved (-1 filled); None when invalid or unresolvable
+
+    @property
+    def valid_int(self) -> bool:
+        return isinstance(self.raw, int) and not isinstance(self.raw, bool) and (self.raw >= 1 or self.raw == -1)
+
+
+@dataclass
+class MeshCheck:
+    """The result of checking one config: the slice, the resolved mesh and the findings."""
+
+    config: Config
+    slice: Slice | None
+    slice_source: str  # 'compile_topology', 'comment', 'setting', ''
+    ici: list[Degree] = field(default_factory=list)
+    dcn: list[Degree] = field(default_factory=list)
+    placement: Placement | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    def degree(self, axis: str) -> int | None:
+        """Total degree of a mesh axis (ICI x DCN), None if unresolved."""
+        i = next(d for d in self.ici if d.axis.name == axis).degree
+        j = next(d for d in self.dcn if d.axis.name == axis).degree
+        return None if i is None or j is None else i * j
+
+    def by_key(self, key: str) -> Degree | None:
+        return next((d for d in [*self.ici, *self.dcn] if d.key == key), None)
+
+    @property
+    def resolved(self) -> bool:
+        return all(d.degree is not None for d in [*self.ici, *self.dcn])
+
+    @property
+    def consistent(self) -> bool:
+        """Every degree resolved and the ICI and DCN products match the slice (layers 1 and 2)."""
+        if self.slice is None or not self.resolved:
+            return False
+        ici = math.prod(d.degree or 1 for d in self.ici)
+        dcn = math.prod(d.degree or 1 for d in self.dcn)
+        return ici == self.slice.devices_per_slice and dcn == self.slice.num_slices
+
+    def mesh_dict(self) -> dict[str, Any]:
+        return {
+            "ici": {d.axis.name: d.degree for d in self.ici},
+            "dcn": {d.axis.name: d.degree for d in self.dcn},
+            "mesh_axes": [a.mesh_axis for a in AXES],
+            "placement": None
+            if self.placement is None
+            else {
+                "ok": self.placement.ok,
+                "split_physical_axes": self.placement.split,
+                "handler": self.placement.handler or None,
+                "physical_mesh": list(jax_physical_shape(self.slice)) if self.slice else None,
+                "axes": {
+                    AXES[i].name: [{"physical_axis": p, "size": s} for p, s in a]
+                    for i, a in enumerate(self.placement.assignment)
+                    if a
+                },
+            },
+        }
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _finding(cfg: Config, code: str, sev: Severity, msg: str, key: str, **kw: Any) -> Finding:
+    path, span = cfg.anchor(key)
+    v = cfg.values.get(key)
+    if v is not None and v.origin == "parent" and v.entry is not None and v.entry.file is not None:
+        msg += f" (set in {v.entry.file.name}:{v.entry.key_span.line + 1})"
+        kw.setdefault("related", []).append(Related(v.entry.file, v.entry.key_span, f"{key} is set here"))
+    return Finding(code, sev, msg, key, path, span, **kw)
+
+
+def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None, str, list[Finding]]:
+    findings: list[Finding] = []
+    ns_v = cfg.values.get("compile_topology_num_slices")
+    ns_key = "compile_topology_num_slices"
+    if ns_v is None or ns_v.origin == "default":
+        ns_v, ns_key = cfg.values.get("num_slices"), "num_slices"
+    num_slices = _int(ns_v.value) if ns_v is not None else None
+    if ns_v is not None and ns_v.origin != "default" and (num_slices is None or num_slices == 0 or num_slices < -1):
+        findings.append(
+            _finding(
+                cfg, "ASAP005", Severity.ERROR, f"{ns_key} must be a whole number >= 1, got {ns_v.value!r}", ns_key
+            )
+        )
+        num_slices = 1
+    if num_slices is None or num_slices == -1:
+        num_slices = cfg.declared_num_slices or 1
+
+    topo = cfg.values.get("compile_topology")
+    if topo is not None and topo.value not in (None, ""):
+        try:
+            return parse_slice(str(topo.value), num_slices), "compile_topology", findings
+        except SliceError as e:
+            f = _finding(cfg, "ASAP005", Severity.ERROR, f"compile_topology: {e}", "compile_topology")
+            if topo.origin == "document" and topo.entry is not None:
+                f.span = topo.entry.value_span
+            return None, "", [*findings, f]
+    if cfg.declared_slice:
+        try:
+            return parse_slice(cfg.declared_slice, num_slices), "comment", findings
+        except SliceError as e:
+            span = cfg.declared_slice_span or Span.point(0)
+            return (
+                None,
+                "",
+                [*findings, Finding("ASAP005", Severity.ERROR, f"asap slice comment: {e}", None, cfg.path, span)],
+            )
+    if default_slice:
+        try:
+            return parse_slice(default_slice, num_slices), "setting", findings
+        except SliceError as e:
+            return (
+                None,
+                "",
+                [
+                    *findings,
+                    Finding(
+                        "ASAP005", Severity.ERROR, f"asap.defaultSlice setting: {e}", None, cfg.path, Span.point(0)
+                    ),
+                ],
+            )
+    findings.append(
+        Finding(
+            "ASAP010",
+            Severity.INFORMATION,
+            "No TPU slice declared, so the mesh cannot be checked against one. Declare it with "
+            "`compile_topology: v5e-256` (and `compile_topology_num_slices` for multislice), a comment "
+            "`# asap: slice=v5e-256`, or the editor setting `asap.defaultSlice`.",
+            None,
+            cfg.path,
+            Span.point(0),
+        )
+    )
+    return None, "", findings
+
+
+def _degrees(cfg: Config, net: str) -> list[Degree]:
+    out = []
+    for a in AXES:
+        key = a.ici_key if net == "ici" else a.dcn_key
+        v = cfg.values.get(key)
+        out.append(Degree(a, net, key, v.value if v else None, v))
+    return out
+
+
+def _fmt_product(ds: list[Degree], values: list[int]) -> str:
+    parts = [f"{d.key.removesuffix('_parallelism')}={v}" for d, v in zip(ds, values, strict=True) if v != 1]
+    return " x ".join(parts) or "all 1"
+
+
+def _value_edit(cfg: Config, key: str, new: int) -> TextEdit | None:
+    e = cfg.entry(key)
+    if e is None:
+        return None
+    return TextEdit(e.file, e.value_span, str(new))
+
+
+def _insert_edit(cfg: Config, key: str, new: int, after: list[str]) -> TextEdit | None:
+    """Insert `key: new` after the last of `after` written in the document (same indentation)."""
+    doc = cfg.document
+    if doc is None:
+        return None
+    written = [doc.entries[k] for k in after if k in doc.entries]
+    if not written:
+        return None
+    last = max(written, key=lambda e: e.key_span.line)
+    line = last.value_span.end_line
+    return TextEdit(doc.path, Span.point(line + 1, 0), f"{key}: {new}\n")
+
+
+def _check_values(ds: list[Degree], cfg: Config, findings: list[Finding]) -> bool:
+    """Every degree a whole number >= 1 or -1; zero, negative and fractional degrees are errors."""
+    ok = True
+    for d in ds:
+        if d.valid_int:
+            continue
+        ok = False
+        number = isinstance(d.raw, (int, float)) and not isinstance(d.raw, bool)
+        what = (
+            "zero"
+            if number and d.raw == 0
+            else "negative; only -1 means 'fill'"
+            if number and d.raw < 0
+            else "not a whole number"
+        )
+        findings.append(
+            _finding(
+                cfg,
+                "ASAP100",
+                Severity.ERROR,
+                f"{d.key} must be a whole number >= 1 or -1, got {d.raw!r} ({what})",
+                d.key,
+            )
+        )
+    return ok
+
+
+def _check_unspecified(ds: list[Degree], label: str, cfg: Config, findings: list[Finding]) -> bool:
+    """At most one -1 per list."""
+    unspecified = [d for d in ds if d.raw == -1]
+    if len(unspecified) <= 1:
+        return True
+    names = ", ".join(x.key for x in unspecified)
+    for d in unspecified[1:]:
+        related = [
+            Related(x.value.entry.file, x.value.entry.key_span, f"{x.key}: -1")
+            for x in unspecified
+            if x is not d and x.value is not None and x.value.entry is not None
+        ]
+        findings.append(
+            _finding(
+                cfg,
+                "ASAP102",
+                Severity.ERROR,
+                f"More than one unspecified (-1) {label} axis: {names}. At most one axis per list can be -1.",
+                d.key,
+                related=related,
+            )
+        )
+    return False
+
+
+def _fill(ds: list[Degree], target: int, label: str, cfg: Config, findings: list[Finding]) -> None:
+    """Layer 1 for one list: at most one -1, the -1 resolvable, the product equal to the target."""
+    if not _check_values(ds, cfg, findings) or not _check_unspecified(ds, label, cfg, findings):
+        return
+    raws = [int(d.raw) for d in ds]
+    known = math.prod(r for r in raws if r != -1)
+    unspecified = next((d for d in ds if d.raw == -1), None)
+    if unspecified is not None:
+        if target % known:
+            unit = "devices per slice" if label == "ICI" else "slices"
+            findings.append(
+                _finding(
+                    cfg,
+                    "ASAP103",
+                    Severity.ERROR,
+                    f"{unspecified.key}: -1 cannot be determined: {target} {unit} / {known} (product of the other "
+                    f"{label} axes: {_fmt_product(ds, raws)}) is not a whole number.",
+                    unspecified.key,
+                )
+            )
+            return
+        for d in ds:
+            d.degree = target // known if d is unspecified else int(d.raw)
+        return
+    for d in ds:
+        d.degree = int(d.raw)
+    if known != target:
+        _mismatch(ds, target, known, label, cfg, findings)
+
+
+def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Config, findings: list[Finding]) -> None:
+    what = "devices per slice" if label == "ICI" else "slices (DCN)"
+    desc = _fmt_product(ds, [x.raw for x in ds])
+    written = [d for d in ds if cfg.entry(d.key) is not None]
+    fill_axis = "fsdp" if label == "ICI" else "data"
+    primary = next((d for d in ds if d.axis.name == fill_axis and cfg.entry(d.key)), None)
+    primary = primary or next((d for d in written if d.raw != 1), None) or (written[0] if written else ds[0])
+    fixes: list[Fix] = []
+    for name in dict.fromkeys((fill_axis, "fsdp", "data")):  # the fill axis first, each axis once
+        d = next(x for x in ds if x.axis.name == name)
+        others = product // d.raw
+        if target % others == 0:
+            new = target // others
+            edit = _value_edit(cfg, d.key, new) or _insert_edit(cfg, d.key, new, [x.key for x in ds])
+            if edit is not None:
+                fixes.append(Fix(f"Set {d.key} to {new} ({label} product {target})", (edit,), preferred=not fixes))
+    d_fill = next(x for x in ds if x.axis.name == fill_axis)
+    if (edit := _value_edit(cfg, d_fill.key, -1)) is not None and target % (product // d_fill.raw) == 0:
+        fixes.append(Fix(f"Set {d_fill.key} to -1 (fill the remaining {label} devices)", (edit,)))
+    msg = f"Number of {what} {target} does not match the product of the {label} parallelism {product} ({desc})"
+    findings.append(
+        _finding(
+            cfg,
+            "ASAP101" if label == "ICI" else "ASAP104",
+            Severity.ERROR,
+            msg,
+            primary.key,
+            fixes=fixes,
+            data={"target": target, "product": product},
+        )
+    )
+
+
+def _subset_products(axes: tuple[int, ...]) -> list[int]:
+    live = [a for a in axes if a > 1]
+    prods = {math.prod(c) for k in range(len(live) + 1) for c in combinations(live, k)}
+    return sorted(prods)
+
+
+def _check_placement(chk: MeshCheck, allow_split: bool) -> None:
+    sl, cfg = chk.slice, chk.config
+    assert sl is not None
+    shape = tuple(d.degree or 1 for d in chk.ici)
+    try:
+        p = place(sl, shape, allow_split)
+    except ImportError as e:  # JAX missing or broken: say so, keep the other layers
+        chk.findings.append(
+            Finding(
+                "ASAP099",
+                Severity.INFORMATION,
+                f"Layer-3 placement not checked: JAX could not be imported ({e}). Install jax in ASAP's environment.",
+                None,
+                cfg.path,
+                Span.point(0),
+            )
+        )
+        return
+    chk.placement = p
+    if p.ok or p.failed_axis is None:
+        return
+    d = chk.ici[p.failed_axis]
+    phys = "x".join(map(str, jax_physical_shape(sl)))
+    remaining = [r for r in p.remaining if r > 1]
+    fits = _subset_products(p.remaining)
+    placed = [
+        f"{x.key.removesuffix('_parallelism')}={x.degree}" for x in chk.ici[p.failed_axis + 1 :] if (x.degree or 1) > 1
+    ]
+    before = f" after placing {', '.join(placed)}" if placed else ""
+    msg = (
+        f"{d.key}={d.degree} cannot be placed on whole physical axes of {sl.name} (physical mesh {phys}): "
+        f"{before.strip() or 'the'} remaining physical axes are "
+        f"{'x'.join(map(str, remaining)) or 'none'}, and {d.degree} is not a product of any of them "
+        f"(possible: {', '.join(map(str, fits))}). JAX raises NotImplementedError ('Failed to find assignment "
+        f"for logical_axis_index {p.failed_axis}') at launch. Choose such a degree, or set "
+        "allow_split_physical_axes: true (slower collectives on the split axis)."
+    )
+    chk.findings.append(
+        _finding(
+            cfg,
+            "ASAP106",
+            Severity.ERROR,
+            msg,
+            d.key,
+            data={"axis": d.axis.name, "physical_mesh": list(jax_physical_shape(sl)), "possible": fits},
+        )
+    )
+
+
+def _primary_key(chk: MeshCheck, axes: list[str]) -> str:
+    """The key to locate a finding about these axes at: the first one written in the document
+    with a degree above 1, else the first written, else the first."""
+    keys = [d.key for d in [*chk.ici, *chk.dcn] if d.axis.name in axes]
+    cfg = chk.config
+    for k in keys:
+        d = chk.by_key(k)
+        if cfg.entry(k) is not None and d is not None and (d.degree or 0) > 1:
+            return k
+    return next((k for k in keys if cfg.entry(k) is not None), keys[0])
+
+
+def _check_heads(chk: MeshCheck) -> None:
+    cfg, model = chk.config, chk.config.model
+    if model is None:
+        return
+    head_axes = [a.name for a in AXES if a.shards_heads]
+    degrees = [chk.degree(a) for a in head_axes]
+    if any(d is None for d in degrees):
+        return
+    tp = math.prod(d for d in degrees if d is not None)
+    if tp <= 1:
+        return
+    key = _primary_key(chk, head_axes)
+    src = f" ({model.name})" if model.name else ""
+    for what, n, code in (
+        ("base_num_query_heads", model.num_query_heads, "ASAP107"),
+        ("base_num_kv_heads", model.num_kv_heads, "ASAP108"),
+    ):
+        if isinstance(n, int) and n > 0 and n % tp:
+            chk.findings.append(
+                _finding(
+                    cfg,
+                    code,
+                    Severity.ERROR,
+                    f"{what} {n}{src} is not divisible by tensor parallelism {tp} "
+                    f"({' x '.join(f'{a}={d}' for a, d in zip(head_axes, degrees, strict=True) if d != 1)}): "
+                    "attention heads cannot be split evenly across the tensor-parallel devices.",
+                    key,
+                    data={"heads": n, "tensor_parallelism": tp},
+                )
+            )
+
+
+def _check_batch(chk: MeshCheck) -> None:
+    cfg, sl = chk.config, chk.slice
+    pv = cfg.values.get("per_device_batch_size")
+    pdbs = pv.value if pv else None
+    if isinstance(pdbs, bool) or not isinstance(pdbs, (int, float)) or pdbs <= 0:
+        chk.findings.append(
+            _finding(
+                cfg,
+                "ASAP112",
+                Severity.ERROR,
+                f"per_device_batch_size must be a number > 0, got {pdbs!r}",
+                "per_device_batch_size",
+            )
+        )
+        return
+    if sl is None or not chk.consistent:
+        return
+    batch_axes = [a.name for a in AXES if a.shards_batch]
+    shards = math.prod(chk.degree(a) or 1 for a in batch_axes)
+    devices = sl.devices
+    cover = devices // shards  # devices that share one batch shard (tensor, context, pipeline...)
+    global_batch = pdbs * devices
+    desc = " x ".join(f"{a}={chk.degree(a)}" for a in batch_axes if chk.degree(a) != 1) or "1"
+    if (pdbs < 1 and abs(pdbs * cover - round(pdbs * cover)) > 1e-9) or pdbs * cover < 1 - 1e-9:
+        need = math.ceil(1 / pdbs - 1e-9)
+        chk.findings.append(
+            _finding(
+                cfg,
+                "ASAP110",
+                Severity.ERROR,
+                f"per_device_batch_size {pdbs} is below 1, so each sequence must be shared by at least {need} "
+                f"devices of tensor, context or pipeline parallelism; this mesh gives {cover} "
+                f"({devices} devices / {shards} batch shards: {desc}).",
+                "per_device_batch_size",
+                data={"needed": need, "cover": cover},
+            )
+        )
+        return
+    if abs(global_batch - round(global_batch)) > 1e-9 or round(global_batch) % shards:
+        chk.findings.append(
+            _finding(
+                cfg,
+                "ASAP109",
+                Severity.ERROR,
+                f"Global batch {global_batch:g} (per_device_batch_size {pdbs} x {devices} devices) is not divisible "
+                f"by the {shards} batch shards ({desc}).",
+                "per_device_batch_size",
+                data={"global_batch": global_batch, "batch_shards": shards},
+            )
+        )
+
+
+def _check_keys(cfg: Config, findings: list[Finding]) -> None:
+    doc = cfg.document
+    if doc is None:
+        return
+    known = set(KEY_TO_AXIS)
+    for key, v in cfg.values.items():
+        if v.origin not in ("document", "parent"):
+            continue
+        if key in IGNORED_KEYS:
+            fixes = []
+            e = cfg.entry(key)
+            if e is not None:
+                line = doc.lines[e.key_span.line]
+                indent = len(line) - len(line.lstrip())
+                fixes.append(
+                    Fix(
+                        f"Comment out {key} (ignored by MaxText)",
+                        (TextEdit(e.file, Span.point(e.key_span.line, indent), "# "),),
+                        preferred=True,
+                    )
+                )
+            effect = f"its value {v.value} is NOT applied; " if _int(v.value) not in (1, None) else ""
+            findings.append(
+                _finding(
+                    cfg,
+                    "ASAP111",
+                    Severity.WARNING,
+                    f"{key} is ignored by current MaxText: {effect}{IGNORED_KEYS[key]}.",
+                    key,
+                    fixes=fixes,
+                )
+            )
+        elif key.startswith(("ici_", "dcn_")) and key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+            if not close and not key.endswith("_parallelism"):
+                continue  # some other ici_/dcn_ setting, not a misspelt degree
+            hint = f"; did you mean {close[0]}?" if close else ""
+            fixes = []
+            if close and (e := cfg.entry(key)) is not None and close[0] not in doc.entries:
+                fixes.append(Fix(f"Rename to {close[0]}", (TextEdit(e.file, e.key_span, close[0]),), preferred=True))
+            findings.append(
+                _finding(
+                    cfg, "ASAP113", Severity.WARNING, f"{key} is not a MaxText parallelism key{hint}", key, fixes=fixes
+                )
+            )
+
+
+def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
+    """All static mesh checks for a loaded config."""
+    if not cfg.is_maxtext or cfg.document is None:  # not MaxText, or YAML that does not parse
+        return MeshCheck(cfg, None, "", _degrees(cfg, "ici"), _degrees(cfg, "dcn"))
+    sl, source, findings = _resolve_slice(cfg, default_slice)
+    chk = MeshCheck(cfg, sl, source, _degrees(cfg, "ici"), _degrees(cfg, "dcn"), findings=findings)
+    _check_keys(cfg, chk.findings)
+    if sl is not None:
+        _fill(chk.ici, sl.devices_per_slice, "ICI", cfg, chk.findings)
+        over = [d for d in chk.dcn if d.valid_int and (_int(d.raw) or 0) > 1]
+        if sl.num_slices == 1 and over:
+            for d in over:
+                chk.findings.append(
+                    _finding(
+                        cfg,
+                        "ASAP105",
+                        Severity.ERROR,
+                        f"{d.key}={d.raw} but the job runs on a single slice ({sl.name}): DCN parallelism "
+                        "above 1 needs compile_topology_num_slices (or num_slices) > 1.",
+                        d.key,
+                    )
+                )
+            for d in chk.dcn:
+                d.degree = 1
+        else:
+            _fill(chk.dcn, sl.num_slices, "DCN", cfg, chk.findings)
+        ici_ok = all(d.degree is not None for d in chk.ici)
+        if ici_ok and math.prod(d.degree or 1 for d in chk.ici) == sl.devices_per_slice:
+            _check_placement(chk, bool(cfg.get("allow_split_physical_axes", False)))
+    else:  # no slice: only what does not depend on the device count
+        for label, ds in (("ICI", chk.ici), ("DCN", chk.dcn)):
+            if _check_values(ds, cfg, chk.findings) and _check_unspecified(ds, label, cfg, chk.findings):
+                for d in ds:
+                    d.degree = int(d.raw) if d.raw != -1 else None
+    _check_heads(chk)
+    _check_batch(chk)
+    return chk

@@ -1,0 +1,522 @@
+"""The MaxText config model: one document plus its `base_config` parents, resolved to
+values that remember where they were set (file, line, key) and the model's dimensions.
+
+Resolution order, lowest first, as MaxText's pyconfig merges (src/maxtext/configs/pyconfig.py:430-517@e591f30cb):
+ASAP's defaults and base.yml's values (server/config/defaults.py), the `base_config` chain from the root parent
+down to the document (`_load_config`, 188-203), the model file `model_name` names (server/config/models.py), then
+command-line overrides (`with_overrides`). The model file replaces what the config files set (MaxText merges
+base_yml_config, model_cfg, overrides in that order, 514); `override_model_config: true` only lets command-line
+overrides win over it (481-486). `logical_axis_rules` are merged rule by rule, not replaced (166-185, 493-503).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from server.common.findings import Finding, Related, Severity, Span
+from server.config import models
+from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
+from server.config.source import Entry, YamlSource, YamlSyntaxError, parse
+
+Reader = Callable[[Path], str]
+
+# Keys that mark a YAML file as a MaxText config. A file with none of them gets no diagnostics.
+MAXTEXT_MARKERS = frozenset(
+    {
+        "base_config",
+        "model_name",
+        "per_device_batch_size",
+        "compile_topology",
+        "compile_topology_num_slices",
+        "max_target_length",
+        "remat_policy",
+        "base_emb_dim",
+        "base_num_decoder_layers",
+        "base_num_query_heads",
+        "base_mlp_dim",
+        "steps",
+        "run_name",
+        "base_output_directory",
+        "mesh_axes",
+        "logical_axis_rules",
+        "num_slices",
+        "allow_split_physical_axes",
+        "weight_dtype",
+        "opt_type",
+        "scan_layers",
+        "attention",
+        "gradient_accumulation_steps",
+        "hardware",
+        "dataset_type",
+        "decoder_block",
+    }
+)
+_PARALLELISM = re.compile(r"^(ici|dcn)_[a-z_]+_parallelism$")
+
+SLICE_COMMENT = re.compile(r"^\s*#\s*asap\s*:\s*(?P<body>.*)$", re.I)
+
+
+def is_maxtext_key(key: str) -> bool:
+    return key in MAXTEXT_MARKERS or bool(_PARALLELISM.match(key))
+
+
+_KEY_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:")
+
+
+def _looks_like_maxtext(text: str) -> bool:
+    """For text that does not parse: does any line start with a MaxText key?"""
+    return any((m := _KEY_LINE.match(line)) and is_maxtext_key(m[1]) for line in text.splitlines())
+
+
+@dataclass(frozen=True)
+class Value:
+    """A resolved config value and where it came from."""
+
+    key: str
+    value: Any
+    origin: str  # 'document', 'parent', 'model' (the model file), 'default' (ASAP's or base.yml's), 'override'
+    entry: Entry | None = None  # where it is written, when it is written in a file
+
+    @property
+    def file(self) -> Path | None:
+        return self.entry.file if self.entry else None
+
+
+@dataclass
+class Config:
+    path: Path | None
+    document: YamlSource | None
+    values: dict[str, Value] = field(default_factory=dict)
+    chain: list[Path] = field(default_factory=list)  # parents, nearest first
+    findings: list[Finding] = field(default_factory=list)
+    model: ModelDims | None = None  # the resolved dimensions (None only for a file that is not a MaxText config)
+    is_maxtext: bool = False
+    declared_slice: str | None = None  # from the `# asap: slice=...` comment
+    declared_slice_span: Span | None = None
+    declared_num_slices: int | None = None
+    model_file: ModelFile | None = None  # the model file model_name loads, None for "default" or an unknown name
+    maxtext_path: Path | None = None  # the MaxText checkout to look for model files in
+    # The values below the model file (defaults, base.yml, the chain), the reader, and the findings that
+    # resolving the model produced: with_overrides resolves again from them.
+    chain_values: dict[str, Value] = field(default_factory=dict, repr=False)
+    reader: Reader | None = field(default=None, repr=False, compare=False)
+    model_findings: list[Finding] = field(default_factory=list, repr=False)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        v = self.values.get(key)
+        return v.value if v is not None else default
+
+    def entry(self, key: str) -> Entry | None:
+        """Where `key` is written in the document itself (None if inherited or defaulted)."""
+        v = self.values.get(key)
+        return v.entry if v is not None and v.origin == "document" else None
+
+    def anchor(self, key: str) -> tuple[Path | None, Span]:
+        """Where to put a finding about `key`: its own line in the document, else the
+        `base_config` line that brings it in (for a model file's value: where `model_name` is), else the first
+        line of the document."""
+        v = self.values.get(key)
+        if v is not None and v.origin == "model" and key != "model_name":
+            return self.anchor("model_name")  # a model file's value: where model_name is written
+        if v is not None and v.entry is not None and v.origin == "document":
+            return v.entry.file, v.entry.key_span
+        if self.document is not None:
+            base = self.document.entries.get("base_config")
+            if v is not None and v.origin == "parent" and base is not None:
+                return self.path, base.key_span
+        return self.path, Span.point(0)
+
+
+def _read_file(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Config) -> list[YamlSource]:
+    """Follow base_config from the document; nearest parent first. Errors are located at
+    the `base_config` line of the document (the only file the user is looking at)."""
+    parents: list[YamlSource] = []
+    seen = {path.resolve()} if path else set()
+    current, current_path = doc, path
+    while True:
+        entry = current.entries.get("base_config")
+        if entry is None:
+            return parents
+        anchor = doc.entries["base_config"].key_span
+        where = "" if current is doc else f" (in {current_path})"
+        if not isinstance(entry.value, str) or not entry.value.strip():
+            cfg.findings.append(
+                Finding(
+                    "ASAP002",
+                    Severity.ERROR,
+                    f"base_config must be a file name, got {entry.value!r}{where}",
+                    "base_config",
+                    path,
+                    anchor,
+                )
+            )
+            return parents
+        base_dir = current_path.parent if current_path else Path.cwd()
+        parent_path = (base_dir / entry.value).resolve()
+        if parent_path in seen:
+            cfg.findings.append(
+                Finding(
+                    "ASAP003",
+                    Severity.ERROR,
+                    f"base_config cycle: {entry.value} is already in the chain "
+                    f"({' -> '.join(p.name for p in [*([path] if path else []), *cfg.chain, parent_path])})",
+                    "base_config",
+                    path,
+                    anchor,
+                )
+            )
+            return parents
+        try:
+            text = reader(parent_path)
+        except OSError:
+            if Path(entry.value).name == "base.yml" and Path(entry.value).parent in (Path("."), Path("configs")):
+                # MaxText looks next to the config, then in its own configs directory: its base.yml holds the
+                # defaults ASAP already applies (server/config/defaults.py), so the chain ends here, correctly
+                return parents
+            cfg.findings.append(
+                Finding(
+                    "ASAP002",
+                    Severity.ERROR,
+                    f"base_config '{entry.value}' not found (looked for {parent_path}){where}; "
+                    "keys it would set fall back to MaxText's defaults",
+                    "base_config",
+                    path,
+                    anchor,
+                )
+            )
+            return parents
+        try:
+            parent = parse(text, parent_path)
+        except YamlSyntaxError as e:
+            cfg.findings.append(
+                Finding(
+                    "ASAP001",
+                    Severity.ERROR,
+                    f"base_config '{entry.value}' is not valid YAML at line {e.span.line + 1}: {e.message}",
+                    "base_config",
+                    path,
+                    anchor,
+                )
+            )
+            return parents
+        seen.add(parent_path)
+        cfg.chain.append(parent_path)
+        parents.append(parent)
+        current, current_path = parent, parent_path
+
+
+def parse_asap_comment(lines: list[str]) -> tuple[str | None, int | None, Span | None]:
+    """`# asap: slice=v5e-256 [slices=2]` anywhere in the document's comment lines."""
+    for i, line in enumerate(lines):
+        m = SLICE_COMMENT.match(line)
+        if not m:
+            continue
+        fields = dict(re.findall(r"([a-z_]+)\s*=\s*([^\s,]+)", m["body"], re.I))
+        if "slice" in fields:
+            num = fields.get("slices")
+            col = line.index(fields["slice"], m.start("body"))
+            return (
+                fields["slice"],
+                int(num) if num and num.isdigit() else None,
+                Span(i, col, i, col + len(fields["slice"])),
+            )
+    return None, None, None
+
+
+def load(
+    path: Path | None,
+    text: str | None = None,
+    reader: Reader = _read_file,
+    maxtext_path: Path | str | None = None,
+) -> Config:
+    """Load a config (the document's text may come from an editor buffer). `maxtext_path`: a MaxText checkout
+    whose models/ folder to read model files from (default: models.default_maxtext_path())."""
+    if text is None:
+        if path is None:
+            raise ValueError("load() needs a path or a text")
+        text = reader(path)
+    try:
+        doc = parse(text, path)
+    except YamlSyntaxError as e:
+        cfg = Config(path, None, is_maxtext=_looks_like_maxtext(text))
+        cfg.findings.append(Finding("ASAP001", Severity.ERROR, e.message, None, path, e.span))
+        return cfg
+    cfg = Config(path, doc)
+    cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.entries)
+    if not cfg.is_maxtext:
+        return cfg
+    parents = _load_parents(doc, path, reader, cfg)
+    cfg.reader = reader
+    cfg.maxtext_path = Path(maxtext_path).expanduser() if maxtext_path else models.default_maxtext_path()
+
+    from server.config.defaults import base_defaults
+
+    values: dict[str, Value] = {k: Value(k, v, "default") for k, v in base_defaults().items()}
+    for src in [*reversed(parents), doc]:
+        origin = "document" if src is doc else "parent"
+        for key, ent in src.entries.items():
+            values[key] = Value(key, ent.value, origin, ent)
+    cfg.chain_values = values
+    _resolve(cfg, {})
+    cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span = parse_asap_comment(doc.lines)
+    return cfg
+
+
+def with_overrides(cfg: Config, overrides: dict[str, Any], maxtext_path: Path | str | None = None) -> Config:
+    """A copy of `cfg` with some keys set as on MaxText's command line (`key=value`): they win over the config
+    files and the model file. MaxText accepts an override of a key the model file sets to another value only
+    with `override_model_config=true` (pyconfig.py:481-486@e591f30cb); ASAP prices it as that run and warns."""
+    import copy
+
+    new = copy.copy(cfg)
+    new.values = dict(cfg.values)
+    if maxtext_path:
+        new.maxtext_path = Path(maxtext_path).expanduser()
+    if not cfg.chain_values:  # not a resolved MaxText config: keep the old behaviour of plain overrides
+        new.findings = list(cfg.findings)
+        for k, v in overrides.items():
+            new.values[k] = Value(k, v, "override")
+        return new
+    new.findings = [f for f in cfg.findings if not any(f is m for m in cfg.model_findings)]
+    same_name = overrides.get("model_name", cfg.get("model_name")) == cfg.get("model_name")
+    lookup = None
+    if same_name and not maxtext_path:  # the same file: no second look on disk
+        lookup = (cfg.model_file, [f for f in cfg.model_findings if f.code == "ASAP001"])
+    _resolve(new, {k: Value(k, v, "override") for k, v in overrides.items()}, lookup)
+    return new
+
+
+def _truthy(v: Any) -> bool:
+    """A flag as MaxText tests it (`if temp_cfg.get(...)`), for a YAML or command-line value."""
+    if isinstance(v, Value):
+        v = v.value
+    return bool(v) and str(v).lower() not in ("false", "0", "none")
+
+
+def _fmt(v: Any) -> str:
+    return "''" if v == "" else str(v)
+
+
+def _model_where(mf: ModelFile) -> str:
+    if mf.origin == models.ORIGIN_CATALOG:
+        return f"MaxText's {mf.file} (at {(mf.commit or '')[:9]}, ASAP's catalog)"
+    return str(mf.file)
+
+
+def _merge_rules(base: Any, new: Any, replace: bool) -> Any:
+    """pyconfig's _apply_rules / _merge_logical_axis_rules (pyconfig.py:166-185@e591f30cb): the new list's rules
+    replace every base rule of the same logical name, unless `override_logical_axis_rules` replaces all."""
+    if replace or not isinstance(base, list):
+        return new
+    if not isinstance(new, list) or not new:
+        return base
+    names = {r[0] for r in new if isinstance(r, list) and r}
+    return [r for r in base if not (isinstance(r, list) and r and r[0] in names)] + list(new)
+
+
+def _chain_anchor(cfg: Config, v: Value) -> tuple[Path | None, Span, list[Related]]:
+    """Where a finding about a value written in the chain goes: its line in the document, else the
+    document's base_config line with the parent's line as related information."""
+    if v.origin == "document" and v.entry is not None:
+        return v.entry.file, v.entry.key_span, []
+    base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+    span = base.key_span if base is not None else Span.point(0)
+    related = [Related(v.entry.file, v.entry.key_span, f"{v.key} is set here")] if v.entry is not None else []
+    return cfg.path, span, related
+
+
+def _lookup(cfg: Config, name_v: Value | None) -> tuple[ModelFile | None, list[Finding]]:
+    """The model file model_name loads (None for "default" or none found), or the error reading it."""
+    if name_v is None or name_v.value == "default":
+        return None, []
+    try:
+        return models.find_model(_name_str(name_v.value), cfg.path, cfg.chain, cfg.maxtext_path, cfg.reader), []
+    except ModelFileError as e:
+        path, span = _name_anchor(cfg, name_v)
+        msg = f"model file for model_name '{name_v.value}' is not valid YAML ({e}); MaxText cannot load it"
+        return None, [Finding("ASAP001", Severity.ERROR, msg, "model_name", path, span)]
+
+
+def _resolve(
+    cfg: Config,
+    overrides: dict[str, Value],
+    lookup: tuple[ModelFile | None, list[Finding]] | None = None,
+) -> None:
+    """cfg.values, model_file, model and the model's findings from cfg.chain_values, the model file and the
+    overrides (`lookup`: the model file already found for the same name, and the error reading it)."""
+    chain = cfg.chain_values
+    temp = {**chain, **overrides}  # what MaxText reads model_name and override_model_config from (pyconfig.py:453)
+    name_v = temp.get("model_name")
+    name = name_v.value if name_v is not None else "default"
+    mf, errors = lookup if lookup is not None else _lookup(cfg, name_v)
+    findings = list(errors)
+    if mf is None and not errors and name_v is not None and name != "default":
+        findings.append(_unknown_model(cfg, name_v, temp))
+    omc = _truthy(temp.get("override_model_config"))
+    values = dict(chain)
+    if mf is not None:
+        for key, mv in mf.keys.items():
+            if key in overrides and omc:
+                continue  # only keys not on the command line are applied (pyconfig.py:481-482)
+            cv = chain.get(key)
+            if cv is not None and key != "logical_axis_rules":
+                f = _replaced(cfg, mf, cv, mv, omc)
+                if f is not None:
+                    findings.append(f)
+            if key == "logical_axis_rules" and cv is not None:
+                mv = _merge_rules(cv.value, mv, _truthy(mf.keys.get("override_logical_axis_rules")))
+            values[key] = Value(key, mv, "model", mf.entries.get(key))
+        for key, ov in overrides.items():
+            if key in mf.keys and not omc and ov.value != mf.keys[key] and key != "logical_axis_rules":
+                findings.append(_refused_override(cfg, mf, ov))
+    for key, ov in overrides.items():
+        if key == "logical_axis_rules" and key in values:
+            ov = Value(
+                key,
+                _merge_rules(values[key].value, ov.value, _truthy(temp.get("override_logical_axis_rules"))),
+                ov.origin,
+            )
+        values[key] = ov
+    cfg.values = values
+    cfg.model_file = mf
+    cfg.model_findings = findings
+    cfg.findings.extend(findings)
+    cfg.model = models.dims_from_values(_name_str(name), cfg.get, _dims_source(cfg, mf, name))
+
+
+def _name_str(name: Any) -> str:
+    return name if isinstance(name, str) else str(name)
+
+
+def _name_anchor(cfg: Config, name_v: Value) -> tuple[Path | None, Span]:
+    if name_v.origin == "document" and name_v.entry is not None:
+        return name_v.file, name_v.entry.value_span
+    if name_v.origin == "parent":
+        base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+        return cfg.path, base.key_span if base is not None else Span.point(0)
+    return cfg.path, Span.point(0)
+
+
+def _dims_source(cfg: Config, mf: ModelFile | None, name: Any) -> str:
+    cat = models.catalog()
+    if mf is not None:
+        return mf.source
+    set_here = [k for k in DIM_KEYS if (v := cfg.values.get(k)) is not None and v.origin != "default"]
+    if name == "default" and not set_here:
+        return f"MaxText {cat.base_file}@{cat.short_commit} (model_name: default)"
+    if len(set_here) == len(DIM_KEYS):
+        return f"base_* keys of the config (model_name '{name}' has no model file)"
+    return f"MaxText {cat.base_file}@{cat.short_commit} defaults and the config's base_* keys"
+
+
+def _unknown_model(cfg: Config, name_v: Value, values: dict[str, Value]) -> Finding:
+    """ASAP004: no model file for the name. MaxText logs a warning and trains what the config and base.yml
+    give (pyconfig.py:487-488@e591f30cb): information when the config sets the dimensions, else a warning."""
+    name = _name_str(name_v.value)
+    cat = models.catalog()
+    dirs = models.search_dirs(cfg.path, cfg.chain, cfg.maxtext_path)
+    checkout = [str(d) for d, o in dirs if o == models.ORIGIN_CHECKOUT]
+    where = f"ASAP's catalog of MaxText {cat.short_commit} nor in models/ next to the config" + (
+        f" or in the MaxText checkout ({', '.join(checkout)})" if checkout else ""
+    )
+    path, span = _name_anchor(cfg, name_v)
+    missing = [k for k in DIM_KEYS if (v := values.get(k)) is None or v.origin in ("default", "model")]
+    if not missing:
+        dims = ", ".join(f"{k} {_fmt(values[k].value)}" for k in DIM_KEYS)
+        return Finding(
+            "ASAP004",
+            Severity.INFORMATION,
+            f"model_name '{name}' is not in {where}; priced from the base_* keys set here ({dims}).",
+            "model_name",
+            path,
+            span,
+        )
+    family = name.split("-")[0]
+    close = [m for m in models.catalog_names() if m.split("-")[0] == family]
+    hint = f" Known {family} models: {', '.join(close)}." if close else ""
+    defaults = ", ".join(f"{k} {_fmt(values[k].value)}" for k in missing if k in values)
+    checkout_hint = "" if checkout else " or name a MaxText checkout that has it (asap.maxtextPath, --maxtext-path),"
+    return Finding(
+        "ASAP004",
+        Severity.WARNING,
+        f"model_name '{name}' is not in {where}: MaxText logs \"Model config for '{name}' not found\" and trains "
+        f"base.yml's default {'dimensions' if len(missing) == len(DIM_KEYS) else 'for the dimensions not set here'}"
+        f", and ASAP prices those ({defaults}).{hint} Fix the name,{checkout_hint} or set {', '.join(missing)}.",
+        "model_name",
+        path,
+        span,
+    )
+
+
+def _replaced(cfg: Config, mf: ModelFile, cv: Value, mv: Any, omc: bool) -> Finding | None:
+    """ASAP006: a key the config chain sets that the model file sets to another value (MaxText takes the model
+    file's). MaxText's own base.yml is not the user's to change and is left alone."""
+    if cv.origin not in ("document", "parent") or cv.value == mv:
+        return None
+    if cv.file is not None and models.is_maxtext_base_yml(cv.file):
+        return None
+    path, span, related = _chain_anchor(cfg, cv)
+    if mf.path is not None and cv.key in mf.entries:
+        related.append(Related(mf.path, mf.entries[cv.key].key_span, f"the model file sets {cv.key}: {_fmt(mv)}"))
+    where = (
+        ""
+        if cv.origin == "document" or cv.entry is None
+        else f" (in {cv.entry.file.name if cv.entry.file else '?'}:{cv.entry.key_span.line + 1})"
+    )
+    omc_note = (
+        " override_model_config: true does not change this: it lets only command-line overrides win over the "
+        "model file."
+        if omc
+        else ""
+    )
+    return Finding(
+        "ASAP006",
+        Severity.WARNING,
+        f"{cv.key}: {_fmt(cv.value)}{where} is replaced by {_fmt(mv)} from {_model_where(mf)}: MaxText merges the "
+        f"model file of model_name over the config files, so the run uses {_fmt(mv)}.{omc_note} To train with "
+        f"{_fmt(cv.value)}, drop model_name and set every dimension in the config, or pass {cv.key}={_fmt(cv.value)} "
+        "on the command line with override_model_config=true.",
+        cv.key,
+        path,
+        span,
+        related=related,
+        data={"model_value": mv, "config_value": cv.value, "model_file": mf.file},
+    )
+
+
+def _refused_override(cfg: Config, mf: ModelFile, ov: Value) -> Finding:
+    """A command-line override of a model file's key with another value: MaxText refuses it without
+    override_model_config=true (validate_no_keys_overridden_twice, pyconfig.py:128-150@e591f30cb)."""
+    path, span = cfg.anchor("model_name")
+    return Finding(
+        "ASAP006",
+        Severity.WARNING,
+        f"{ov.key}={_fmt(ov.value)} on the command line overrides {_fmt(mf.keys[ov.key])} from {_model_where(mf)}: "
+        "MaxText refuses that unless override_model_config=true is also passed; priced as that run.",
+        ov.key,
+        path,
+        span,
+        data={"scope": "override", "model_value": mf.keys[ov.key], "override_value": ov.value, "model_file": mf.file},
+    )
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`ici_fsdp_parallelism=64,ici_tensor_parallelism=4` (YAML scalars) as a dict."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        if "=" not in part:
+            raise ValueError(f"expected key=value, got {part!r}")
+        k, v = (x.strip() for x in part.split("=", 1))
+        if not re.fullmatch(r"[A-Za-z_]\w*", k):
+            raise ValueError(f"not a config key: {k!r}")
+        src = parse(f"{k}: {v}\n")
+        out[k] = src.entries[k].value
+    return out

@@ -1,0 +1,102 @@
+"""The agents' result (the `asap analyze --json` document) as editor findings and quick fixes: the diagnosis
+as a finding on each key it implicates, and each proposal as a fix whose edits are the minimal rewrite of
+the config (server/config/apply.py), re-validated before it is offered. No editor types here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.common.findings import Finding, Fix, Severity, Span
+from server.config.apply import ApplyError, apply_text, proposal_edits
+from server.config.resolve import Reader
+from server.services.analysis import Analysis, analyze
+
+DIAGNOSIS_CODE = "ASAP300"
+STALE = "[stale: the config changed since this analysis; save to refresh] "
+_SEVERITY = {
+    "communication": Severity.WARNING,
+    "hbm": Severity.WARNING,
+    "memory": Severity.WARNING,
+    "input": Severity.WARNING,
+    "host": Severity.WARNING,
+    "compute": Severity.INFORMATION,
+}
+
+
+def mesh_label(p: dict[str, Any]) -> str:
+    ici = " x ".join(f"{a}={d}" for a, d in p["ici"].items()) or "all 1"
+    dcn = " x ".join(f"{a}={d}" for a, d in p["dcn"].items())
+    other = ", ".join(f"{k}={v}" for k, v in p["other_changes"].items())
+    return ici + (f"; DCN {dcn}" if dcn else "") + (f"; {other}" if other else "")
+
+
+def proposal_title(p: dict[str, Any]) -> str:
+    sp = p["expected"]["speedup"]
+    expected = f"expected x{sp:.2f}" if sp is not None else "the current mesh does not launch"
+    return f"Apply proposal {p['rank']}: {mesh_label(p)} ({expected}, confidence {p['confidence']:.0%})"
+
+
+def diagnosis_findings(result: dict[str, Any], an: Analysis, stale: bool) -> list[Finding]:
+    """The diagnosis on every implicated key written in this document (else on the mesh block or line 1)."""
+    d = result.get("diagnosis")
+    if not d or d["bottleneck"] == "invalid":
+        return []  # an invalid mesh already has its located errors
+    props = [p for p in result.get("proposals", []) if not p["keep_current"]]
+    keep = next((p for p in result.get("proposals", []) if p["keep_current"]), None)
+    if keep is not None:
+        advice = "no clearly better mesh: keep the current one"
+    elif props:
+        sp = props[0]["expected"]["speedup"]
+        advice = f"proposal 1: {mesh_label(props[0])}" + (f" (expected x{sp:.2f})" if sp is not None else "")
+    else:
+        advice = "no proposal"
+    first = d["evidence"][0]["text"] if d["evidence"] else ""
+    msg = (
+        f"{STALE if stale else ''}{d['bottleneck']}-bound ({d['source']}, confidence {d['confidence']:.0%}): "
+        f"{d['summary']}. {first}. {advice}"
+    )
+    cfg = an.config
+    spans: list[tuple[str | None, Span]] = []
+    for key in d["keys"]:
+        e = cfg.entry(key)
+        if e is not None:
+            spans.append((key, e.key_span))
+    if not spans:
+        mesh = [e for k, e in (cfg.document.entries.items() if cfg.document else []) if k.endswith("_parallelism")]
+        if mesh:
+            e = min(mesh, key=lambda e: e.key_span.line)
+            spans.append((e.key, e.key_span))
+        else:
+            spans.append((None, Span.point(0)))
+    sev = _SEVERITY.get(d["bottleneck"], Severity.INFORMATION)
+    return [
+        Finding(DIAGNOSIS_CODE, sev, msg, key, cfg.path, span, data={"rank": 0}) for key, span in dict(spans).items()
+    ]
+
+
+def proposal_fixes(result: dict[str, Any], an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
+    """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh."""
+    fixes = []
+    for p in result.get("proposals", []):
+        if p["keep_current"]:
+            continue
+        try:
+            edits = proposal_edits(an.config, p["ici"], p["dcn"], p["other_changes"])
+        except ApplyError:
+            continue
+        if not edits:
+            continue
+        after = (
+            analyze(an.path, apply_text(text, list(edits)), reader)
+            if reader
+            else analyze(an.path, apply_text(text, list(edits)))
+        )
+        chk = after.check
+        errors = [f for f in after.findings if f.severity == Severity.ERROR]
+        ici = {x.axis.name: int(x.degree or 1) for x in chk.ici if int(x.degree or 1) != 1}
+        dcn = {x.axis.name: int(x.degree or 1) for x in chk.dcn if int(x.degree or 1) != 1}
+        if errors or (ici, dcn) != (p["ici"], p["dcn"]):
+            continue  # never offer an edit that would not launch as proposed
+        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p["rank"] == 1))
+    return fixes

@@ -1,0 +1,478 @@
+"""Hover explanations: short Markdown for a key of an analysed config, with the numbers
+behind the verdict and where they come from. No editor types here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from server.common import codes
+from server.common.findings import Finding, Severity, Span
+from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
+from server.config.placement import jax_physical_shape
+from server.config.slices import GB, SOURCES, Slice
+from server.perf.estimate import Estimate
+from server.presentation import verification
+from server.presentation.agent_findings import mesh_label
+from server.profiles import profile as prof
+from server.services.analysis import Analysis
+from server.services.profile_analysis import ProfileResult
+
+PHYS_NAMES = ("x", "y", "z", "core")
+
+
+def key_at(an: Analysis, line: int, column: int) -> str | None:
+    """The top-level key whose key or value is at (line, column) in the document."""
+    doc = an.config.document
+    if doc is None:
+        return None
+    for key, e in doc.entries.items():
+        for span in (e.key_span, e.value_span):
+            if span.line == line and span.column <= column <= max(span.end_column, span.column):
+                return key
+    return None
+
+
+def _within(span: Span | None, line: int, column: int) -> bool:
+    return span is not None and span.line == line and span.column <= column <= span.end_column
+
+
+def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | None = None) -> tuple[str, Span] | None:
+    """Markdown and the span it explains, or None where ASAP has nothing to say. With `findings` (the
+    diagnostics published for the document), the explanation of those at the position comes first
+    (diagnostic_md) and the key's own list names them without repeating their messages."""
+    if not an.config.is_maxtext:
+        return None
+    found = list(findings or ())
+    # errors and warnings lead; an information line (the estimate) follows the key's own explanation
+    urgent = diagnostic_md([f for f in found if f.severity < Severity.INFORMATION], line, column)
+    info = diagnostic_md([f for f in found if f.severity >= Severity.INFORMATION], line, column)
+    here = {f.code for f in found if _covers(f.span, line, column)}
+    key = _key_md(an, line, column, here)
+    parts = [p for p in (urgent, key, info) if p is not None]
+    if not parts:
+        return None
+    span = key[1] if key is not None else parts[0][1]
+    return "\n\n---\n\n".join(p[0] for p in parts), span
+
+
+def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[str, Span] | None:
+    if _within(an.config.declared_slice_span, line, column):
+        return _slice_md(an), an.config.declared_slice_span  # type: ignore[return-value]
+    key = key_at(an, line, column)
+    if key is None or an.config.document is None:
+        return None
+    span = an.config.document.entries[key].key_span
+    if key in KEY_TO_AXIS:
+        md = _axis_md(an, key)
+    elif key in IGNORED_KEYS:
+        md = f"**{key}** is ignored by current MaxText: {IGNORED_KEYS[key]}."
+    elif key in ("compile_topology", "compile_topology_num_slices", "num_slices"):
+        md = _slice_md(an) + _estimate_md(an)
+    elif key in ("per_device_batch_size", "remat_policy"):
+        md = _batch_md(an) if key == "per_device_batch_size" else f"**remat_policy** = `{an.config.get(key)}`"
+        md += _memory_md(an)
+    elif key == "model_name":
+        md = _model_md(an)
+    else:
+        return None
+    notes = [f for f in an.diagnostics if f.key == key and f.code != "ASAP120"]
+    if notes:
+        md += "\n\n" + "\n".join(_note_line(f, f.code in explained) for f in notes)
+    return md, span
+
+
+def _note_line(f: Finding, explained: bool) -> str:
+    """One diagnostic on the hovered key: its code and catalog title, and its message unless the
+    same hover explains it above."""
+    c = codes.lookup(f.code)
+    title = f" **{c.title}**" if c else ""
+    return f"- ⚠ `{f.code}`{title}" + (" (explained above)" if explained else f": {f.message}")
+
+
+def _covers(span: Span, line: int, column: int) -> bool:
+    """Whether the editor shows a finding at (line, column): inside its span, or anywhere on the line
+    of an empty span (a finding about the whole file, shown on line 1)."""
+    if (span.line, span.column) == (span.end_line, span.end_column):
+        return span.line == line
+    return (span.line, span.column) <= (line, column) <= (span.end_line, span.end_column)
+
+
+def diagnostic_md(findings: Sequence[Finding], line: int, column: int) -> tuple[str, Span] | None:
+    """What the ASAP diagnostics at (line, column) mean: per code its title, the findings' own messages
+    (the measured and expected numbers), the meaning, what the verdict rests on, the fix and the knowledge
+    notes that explain it. None where no diagnostic is. The span is the first finding's (errors first)."""
+    here = sorted(
+        (f for f in findings if f.code.startswith("ASAP") and _covers(f.span, line, column)),
+        key=lambda f: (f.severity, f.code, f.span),
+    )
+    if not here:
+        return None
+    by_code: dict[str, list[Finding]] = {}
+    for f in here:
+        by_code.setdefault(f.code, []).append(f)
+    sections = [_code_md(code, [f.message for f in fs]) for code, fs in by_code.items()]
+    return "\n\n---\n\n".join(sections), here[0].span
+
+
+def _code_md(code: str, messages: list[str]) -> str:
+    c = codes.lookup(code)
+    if c is None:  # a code without a catalog entry (a test keeps this from shipping): the messages alone
+        return "\n\n".join([f"**{code}**", *dict.fromkeys(messages)])
+    out = [f"**{code}** {c.title} — _{c.layer}_", ""]
+    out += [*(f"> {m}" for m in dict.fromkeys(messages)), "", c.meaning, ""]
+    out += [f"- **Rests on:** {c.basis}", f"- **Fix:** {c.fix}"]
+    if c.notes:
+        out += ["", "Sources: " + ", ".join(_note_link(n) for n in c.notes)]
+    return "\n".join(out)
+
+
+def _note_link(name: str) -> str:
+    found = note_title(name)
+    if found is None:
+        return f"`{name}`"
+    title, path = found
+    return f"[{title}]({path.as_uri()})"
+
+
+def warm_up() -> None:
+    """Read every note the code catalog cites (the first diagnostic hover would otherwise pay for it)."""
+    for c in codes.CODES.values():
+        for n in c.notes:
+            note_title(n)
+
+
+@cache
+def note_title(name: str) -> tuple[str, Path] | None:
+    """The title (front matter) and path of a knowledge note, by file name under the knowledge content's
+    docs/; None if it is not there or does not parse. Read once per process."""
+    from server.kb.records import RecordError, load_note
+    from server.kb.store import kb_dir
+
+    path = kb_dir() / "docs" / name
+    try:
+        return load_note(path).title, path.resolve()
+    except (OSError, RecordError):
+        return None
+
+
+def _phys_desc(sl: Slice, assignment: tuple[tuple[int, int], ...]) -> str:
+    phys = jax_physical_shape(sl)
+    parts = []
+    for p, size in assignment:
+        name = PHYS_NAMES[p] if p < len(PHYS_NAMES) else str(p)
+        if name == "core":
+            parts.append(f"the {size} cores of each chip")
+            continue
+        whole = size == phys[p]
+        wrap = p < len(sl.wrap) and sl.wrap[p] and whole
+        parts.append(
+            f"{name} ({size}{'' if whole else f' of {phys[p]}, split'}, {'ring' if wrap else 'no wraparound'})"
+        )
+    return " × ".join(parts)
+
+
+def _axis_md(an: Analysis, key: str) -> str:
+    net, axis = KEY_TO_AXIS[key]
+    chk, sl = an.check, an.check.slice
+    d = chk.by_key(key)
+    over = "ICI (within a slice)" if net == "ici" else "DCN (across slices)"
+    lines = [
+        f"**{key}** — `{axis.mesh_axis}` mesh axis over {over}",
+        "",
+        axis.meaning,
+        "",
+    ]
+    raw = d.raw if d else None
+    if d is not None and d.degree is not None:
+        how = ""
+        if raw == -1 and sl is not None:
+            target = sl.devices_per_slice if net == "ici" else sl.num_slices
+            others = math.prod((x.degree or 1) for x in (chk.ici if net == "ici" else chk.dcn) if x is not d)
+            how = f" (−1 fills {target} {'devices per slice' if net == 'ici' else 'slices'} / {others})"
+        lines.append(f"- Degree: **{d.degree}**{how}")
+        total = chk.degree(axis.name)
+        if total is not None and sl is not None:
+            lines.append(f"- Total `{axis.mesh_axis}`: ICI × DCN = **{total}**-way over {sl.devices} devices")
+    else:
+        lines.append(f"- Degree: `{raw!r}` (unresolved)")
+    if sl is not None and net == "ici" and chk.placement is not None and d is not None:
+        idx = AXES.index(axis)
+        p = chk.placement
+        if p.ok and p.handler:
+            lines.append(f"- Placement: JAX's {p.handler} on {sl.name} (any mesh shape fits)")
+        elif p.ok and idx < len(p.assignment) and p.assignment[idx]:
+            lines.append(f"- Physical axes: {_phys_desc(sl, p.assignment[idx])} of {sl.name} ({sl.topology_str})")
+        elif p.ok and (d.degree or 1) == 1:
+            lines.append("- Physical axes: none (degree 1)")
+    shards = [
+        w
+        for w, on in (
+            ("weights", axis.shards_weights),
+            ("the batch", axis.shards_batch),
+            ("attention heads", axis.shards_heads),
+        )
+        if on
+    ]
+    if shards:
+        lines.append(f"- Shards: {', '.join(shards)}")
+    lines += _axis_traffic(an, axis.name)
+    order = ", ".join(a.mesh_axis for a in AXES)
+    lines += [
+        "",
+        f"_mesh_axes (least → most network-intense; JAX places the last on the fastest links first):_ {order}",
+    ]
+    return "\n".join(lines)
+
+
+def _slice_md(an: Analysis) -> str:
+    sl = an.check.slice
+    if sl is None:
+        return "**No TPU slice resolved.** Declare one with `compile_topology: v5e-256`."
+    c = sl.chip
+    wraps = ", ".join(f"{PHYS_NAMES[i]}={'ring' if w else 'open'}" for i, w in enumerate(sl.wrap))
+    src = {k: SOURCES[v] for k, v in c.sources.items()}
+    lines = [
+        f"**{sl.name}** — TPU {c.generation}, declared by {an.check.slice_source or 'default'}",
+        "",
+        f"- {sl.chips} chips, topology {sl.topology_str} ({wraps}), {sl.devices_per_slice} JAX devices per slice"
+        + (f", {sl.num_slices} slices = {sl.devices} devices" if sl.num_slices > 1 else ""),
+        f"- Naming: `{c.generation}-N` counts {c.name_counts} ({c.name_units_per_chip} per chip)",
+        f"- Per chip: {c.peak_bf16_flops / 1e12:g} TFLOP/s bf16; {c.hbm_bytes / GB:.1f} GB HBM at "
+        f"{c.hbm_bw / GB:g} GB/s; ICI {c.ici_links} links × {c.ici_link_bw / GB:g} GB/s one way",
+        f"- HBM ridge point: {c.hbm_ridge:.0f} FLOP/byte",
+        "",
+        f"_Sources: FLOP/s: {src.get('peak_bf16_flops')}; HBM: {src.get('hbm_bytes')}; "
+        f"ICI: {src.get('ici_link_bw')}; topology: {src.get('topology')}._",
+    ]
+    return "\n".join(lines)
+
+
+def _batch_md(an: Analysis) -> str:
+    cfg, chk, sl = an.config, an.check, an.check.slice
+    pdbs = cfg.get("per_device_batch_size")
+    seq = cfg.get("max_target_length")
+    gas = cfg.get("gradient_accumulation_steps", 1)
+    lines = [
+        f"**per_device_batch_size** = {pdbs}",
+        "",
+        "Sequences per device per step; global batch = per_device_batch_size × devices "
+        "(× gradient_accumulation_steps).",
+    ]
+    if sl is not None and isinstance(pdbs, (int, float)) and not isinstance(pdbs, bool) and pdbs > 0:
+        micro = int(sl.devices * pdbs)
+        lines.append(
+            f"- Global batch: {pdbs:g} × {sl.devices} devices = **{micro}** sequences"
+            + (f" × {gas} accumulation steps" if isinstance(gas, int) and gas > 1 else "")
+        )
+        if isinstance(seq, int):
+            tokens = micro * seq * (gas if isinstance(gas, int) else 1)
+            lines.append(f"- Tokens per step: {tokens:,} (max_target_length {seq})")
+        if chk.consistent:
+            batch_axes = [a.name for a in AXES if a.shards_batch]
+            shards = math.prod(chk.degree(a) or 1 for a in batch_axes)
+            lines.append(
+                f"- Batch shards (data × fsdp × fsdp_transpose × expert): {shards} → "
+                f"{micro / shards:g} sequences per shard"
+            )
+    return "\n".join(lines)
+
+
+def _model_md(an: Analysis) -> str:
+    """The resolved block structure and parameter counts, with the model file they come from."""
+    from server.perf import model_summary
+    from server.perf.arith import ArithError
+
+    try:
+        return model_summary.of_config(an.config).markdown()
+    except ArithError as e:
+        return f"**model_name** `{an.config.get('model_name')}`: cannot be priced ({e.key}: {e})."
+
+
+def _mfu_peak_md(e: Estimate) -> str:
+    """Which peak the MFU is against, when the config quantizes: MaxText's MFU counts the bf16 peak."""
+    if e.matmuls.quantized:
+        return (
+            f" (MaxText's, against the bf16 peak; {e.mfu_at_matmul_peak:.1%} of the peak the step runs at, with "
+            f"{e.matmuls.describe()})"
+        )
+    return f" ({e.matmuls.describe()})" if e.quantization else ""
+
+
+def _estimate_md(an: Analysis) -> str:
+    e = an.estimate
+    if e is None:
+        return ""
+    kind, margin, _ = e.time.bottleneck()
+    t = e.time
+    axes = ", ".join(f"{a} {v * 1e3:.0f} ms" for a, v in t.comm_by_axis.items()) or "none"
+    return "\n".join(
+        [
+            "",
+            "",
+            f"**Estimate** (performance model, not a measurement): {e.mfu:.1%} MFU{_mfu_peak_md(e)}, "
+            f"{e.tflops_per_chip:.0f} TFLOP/s per chip, step {t.step_s * 1e3:,.0f} ms, **{kind}-bound** "
+            f"(lead {margin:.0%} of the step)",
+            f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
+            f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms exposed): {axes}",
+            "- _Formulas: server/perf/steptime.py; constants and overlap model in `asap estimate --json`._",
+        ]
+    )
+
+
+def _memory_md(an: Analysis) -> str:
+    e = an.estimate
+    if e is None:
+        return ""
+    gib = 1024**3
+    m = e.memory
+    parts = " · ".join(f"{k} {v / gib:.1f}" for k, v in m.components.items())
+    return (
+        f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / gib:.1f} of "
+        f"{m.usable / gib:.1f} GiB usable, {m.verdict}\n- {parts} GiB"
+    )
+
+
+# The cost model prices collectives per group of mesh axes that share a pattern (server/perf/layout.py).
+_GROUP = {
+    "fsdp": "fsdp",
+    "fsdp_transpose": "fsdp",
+    "tensor": "tensor",
+    "tensor_sequence": "tensor",
+    "autoregressive": "tensor",
+    "context": "context",
+    "context_usp_ulysses": "context",
+    "expert": "expert",
+    "data": "data",
+    "pipeline": "pipeline",
+}
+
+
+def _axis_traffic(an: Analysis, axis: str) -> list[str]:
+    """What this axis' collectives cost per step in the estimate, and whether they hide behind compute."""
+    e = an.estimate
+    group = _GROUP.get(axis)
+    if e is None or group is None or group not in e.time.comm_by_axis:
+        return []
+    total = e.time.comm_by_axis[group]
+    exposed = e.time.exposed_by_axis.get(group, 0.0)
+    link = e.time.comm.paths[group].physical if group in e.time.comm.paths else "?"
+    kinds = sorted({f"{c.kind} ({c.purpose})" for c in e.time.comm.collectives if c.axis == group})
+    hidden = (
+        "hidden behind compute"
+        if exposed == 0
+        else f"{exposed * 1e3:,.0f} ms exposed, {exposed / e.time.step_s:.0%} of step"
+    )
+    return [
+        f"- Collectives ({group} group, estimate): {total * 1e3:,.0f} ms per step over {link}; {hidden}",
+        f"  {'; '.join(kinds)}",
+    ]
+
+
+def profile_hover(result: ProfileResult, line: int, column: int) -> tuple[str, Span] | None:
+    """The linked profile's report, on the line that links it (comment, base_output_directory)."""
+    link, report = result.link, result.report
+    if link is None or report is None or link.span.line != line:
+        return None
+    return profile_md(report, result.files.describe() if result.files else str(link.path)), link.span
+
+
+def profile_md(report: prof.Report, source: str) -> str:
+    """The profile report as Markdown: verdict and evidence, steps, top ops, collectives, comparison."""
+    v, k = report.verdict, report.kpis
+    out = [f"**Profile: {v.bottleneck}-bound** (confidence {v.confidence:.0%}; rule: {v.rule})", ""]
+    out += [f"- {e}" for e in v.evidence]
+    out += ["", f"Source: `{source}`" + (f", {k.device_type}" if k.device_type else "")]
+    if k.steps is not None:
+        st = k.steps
+        dropped = (
+            f"; dropped outliers: {', '.join(f'{s} ({ms:.1f} ms)' for s, ms in st.outliers)}" if st.outliers else ""
+        )
+        out.append(
+            f"Steps: {st.n}, median {st.median_ms:.1f} ms, mean {st.mean_ms:.1f} ms, "
+            f"stddev {st.stddev_ms:.1f} ms{dropped}"
+        )
+    if report.top_ops:
+        out += [
+            "",
+            "| op | category | self time | FLOP/s of peak | HBM BW of peak | bound by |",
+            "|---|---|---|---|---|---|",
+        ]
+        for o in report.top_ops:
+            fu = (
+                "not believed"
+                if o.implausible
+                else (f"{o.flop_utilization:.0%}" if o.flop_utilization is not None else "-")
+            )
+            bu = f"{o.hbm_bw_utilization:.0%}" if o.hbm_bw_utilization is not None else "-"
+            out.append(
+                f"| `{o.name[:40]}` {o.layer or ''} | {o.category} | {o.self_time_fraction:.1%} | {fu} | {bu} | "
+                f"{o.bound_by or '-'} |"
+            )
+    c = report.collectives
+    if c.by_kind:
+        kinds = ", ".join(f"{n} {g.fraction:.1%}" for n, g in c.by_kind.items())
+        out += ["", f"Collectives: {c.share:.1%} of the step ({kinds})"]
+        if c.by_axis:
+            out.append("By mesh axis: " + ", ".join(f"{a} {g.fraction:.1%}" for a, g in c.by_axis.items()))
+    cmp = report.comparison
+    if cmp:
+        out += [
+            "",
+            f"Against the estimate: step {cmp['measured_step_s'] * 1e3:.1f} ms measured vs "
+            f"{cmp['expected_step_s'] * 1e3:.1f} ms expected ({cmp['step_gap']:+.0%}); MFU "
+            f"{cmp['measured_mfu']:.1%} vs {cmp['expected_mfu']:.1%}; expected {cmp['expected_bottleneck']}-bound",
+        ]
+    out += ["", "Shares are of the step; op utilizations are against the declared chip's per-TensorCore peaks."]
+    return "\n".join(out)
+
+
+def agent_md(result: dict[str, Any], stale: bool, verified: list[dict[str, Any]] | None = None) -> str:
+    """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic). `verified`: the
+    TPU compiler's verification of the current mesh and the proposals (server/presentation/verification.py), when
+    run."""
+    d = result["diagnosis"]
+    out = []
+    if stale:
+        out += ["*Stale: the config changed since this analysis; save to refresh.*", ""]
+    out += [
+        f"**{d['bottleneck']}-bound** ({d['source']}, confidence {d['confidence']:.0%}): {d['summary']}",
+        "",
+    ]
+    out += [f"- {e['text']} *({e['source']})*" for e in d["evidence"]]
+    if result.get("calibration"):
+        out += ["", f"*{result['calibration']}*"]
+    props = result.get("proposals", [])
+    by_rank = {e["rank"]: e["result"] for e in verified or []}
+    if props:
+        compiler = bool(verified)
+        head = "| # | mesh and changes | expected | confidence |" + (" TPU compiler |" if compiler else "")
+        out += ["", head, "|---|---|---|---|" + ("---|" if compiler else "")]
+        for p in props:
+            sp = p["expected"]["speedup"]
+            exp = f"x{sp:.2f}, MFU {p['expected']['mfu']:.1%}" if sp is not None else f"MFU {p['expected']['mfu']:.1%}"
+            label = "keep the current mesh" if p["keep_current"] else mesh_label(p)
+            row = f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |"
+            if compiler:
+                r = by_rank.get(None if p["keep_current"] else p["rank"])
+                row += f" {verification.summary(r) if r else 'not compiled'} |"
+            out.append(row)
+        if compiler:
+            out += ["", "*TPU compiler: ASAP's reference train step compiled for the slice (libtpu), per chip.*"]
+        best = props[0]
+        out += ["", best["rationale"], "", f"Confidence rests on: {best['confidence_basis']}."]
+        refs = sorted({r for p in props for r in p["references"]})
+        if refs:
+            out += ["", "Sources: " + ", ".join(f"`{r}`" for r in refs)]
+    backend = result["backend"]
+    out += [
+        "",
+        f"*Backend: {backend['name']}"
+        + (f" ({backend['fallback_reason']})" if backend["fallback_reason"] else "")
+        + "*",
+    ]
+    return "\n".join(out)

@@ -1,0 +1,193 @@
+"""Which profile belongs to a config, in order of precedence:
+
+1. a comment line `# asap: profile=<path>` in the config (relative to the config's directory);
+2. a workspace link, stored by the command "ASAP: Link profile..." in `<workspace>/.asap/links.json`
+   (`{"version": 1, "links": {"<config, relative to the workspace>": "<profile path>"}}`);
+3. MaxText's own output keys: `<base_output_directory>/<run_name>/tensorboard/plugins/profile/`,
+   when that directory is local and inside the workspace.
+
+Explicit links (1, 2) may point anywhere; a discovered one outside the workspace is not followed
+(a hint says how to link it). A link whose path does not exist is a located warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from server.common.findings import Finding, Severity, Span
+from server.config.resolve import Config
+
+LINK_COMMENT = re.compile(r"^\s*#\s*asap:.*?\bprofile\s*=\s*(?P<path>\"[^\"]+\"|'[^']+'|\S+)", re.I)
+LINKS_FILE = Path(".asap") / "links.json"
+
+MISSING = "ASAP201"
+OUTSIDE = "ASAP204"
+
+
+@dataclass(frozen=True)
+class Link:
+    path: Path
+    origin: str  # "comment" | "workspace" | "maxtext" | "search_path"
+    file: Path | None  # where findings about the link are shown
+    span: Span
+    key: str | None
+
+    @property
+    def explicit(self) -> bool:
+        return self.origin not in ("maxtext",)
+
+    def describe(self) -> str:
+        return {
+            "comment": "the '# asap: profile=' comment",
+            "workspace": f"the workspace link in {LINKS_FILE}",
+            "maxtext": "base_output_directory/run_name",
+            "search_path": "run_name found under asap.profileSearchPaths",
+        }[self.origin]
+
+
+def _comment_link(cfg: Config) -> Link | None:
+    if cfg.document is None:
+        return None
+    for i, line in enumerate(cfg.document.lines):
+        m = LINK_COMMENT.match(line)
+        if m:
+            raw = m["path"].strip("\"'")
+            base = cfg.path.parent if cfg.path else Path.cwd()
+            p = Path(os.path.expanduser(raw))
+            return Link(
+                p if p.is_absolute() else base / p,
+                "comment",
+                cfg.path,
+                Span(i, m.start("path"), i, m.end("path")),
+                None,
+            )
+    return None
+
+
+def read_links(workspace: Path) -> dict[str, str]:
+    f = workspace / LINKS_FILE
+    try:
+        data = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return {}
+    links = data.get("links") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in links.items()} if isinstance(links, dict) else {}
+
+
+def write_link(workspace: Path, config: Path, profile: Path | None) -> Path:
+    """Store (or with `profile` None, remove) the link of `config`; atomic replace of the file."""
+    links = read_links(workspace)
+    key = _rel(config, workspace)
+    if profile is None:
+        links.pop(key, None)
+    else:
+        links[key] = _rel(profile, workspace) if _inside(profile, workspace) else str(profile.resolve())
+    f = workspace / LINKS_FILE
+    f.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=f.parent, prefix=".links-", suffix=".json")
+    with os.fdopen(fd, "w") as out:
+        json.dump({"version": 1, "links": dict(sorted(links.items()))}, out, indent=2)
+        out.write("\n")
+    os.replace(tmp, f)
+    return f
+
+
+def _rel(p: Path, root: Path) -> str:
+    try:
+        return p.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(p.resolve())
+
+
+def _inside(p: Path, root: Path) -> bool:
+    try:
+        p.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def _workspace_link(cfg: Config, workspace: Path | None) -> Link | None:
+    if workspace is None or cfg.path is None:
+        return None
+    target = read_links(workspace).get(_rel(cfg.path, workspace))
+    if not target:
+        return None
+    p = Path(os.path.expanduser(target))
+    return Link(p if p.is_absolute() else workspace / p, "workspace", cfg.path, Span.point(0), None)
+
+
+def _search_path_link(cfg: Config, search_paths: list[Path]) -> Link | None:
+    """`<search path>/<run_name>/tensorboard/plugins/profile` in a directory the user listed in
+    `asap.profileSearchPaths` (e.g. a local copy of a gs:// base_output_directory). Listed by the user, so
+    it may be outside the workspace."""
+    run = cfg.get("run_name")
+    if not isinstance(run, str) or not run:
+        return None
+    for sp in search_paths:
+        run_dir = Path(os.path.expanduser(str(sp))) / run
+        if (run_dir / "tensorboard" / "plugins" / "profile").is_dir():
+            file, span = cfg.anchor("run_name")
+            return Link(run_dir, "search_path", file, span, "run_name")
+    return None
+
+
+def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, list[Finding]]:
+    base, run = cfg.get("base_output_directory"), cfg.get("run_name")
+    if not isinstance(base, str) or not base or not isinstance(run, str) or not run:
+        return None, []
+    if "://" in base:  # gs://, s3://: not local
+        return None, []
+    root = workspace or (cfg.path.parent if cfg.path else Path.cwd())
+    b = Path(os.path.expanduser(base))
+    run_dir = (b if b.is_absolute() else root / b) / run
+    file, span = cfg.anchor("base_output_directory")
+    if workspace is not None and not _inside(run_dir, workspace):
+        if (run_dir / "tensorboard" / "plugins" / "profile").is_dir():
+            return None, [
+                Finding(
+                    OUTSIDE,
+                    Severity.HINT,
+                    f"profiles of this run exist in {run_dir}, outside the workspace; ASAP reads them only "
+                    f"when linked explicitly: add '# asap: profile={run_dir}' or run 'ASAP: Link profile...'",
+                    "base_output_directory",
+                    file,
+                    span,
+                )
+            ]
+        return None, []
+    prof = run_dir / "tensorboard" / "plugins" / "profile"
+    if not prof.is_dir():
+        return None, []
+    return Link(run_dir, "maxtext", file, span, "base_output_directory"), []
+
+
+def resolve(
+    cfg: Config, workspace: Path | None = None, search_paths: list[Path] | None = None
+) -> tuple[Link | None, list[Finding]]:
+    """The config's profile link (None when it has none) and findings about it."""
+    link = _comment_link(cfg) or _workspace_link(cfg, workspace)
+    if link is None:
+        found, findings = _maxtext_link(cfg, workspace)
+        if found is None and search_paths:
+            found = _search_path_link(cfg, search_paths)
+            if found is not None:
+                findings = []
+        return found, findings
+    if not link.path.exists():
+        return None, [
+            Finding(
+                MISSING,
+                Severity.WARNING,
+                f"linked profile {link.path} does not exist (from {link.describe()})",
+                link.key,
+                link.file,
+                link.span,
+            )
+        ]
+    return link, []

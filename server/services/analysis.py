@@ -1,0 +1,154 @@
+"""One analysis of one config document: load it (with its parents), run the static mesh
+checks, and keep everything the editor and the CLI show. No editor types here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.common.findings import Finding, Related, Severity
+from server.config import resolve as config_mod
+from server.config.mesh import MeshCheck, check
+from server.config.resolve import Config, Reader
+from server.perf.estimate import Estimate, EstimateError, estimate
+
+
+@dataclass
+class Analysis:
+    path: Path | None
+    config: Config
+    check: MeshCheck
+    findings: list[Finding] = field(default_factory=list)  # the static checks (config, mesh)
+    estimate: Estimate | None = None
+    estimate_findings: list[Finding] = field(default_factory=list)  # the performance model's
+
+    @property
+    def diagnostics(self) -> list[Finding]:
+        """Every producer's findings, merged for publishing."""
+        return sorted([*self.findings, *self.estimate_findings], key=lambda f: (f.span.line, f.span.column, f.code))
+
+    @property
+    def depends_on(self) -> list[Path]:
+        """Parent files whose edits change this analysis."""
+        return list(self.config.chain)
+
+    def to_json(self) -> dict[str, object]:
+        sl = self.check.slice
+        return {
+            "file": str(self.path) if self.path else None,
+            "is_maxtext_config": self.config.is_maxtext,
+            "slice": None
+            if sl is None
+            else {
+                "name": sl.name,
+                "source": self.check.slice_source,
+                "generation": sl.chip.generation,
+                "chips": sl.chips,
+                "topology": list(sl.topology),
+                "wraparound": list(sl.wrap),
+                "devices_per_slice": sl.devices_per_slice,
+                "num_slices": sl.num_slices,
+                "devices": sl.devices,
+            },
+            "model": None if self.config.model is None else self.config.model.name,
+            "mesh": self.check.mesh_dict(),
+            "findings": [f.to_json() for f in self.diagnostics],
+            "estimate": self.estimate.to_json() if self.estimate else None,
+        }
+
+
+def analyze(
+    path: Path | None,
+    text: str | None = None,
+    reader: Reader | None = None,
+    default_slice: str | None = None,
+) -> Analysis:
+    """Analyze a config file (or an editor buffer's `text` for it)."""
+    cfg = config_mod.load(path, text, reader) if reader else config_mod.load(path, text)
+    chk = check(cfg, default_slice)
+    findings = [*cfg.findings, *chk.findings] if cfg.is_maxtext else []
+    findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))
+    est: Estimate | None = None
+    more: list[Finding] = []
+    if cfg.is_maxtext and chk.consistent and not any(f.severity == Severity.ERROR for f in findings):
+        est, more = _estimate_findings(cfg, chk)
+    return Analysis(path, cfg, chk, findings, est, more)
+
+
+MESH_KEYS_FOR_MEMORY = (
+    "ici_fsdp_parallelism",
+    "ici_fsdp_transpose_parallelism",
+    "ici_tensor_parallelism",
+    "dcn_fsdp_parallelism",
+    "ici_data_parallelism",
+)
+
+
+def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, list[Finding]]:
+    """The estimate as findings: one information line on the mesh block, and an error (or a warning
+    when within the allowance) when the mesh does not fit in HBM, at the keys that decide it."""
+    try:
+        est = estimate(cfg, chk)
+    except EstimateError as e:
+        key = e.key or "model_name"
+        path, span = cfg.anchor(key)
+        return None, [Finding("ASAP129", Severity.WARNING, f"No estimate: {e}", key, path, span)]
+    doc = cfg.document
+    mesh_keys = [k for k in (doc.entries if doc else {}) if k.startswith(("ici_", "dcn_"))]
+    anchor_key = mesh_keys[0] if mesh_keys else "compile_topology"
+    path, span = cfg.anchor(anchor_key)
+    kind, margin, _ = est.time.bottleneck()
+    out = [
+        Finding(
+            "ASAP120",
+            Severity.INFORMATION,
+            est.summary(),
+            anchor_key,
+            path,
+            span,
+            data={"mfu": est.mfu, "step_s": est.time.step_s, "bottleneck": kind, "margin": margin},
+        )
+    ]
+    mem = est.memory
+    if mem.verdict != "fits":
+        comps = mem.components
+        gib = 1024**3
+        biggest = max(comps, key=lambda k: comps[k])
+        state = comps["weights"] + comps["gradients"] + comps["optimizer"]
+        # What decides it: the batch and remat policy for activations, the sharding for model state.
+        if state >= comps["activations"] + comps["logits"]:
+            keys = [k for k in MESH_KEYS_FOR_MEMORY if cfg.entry(k)] or ["ici_fsdp_parallelism"]
+            advice = "shard weights, gradients and optimizer state over more devices (fsdp)"
+        else:
+            keys = [k for k in ("per_device_batch_size", "remat_policy") if cfg.entry(k)] or ["per_device_batch_size"]
+            advice = "lower per_device_batch_size or save fewer activations (remat_policy)"
+        keys.sort(key=lambda k: cfg.anchor(k)[1].line)
+        parts = ", ".join(f"{k} {v / gib:.1f}" for k, v in comps.items())
+        over = mem.total - mem.usable
+        if mem.verdict == "does not fit":
+            sev, code = Severity.ERROR, "ASAP121"
+            head = f"Does not fit in HBM: {mem.total / gib:.1f} GiB per device needed, {mem.usable / gib:.1f} usable"
+        else:
+            sev, code = Severity.WARNING, "ASAP122"
+            head = (
+                f"Tight on HBM: {mem.total / gib:.1f} GiB per device of {mem.usable / gib:.1f} usable "
+                f"(within the estimate's uncertainty: -10%..+15%)"
+            )
+        msg = f"{head} ({parts} GiB; largest: {biggest}). To fit: {advice}."
+        for i, k in enumerate(keys):
+            p, sp = cfg.anchor(k)
+            related = [Related(cfg.anchor(o)[0], cfg.anchor(o)[1], f"{o} also decides it") for o in keys if o != k]
+            out.append(
+                Finding(
+                    code,
+                    sev,
+                    msg if i == 0 else f"{head}: see {keys[0]}",
+                    k,
+                    p,
+                    sp,
+                    related=related,
+                    data={"over_bytes": over},
+                )
+            )
+    return est, out
