@@ -53,6 +53,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check server tests bench tools
 	$(VENV)/bin/ruff format --check server tests bench tools
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy

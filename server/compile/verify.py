@@ -51,7 +51,6 @@ from server.perf.estimate import Estimate, EstimateError, estimate
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
 from server.perf.memory import usable_hbm
 from server.profiles.profile_convert import CancelToken, Progress, default_max_memory
-from server.services.analysis import Analysis
 
 log = logging.getLogger("asap")
 
@@ -515,21 +514,16 @@ def run_worker(
 
 # -- the verifier -------------------------------------------------------------------------------------
 def _prepare(
-    source: Analysis | Config | Path | str, mesh: dict[str, Any] | None, slice_name: str | None
+    source: Config | Path | str, mesh: dict[str, Any] | None, slice_name: str | None
 ) -> tuple[Config, MeshCheck]:
-    if isinstance(source, Analysis):
-        cfg = source.config
-    elif isinstance(source, Config):
-        cfg = source
-    else:
-        cfg = config_mod.load(Path(source))
+    cfg = source if isinstance(source, Config) else config_mod.load(Path(source))
     if mesh:
         cfg = config_mod.with_overrides(cfg, mesh)
     return cfg, check(cfg, slice_name)
 
 
 def verify(
-    source: Analysis | Config | Path | str,
+    source: Config | Path | str,
     mesh: dict[str, Any] | None = None,
     *,
     slice_name: str | None = None,
@@ -544,7 +538,7 @@ def verify(
     maxtext_python: str | None = None,
     cached_only: bool = False,
 ) -> VerifyResult:
-    """Compile `source`'s train step (a config path, a loaded Config or an Analysis) with the mesh keys
+    """Compile `source`'s train step (a config path or a loaded Config) with the mesh keys
     in `mesh` overriding the config's (e.g. {"ici_fsdp_parallelism": 8, "ici_tensor_parallelism": 2}) for
     its slice (`slice_name` when the config declares none), and compare with the estimate.
     Never raises for a config, mesh or compiler problem: the result's status and message say what happened.
