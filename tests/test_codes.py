@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.common.codes import CODES
+from server.common.codes import CODES, DiagCode
 from server.common.findings import Finding
 from server.presentation import explain
 from server.profiles import profile_link
@@ -17,14 +17,18 @@ from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 LITERAL = re.compile(r"""["'](ASAP\d{3})["']""")
+MEMBER = re.compile(r"\bDiagCode\.([A-Z0-9_]+)\b")
 
 
 def emitted_codes() -> set[str]:
-    """Every ASAP code written as a string literal in the server's source, the catalog itself excluded."""
+    """Every ASAP code a producer names (`DiagCode.X`, or the bare string) in the server's source, the catalog
+    itself excluded."""
     found: set[str] = set()
     for py in (ROOT / "server").rglob("*.py"):
         if py != ROOT / "server" / "common" / "codes.py":
-            found |= set(LITERAL.findall(py.read_text(encoding="utf-8")))
+            text = py.read_text(encoding="utf-8")
+            found |= set(LITERAL.findall(text))
+            found |= {DiagCode[name].value for name in MEMBER.findall(text)}
     return found
 
 

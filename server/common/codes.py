@@ -7,11 +7,54 @@ the producers emit. No editor types here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class DiagCode(StrEnum):
+    """Every diagnostic code ASAP emits, by what it says; producers use these, never the bare string."""
+
+    INVALID_YAML = "ASAP001"
+    BASE_CONFIG_NOT_FOUND = "ASAP002"
+    BASE_CONFIG_CYCLE = "ASAP003"
+    UNKNOWN_MODEL = "ASAP004"
+    UNKNOWN_SLICE = "ASAP005"
+    MODEL_FILE_OVERRIDE = "ASAP006"
+    NO_SLICE = "ASAP010"
+    PLACEMENT_UNCHECKED = "ASAP099"
+    INVALID_DEGREE = "ASAP100"
+    ICI_PRODUCT_MISMATCH = "ASAP101"
+    SEVERAL_FILL_AXES = "ASAP102"
+    FILL_UNRESOLVED = "ASAP103"
+    DCN_PRODUCT_MISMATCH = "ASAP104"
+    DCN_ON_ONE_SLICE = "ASAP105"
+    AXIS_NOT_PLACEABLE = "ASAP106"
+    QUERY_HEADS_INDIVISIBLE = "ASAP107"
+    KV_HEADS_INDIVISIBLE = "ASAP108"
+    BATCH_INDIVISIBLE = "ASAP109"
+    FRACTIONAL_BATCH_UNCOVERED = "ASAP110"
+    IGNORED_KEY = "ASAP111"
+    BAD_BATCH_SIZE = "ASAP112"
+    MISSPELT_KEY = "ASAP113"
+    ESTIMATE = "ASAP120"
+    HBM_OVERFLOW = "ASAP121"
+    HBM_TIGHT = "ASAP122"
+    NO_ESTIMATE = "ASAP129"
+    PROFILE_VERDICT = "ASAP200"
+    PROFILE_MISSING = "ASAP201"
+    PROFILE_OTHER_SLICE = "ASAP202"
+    PROFILE_NOT_READ = "ASAP203"
+    PROFILES_OUTSIDE_WORKSPACE = "ASAP204"
+    PROFILE_NOTE = "ASAP205"
+    AGENTS = "ASAP300"
+    COMPILER_VERIFIED = "ASAP400"
+    COMPILER_DOES_NOT_FIT = "ASAP401"
+    COMPILER_DISAGREES = "ASAP402"
+    COMPILER_UNAVAILABLE = "ASAP403"
 
 
 @dataclass(frozen=True)
 class Code:
-    code: str
+    code: DiagCode
     title: str
     layer: str  # who rejects or reports it: YAML, MaxText pyconfig, JAX placement, estimate, profile, agents
     meaning: str
@@ -23,7 +66,7 @@ class Code:
 _CODES = (
     # -- loading the config ------------------------------------------------------------------------------
     Code(
-        "ASAP001",
+        DiagCode.INVALID_YAML,
         "Invalid YAML",
         "YAML",
         "The file (or a `base_config` parent) does not parse as YAML, so MaxText cannot load it and ASAP "
@@ -32,7 +75,7 @@ _CODES = (
         "Correct the syntax at the reported line and column (indentation, a missing `:`, an unclosed quote).",
     ),
     Code(
-        "ASAP002",
+        DiagCode.BASE_CONFIG_NOT_FOUND,
         "base_config not found",
         "config loading",
         "The `base_config` parent cannot be read (or is not a file name). Keys it would set fall back to "
@@ -42,7 +85,7 @@ _CODES = (
         "Point `base_config` at an existing file (relative to this config's directory).",
     ),
     Code(
-        "ASAP003",
+        DiagCode.BASE_CONFIG_CYCLE,
         "base_config cycle",
         "config loading",
         "Following `base_config` leads back to a file already in the chain, so the chain never ends.",
@@ -50,7 +93,7 @@ _CODES = (
         "Remove the `base_config` that points back into the chain.",
     ),
     Code(
-        "ASAP004",
+        DiagCode.UNKNOWN_MODEL,
         "Unknown model_name",
         "MaxText pyconfig",
         "No model file for this `model_name` in ASAP's catalog of MaxText's model files, in `models/` next to the "
@@ -65,7 +108,7 @@ _CODES = (
         "`base_num_query_heads`, `base_num_kv_heads`, `base_mlp_dim` and `base_num_decoder_layers`.",
     ),
     Code(
-        "ASAP005",
+        DiagCode.UNKNOWN_SLICE,
         "Unknown slice or slice count",
         "config loading",
         "The declared TPU slice (`compile_topology`, the `# asap: slice=` comment or the `asap.defaultSlice` "
@@ -76,7 +119,7 @@ _CODES = (
         ("tpu-v5e.md", "tpu-v5p.md", "tpu-v6e.md", "tpu-v4.md", "tpu7x.md"),
     ),
     Code(
-        "ASAP006",
+        DiagCode.MODEL_FILE_OVERRIDE,
         "Model file replaces a config key",
         "MaxText pyconfig",
         "The config sets a key that the model file of its `model_name` also sets, to another value. MaxText "
@@ -90,7 +133,7 @@ _CODES = (
         "yourself, or pass `key=value` on MaxText's command line together with `override_model_config=true`.",
     ),
     Code(
-        "ASAP010",
+        DiagCode.NO_SLICE,
         "No TPU slice declared",
         "config loading",
         "Without a slice, device counts are unknown: the ICI/DCN products, the placement on the torus, the "
@@ -101,7 +144,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP099",
+        DiagCode.PLACEMENT_UNCHECKED,
         "Placement not checked (no JAX)",
         "JAX placement",
         "JAX could not be imported in ASAP's environment, so layer 3 (placing each mesh axis on whole physical "
@@ -112,7 +155,7 @@ _CODES = (
     ),
     # -- MaxText's mesh checks (DOMAIN.md §2, layers 1 and 2) -------------------------------------------------
     Code(
-        "ASAP100",
+        DiagCode.INVALID_DEGREE,
         "Invalid parallelism degree",
         "MaxText pyconfig",
         "A parallelism degree counts devices: it must be a whole number >= 1, or -1 for 'fill the rest'. Zero, "
@@ -122,7 +165,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP101",
+        DiagCode.ICI_PRODUCT_MISMATCH,
         "ICI product != devices per slice",
         "MaxText pyconfig",
         "Layer 1: the `ici_*_parallelism` degrees must multiply to the devices of one slice. MaxText asserts "
@@ -133,7 +176,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP102",
+        DiagCode.SEVERAL_FILL_AXES,
         "More than one -1",
         "MaxText pyconfig",
         "Layer 1: at most one axis per list (ICI, DCN) may be -1; MaxText cannot tell how to split the rest "
@@ -143,7 +186,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP103",
+        DiagCode.FILL_UNRESOLVED,
         "-1 cannot be resolved",
         "MaxText pyconfig",
         "Layer 1: the -1 axis is filled with the target (devices per slice, or slices) divided by the product "
@@ -153,7 +196,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP104",
+        DiagCode.DCN_PRODUCT_MISMATCH,
         "DCN product != number of slices",
         "MaxText pyconfig",
         "Layer 1 for the DCN list: on a multislice job the `dcn_*_parallelism` degrees must multiply to the "
@@ -163,7 +206,7 @@ _CODES = (
         ("mesh-validation-layers.md", "dcn-vs-ici-placement.md"),
     ),
     Code(
-        "ASAP105",
+        DiagCode.DCN_ON_ONE_SLICE,
         "DCN parallelism on a single slice",
         "MaxText pyconfig",
         "Layer 2: a DCN degree above 1 needs more than one slice. MaxText raises 'DCN parallelism requested but "
@@ -175,7 +218,7 @@ _CODES = (
     ),
     # -- JAX's placement (layer 3) --------------------------------------------------------------------------
     Code(
-        "ASAP106",
+        DiagCode.AXIS_NOT_PLACEABLE,
         "Axis cannot be placed on the torus",
         "JAX placement",
         "Layer 3: JAX must put each mesh axis on whole physical torus axes, the most network-intense (last) "
@@ -188,7 +231,7 @@ _CODES = (
     ),
     # -- MaxText's sharding rules ---------------------------------------------------------------------------
     Code(
-        "ASAP107",
+        DiagCode.QUERY_HEADS_INDIVISIBLE,
         "Query heads not divisible by tensor parallelism",
         "MaxText sharding rules",
         "MaxText shards the query heads over tensor × tensor_sequence × autoregressive; the head count does "
@@ -199,7 +242,7 @@ _CODES = (
         ("tensor-heads-divisibility.md", "tensor-parallel-ceiling.md"),
     ),
     Code(
-        "ASAP108",
+        DiagCode.KV_HEADS_INDIVISIBLE,
         "KV heads not divisible by tensor parallelism",
         "MaxText sharding rules",
         "As ASAP107 for the key/value heads: with grouped-query attention (often 8 kv heads) they, not the "
@@ -210,7 +253,7 @@ _CODES = (
         ("tensor-heads-divisibility.md", "tensor-parallel-ceiling.md"),
     ),
     Code(
-        "ASAP109",
+        DiagCode.BATCH_INDIVISIBLE,
         "Global batch not divisible by the batch shards",
         "MaxText sharding rules",
         "The global batch (per_device_batch_size × devices) is sharded over data × fsdp × fsdp_transpose × "
@@ -220,7 +263,7 @@ _CODES = (
         ("batch-size-and-grad-accumulation.md",),
     ),
     Code(
-        "ASAP110",
+        DiagCode.FRACTIONAL_BATCH_UNCOVERED,
         "Fractional batch not covered",
         "MaxText sharding rules",
         "A per_device_batch_size below 1 means each sequence is shared by 1/pdbs devices, which only tensor, "
@@ -231,7 +274,7 @@ _CODES = (
         ("batch-size-and-grad-accumulation.md", "context-parallelism-long-sequences.md"),
     ),
     Code(
-        "ASAP111",
+        DiagCode.IGNORED_KEY,
         "Key ignored by MaxText",
         "MaxText keys",
         "Current MaxText ignores this key: its mesh axis was removed from `mesh_axes`, so a value other than 1 "
@@ -241,7 +284,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP112",
+        DiagCode.BAD_BATCH_SIZE,
         "per_device_batch_size not a number > 0",
         "MaxText sharding rules",
         "per_device_batch_size must be a positive number; otherwise there is no batch to train on.",
@@ -250,7 +293,7 @@ _CODES = (
         ("batch-size-and-grad-accumulation.md",),
     ),
     Code(
-        "ASAP113",
+        DiagCode.MISSPELT_KEY,
         "Misspelt parallelism key",
         "MaxText keys",
         "An `ici_*`/`dcn_*` key that is not one of MaxText's parallelism keys, so the degree it sets is not applied.",
@@ -260,7 +303,7 @@ _CODES = (
     ),
     # -- the performance model --------------------------------------------------------------------------------
     Code(
-        "ASAP120",
+        DiagCode.ESTIMATE,
         "Performance estimate",
         "estimate",
         "What ASAP's performance model expects of this mesh on the declared slice: MFU, the bottleneck and HBM "
@@ -272,7 +315,7 @@ _CODES = (
         ("mfu-definition.md", "fsdp-vs-data-parallelism.md", "fsdp-tensor-optimum.md"),
     ),
     Code(
-        "ASAP121",
+        DiagCode.HBM_OVERFLOW,
         "Does not fit in HBM",
         "estimate",
         "The estimated memory per device (weights, gradients and optimizer state over the axes that shard "
@@ -285,7 +328,7 @@ _CODES = (
         ("out-of-memory-fixes.md", "fsdp-memory-savings.md", "remat-policies.md"),
     ),
     Code(
-        "ASAP122",
+        DiagCode.HBM_TIGHT,
         "Tight on HBM",
         "estimate",
         "The estimated memory per device is between 10% under and 15% over the usable HBM, where the estimate "
@@ -295,7 +338,7 @@ _CODES = (
         ("out-of-memory-fixes.md", "fsdp-memory-savings.md", "remat-policies.md"),
     ),
     Code(
-        "ASAP129",
+        DiagCode.NO_ESTIMATE,
         "No estimate",
         "estimate",
         "The performance model cannot price an input of this config (an unknown dtype, remat policy or model "
@@ -306,7 +349,7 @@ _CODES = (
     ),
     # -- the linked profile ---------------------------------------------------------------------------------
     Code(
-        "ASAP200",
+        DiagCode.PROFILE_VERDICT,
         "Profile verdict",
         "profile",
         "The linked XProf profile's bottleneck: input-bound (waiting for input >= 20% of the step), host-bound "
@@ -323,7 +366,7 @@ _CODES = (
         ),
     ),
     Code(
-        "ASAP201",
+        DiagCode.PROFILE_MISSING,
         "Linked profile missing",
         "profile",
         "The profile named by the `# asap: profile=` comment or the workspace link does not exist.",
@@ -331,7 +374,7 @@ _CODES = (
         "Correct the path (relative to the config's directory), or relink with 'ASAP: Link profile...'.",
     ),
     Code(
-        "ASAP202",
+        DiagCode.PROFILE_OTHER_SLICE,
         "Profile of another slice",
         "profile",
         "The profile ran on another chip generation, or its program on another device count, than this config "
@@ -341,7 +384,7 @@ _CODES = (
         ("xprof-roofline-reading.md",),
     ),
     Code(
-        "ASAP203",
+        DiagCode.PROFILE_NOT_READ,
         "Profile not read",
         "profile",
         "The linked profile could not be read: empty, corrupt or truncated files, or a conversion that failed "
@@ -350,7 +393,7 @@ _CODES = (
         "Check the files the message names; relink or reopen the config to retry.",
     ),
     Code(
-        "ASAP204",
+        DiagCode.PROFILES_OUTSIDE_WORKSPACE,
         "Profiles outside the workspace",
         "profile",
         "Profiles of this run exist under `base_output_directory/run_name`, but outside the workspace, where "
@@ -359,7 +402,7 @@ _CODES = (
         "Link it explicitly: `# asap: profile=<path>` or 'ASAP: Link profile...'.",
     ),
     Code(
-        "ASAP205",
+        DiagCode.PROFILE_NOTE,
         "Profile note",
         "profile",
         "Something that limits what the profile says (no step markers, a CPU-only profile, missing tools).",
@@ -369,7 +412,7 @@ _CODES = (
     ),
     # -- the agents -------------------------------------------------------------------------------------------
     Code(
-        "ASAP300",
+        DiagCode.AGENTS,
         "Agents' diagnosis",
         "agents",
         "The background agents' diagnosis of the bottleneck and their ranked mesh proposals, on every key "
@@ -380,7 +423,7 @@ _CODES = (
     ),
     # -- the TPU compiler ----------------------------------------------------------------------------------
     Code(
-        "ASAP400",
+        DiagCode.COMPILER_VERIFIED,
         "Verified by the TPU compiler",
         "TPU compiler",
         "The train step of a reference decoder built from this config's dims, dtypes, remat policy and "
@@ -393,7 +436,7 @@ _CODES = (
         ("out-of-memory-fixes.md", "fsdp-memory-savings.md"),
     ),
     Code(
-        "ASAP401",
+        DiagCode.COMPILER_DOES_NOT_FIT,
         "The TPU compiler says it does not fit",
         "TPU compiler",
         "The compiled train step needs more HBM per chip than the compiler allows on this slice, so the job "
@@ -405,7 +448,7 @@ _CODES = (
         ("out-of-memory-fixes.md", "remat-policies.md", "fsdp-memory-savings.md"),
     ),
     Code(
-        "ASAP402",
+        DiagCode.COMPILER_DISAGREES,
         "Estimate and compiler disagree",
         "TPU compiler",
         "ASAP's estimate of per-chip memory, of whether the mesh fits, or of the bytes a mesh axis moves per "
@@ -416,7 +459,7 @@ _CODES = (
         ("mesh-validation-layers.md",),
     ),
     Code(
-        "ASAP403",
+        DiagCode.COMPILER_UNAVAILABLE,
         "TPU compiler unavailable",
         "TPU compiler",
         "Verification was asked for but could not run: libtpu is not installed next to jax, or the compile "

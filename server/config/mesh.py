@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
 from server.config.placement import Placement, jax_physical_shape, place
@@ -120,7 +121,11 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
     if ns_v is not None and ns_v.origin != "default" and (num_slices is None or num_slices == 0 or num_slices < -1):
         findings.append(
             _finding(
-                cfg, "ASAP005", Severity.ERROR, f"{ns_key} must be a whole number >= 1, got {ns_v.value!r}", ns_key
+                cfg,
+                DiagCode.UNKNOWN_SLICE,
+                Severity.ERROR,
+                f"{ns_key} must be a whole number >= 1, got {ns_v.value!r}",
+                ns_key,
             )
         )
         num_slices = 1
@@ -132,7 +137,7 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
         try:
             return parse_slice(str(topo.value), num_slices), "compile_topology", findings
         except SliceError as e:
-            f = _finding(cfg, "ASAP005", Severity.ERROR, f"compile_topology: {e}", "compile_topology")
+            f = _finding(cfg, DiagCode.UNKNOWN_SLICE, Severity.ERROR, f"compile_topology: {e}", "compile_topology")
             if topo.origin == "document" and topo.entry is not None:
                 f.span = topo.entry.value_span
             return None, "", [*findings, f]
@@ -144,7 +149,10 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
             return (
                 None,
                 "",
-                [*findings, Finding("ASAP005", Severity.ERROR, f"asap slice comment: {e}", None, cfg.path, span)],
+                [
+                    *findings,
+                    Finding(DiagCode.UNKNOWN_SLICE, Severity.ERROR, f"asap slice comment: {e}", None, cfg.path, span),
+                ],
             )
     if default_slice:
         try:
@@ -156,13 +164,18 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
                 [
                     *findings,
                     Finding(
-                        "ASAP005", Severity.ERROR, f"asap.defaultSlice setting: {e}", None, cfg.path, Span.point(0)
+                        DiagCode.UNKNOWN_SLICE,
+                        Severity.ERROR,
+                        f"asap.defaultSlice setting: {e}",
+                        None,
+                        cfg.path,
+                        Span.point(0),
                     ),
                 ],
             )
     findings.append(
         Finding(
-            "ASAP010",
+            DiagCode.NO_SLICE,
             Severity.INFORMATION,
             "No TPU slice declared, so the mesh cannot be checked against one. Declare it with "
             "`compile_topology: v5e-256` (and `compile_topology_num_slices` for multislice), a comment "
@@ -227,7 +240,7 @@ def _check_values(ds: list[Degree], cfg: Config, findings: list[Finding]) -> boo
         findings.append(
             _finding(
                 cfg,
-                "ASAP100",
+                DiagCode.INVALID_DEGREE,
                 Severity.ERROR,
                 f"{d.key} must be a whole number >= 1 or -1, got {d.raw!r} ({what})",
                 d.key,
@@ -251,7 +264,7 @@ def _check_unspecified(ds: list[Degree], label: str, cfg: Config, findings: list
         findings.append(
             _finding(
                 cfg,
-                "ASAP102",
+                DiagCode.SEVERAL_FILL_AXES,
                 Severity.ERROR,
                 f"More than one unspecified (-1) {label} axis: {names}. At most one axis per list can be -1.",
                 d.key,
@@ -274,7 +287,7 @@ def _fill(ds: list[Degree], target: int, label: str, cfg: Config, findings: list
             findings.append(
                 _finding(
                     cfg,
-                    "ASAP103",
+                    DiagCode.FILL_UNRESOLVED,
                     Severity.ERROR,
                     f"{unspecified.key}: -1 cannot be determined: {target} {unit} / {known} (product of the other "
                     f"{label} axes: {_fmt_product(ds, raws)}) is not a whole number.",
@@ -314,7 +327,7 @@ def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Conf
     findings.append(
         _finding(
             cfg,
-            "ASAP101" if label == "ICI" else "ASAP104",
+            DiagCode.ICI_PRODUCT_MISMATCH if label == "ICI" else DiagCode.DCN_PRODUCT_MISMATCH,
             Severity.ERROR,
             msg,
             primary.key,
@@ -339,7 +352,7 @@ def _check_placement(chk: MeshCheck, allow_split: bool) -> None:
     except ImportError as e:  # JAX missing or broken: say so, keep the other layers
         chk.findings.append(
             Finding(
-                "ASAP099",
+                DiagCode.PLACEMENT_UNCHECKED,
                 Severity.INFORMATION,
                 f"Layer-3 placement not checked: JAX could not be imported ({e}). Install jax in ASAP's environment.",
                 None,
@@ -370,7 +383,7 @@ def _check_placement(chk: MeshCheck, allow_split: bool) -> None:
     chk.findings.append(
         _finding(
             cfg,
-            "ASAP106",
+            DiagCode.AXIS_NOT_PLACEABLE,
             Severity.ERROR,
             msg,
             d.key,
@@ -405,8 +418,8 @@ def _check_heads(chk: MeshCheck) -> None:
     key = _primary_key(chk, head_axes)
     src = f" ({model.name})" if model.name else ""
     for what, n, code in (
-        ("base_num_query_heads", model.num_query_heads, "ASAP107"),
-        ("base_num_kv_heads", model.num_kv_heads, "ASAP108"),
+        ("base_num_query_heads", model.num_query_heads, DiagCode.QUERY_HEADS_INDIVISIBLE),
+        ("base_num_kv_heads", model.num_kv_heads, DiagCode.KV_HEADS_INDIVISIBLE),
     ):
         if isinstance(n, int) and n > 0 and n % tp:
             chk.findings.append(
@@ -431,7 +444,7 @@ def _check_batch(chk: MeshCheck) -> None:
         chk.findings.append(
             _finding(
                 cfg,
-                "ASAP112",
+                DiagCode.BAD_BATCH_SIZE,
                 Severity.ERROR,
                 f"per_device_batch_size must be a number > 0, got {pdbs!r}",
                 "per_device_batch_size",
@@ -451,7 +464,7 @@ def _check_batch(chk: MeshCheck) -> None:
         chk.findings.append(
             _finding(
                 cfg,
-                "ASAP110",
+                DiagCode.FRACTIONAL_BATCH_UNCOVERED,
                 Severity.ERROR,
                 f"per_device_batch_size {pdbs} is below 1, so each sequence must be shared by at least {need} "
                 f"devices of tensor, context or pipeline parallelism; this mesh gives {cover} "
@@ -465,7 +478,7 @@ def _check_batch(chk: MeshCheck) -> None:
         chk.findings.append(
             _finding(
                 cfg,
-                "ASAP109",
+                DiagCode.BATCH_INDIVISIBLE,
                 Severity.ERROR,
                 f"Global batch {global_batch:g} (per_device_batch_size {pdbs} x {devices} devices) is not divisible "
                 f"by the {shards} batch shards ({desc}).",
@@ -500,7 +513,7 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
             findings.append(
                 _finding(
                     cfg,
-                    "ASAP111",
+                    DiagCode.IGNORED_KEY,
                     Severity.WARNING,
                     f"{key} is ignored by current MaxText: {effect}{IGNORED_KEYS[key]}.",
                     key,
@@ -517,7 +530,12 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
                 fixes.append(Fix(f"Rename to {close[0]}", (TextEdit(e.file, e.key_span, close[0]),), preferred=True))
             findings.append(
                 _finding(
-                    cfg, "ASAP113", Severity.WARNING, f"{key} is not a MaxText parallelism key{hint}", key, fixes=fixes
+                    cfg,
+                    DiagCode.MISSPELT_KEY,
+                    Severity.WARNING,
+                    f"{key} is not a MaxText parallelism key{hint}",
+                    key,
+                    fixes=fixes,
                 )
             )
 
@@ -537,7 +555,7 @@ def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
                 chk.findings.append(
                     _finding(
                         cfg,
-                        "ASAP105",
+                        DiagCode.DCN_ON_ONE_SLICE,
                         Severity.ERROR,
                         f"{d.key}={d.raw} but the job runs on a single slice ({sl.name}): DCN parallelism "
                         "above 1 needs compile_topology_num_slices (or num_slices) > 1.",

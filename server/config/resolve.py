@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Related, Severity, Span
 from server.config import models
 from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
@@ -150,7 +151,7 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
         if not isinstance(entry.value, str) or not entry.value.strip():
             cfg.findings.append(
                 Finding(
-                    "ASAP002",
+                    DiagCode.BASE_CONFIG_NOT_FOUND,
                     Severity.ERROR,
                     f"base_config must be a file name, got {entry.value!r}{where}",
                     "base_config",
@@ -164,7 +165,7 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
         if parent_path in seen:
             cfg.findings.append(
                 Finding(
-                    "ASAP003",
+                    DiagCode.BASE_CONFIG_CYCLE,
                     Severity.ERROR,
                     f"base_config cycle: {entry.value} is already in the chain "
                     f"({' -> '.join(p.name for p in [*([path] if path else []), *cfg.chain, parent_path])})",
@@ -183,7 +184,7 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
                 return parents
             cfg.findings.append(
                 Finding(
-                    "ASAP002",
+                    DiagCode.BASE_CONFIG_NOT_FOUND,
                     Severity.ERROR,
                     f"base_config '{entry.value}' not found (looked for {parent_path}){where}; "
                     "keys it would set fall back to MaxText's defaults",
@@ -198,7 +199,7 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
         except YamlSyntaxError as e:
             cfg.findings.append(
                 Finding(
-                    "ASAP001",
+                    DiagCode.INVALID_YAML,
                     Severity.ERROR,
                     f"base_config '{entry.value}' is not valid YAML at line {e.span.line + 1}: {e.message}",
                     "base_config",
@@ -247,7 +248,7 @@ def load(
         doc = parse(text, path)
     except YamlSyntaxError as e:
         cfg = Config(path, None, is_maxtext=_looks_like_maxtext(text))
-        cfg.findings.append(Finding("ASAP001", Severity.ERROR, e.message, None, path, e.span))
+        cfg.findings.append(Finding(DiagCode.INVALID_YAML, Severity.ERROR, e.message, None, path, e.span))
         return cfg
     cfg = Config(path, doc)
     cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.entries)
@@ -289,7 +290,7 @@ def with_overrides(cfg: Config, overrides: dict[str, Any], maxtext_path: Path | 
     same_name = overrides.get("model_name", cfg.get("model_name")) == cfg.get("model_name")
     lookup = None
     if same_name and not maxtext_path:  # the same file: no second look on disk
-        lookup = (cfg.model_file, [f for f in cfg.model_findings if f.code == "ASAP001"])
+        lookup = (cfg.model_file, [f for f in cfg.model_findings if f.code == DiagCode.INVALID_YAML])
     _resolve(new, {k: Value(k, v, "override") for k, v in overrides.items()}, lookup)
     return new
 
@@ -342,7 +343,7 @@ def _lookup(cfg: Config, name_v: Value | None) -> tuple[ModelFile | None, list[F
     except ModelFileError as e:
         path, span = _name_anchor(cfg, name_v)
         msg = f"model file for model_name '{name_v.value}' is not valid YAML ({e}); MaxText cannot load it"
-        return None, [Finding("ASAP001", Severity.ERROR, msg, "model_name", path, span)]
+        return None, [Finding(DiagCode.INVALID_YAML, Severity.ERROR, msg, "model_name", path, span)]
 
 
 def _resolve(
@@ -432,7 +433,7 @@ def _unknown_model(cfg: Config, name_v: Value, values: dict[str, Value]) -> Find
     if not missing:
         dims = ", ".join(f"{k} {_fmt(values[k].value)}" for k in DIM_KEYS)
         return Finding(
-            "ASAP004",
+            DiagCode.UNKNOWN_MODEL,
             Severity.INFORMATION,
             f"model_name '{name}' is not in {where}; priced from the base_* keys set here ({dims}).",
             "model_name",
@@ -445,7 +446,7 @@ def _unknown_model(cfg: Config, name_v: Value, values: dict[str, Value]) -> Find
     defaults = ", ".join(f"{k} {_fmt(values[k].value)}" for k in missing if k in values)
     checkout_hint = "" if checkout else " or name a MaxText checkout that has it (asap.maxtextPath, --maxtext-path),"
     return Finding(
-        "ASAP004",
+        DiagCode.UNKNOWN_MODEL,
         Severity.WARNING,
         f"model_name '{name}' is not in {where}: MaxText logs \"Model config for '{name}' not found\" and trains "
         f"base.yml's default {'dimensions' if len(missing) == len(DIM_KEYS) else 'for the dimensions not set here'}"
@@ -478,7 +479,7 @@ def _replaced(cfg: Config, mf: ModelFile, cv: Value, mv: Any, omc: bool) -> Find
         else ""
     )
     return Finding(
-        "ASAP006",
+        DiagCode.MODEL_FILE_OVERRIDE,
         Severity.WARNING,
         f"{cv.key}: {_fmt(cv.value)}{where} is replaced by {_fmt(mv)} from {_model_where(mf)}: MaxText merges the "
         f"model file of model_name over the config files, so the run uses {_fmt(mv)}.{omc_note} To train with "
@@ -497,7 +498,7 @@ def _refused_override(cfg: Config, mf: ModelFile, ov: Value) -> Finding:
     override_model_config=true (validate_no_keys_overridden_twice, pyconfig.py:128-150@e591f30cb)."""
     path, span = cfg.anchor("model_name")
     return Finding(
-        "ASAP006",
+        DiagCode.MODEL_FILE_OVERRIDE,
         Severity.WARNING,
         f"{ov.key}={_fmt(ov.value)} on the command line overrides {_fmt(mf.keys[ov.key])} from {_model_where(mf)}: "
         "MaxText refuses that unless override_model_config=true is also passed; priced as that run.",

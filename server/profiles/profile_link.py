@@ -19,14 +19,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 from server.config.resolve import Config
 
 LINK_COMMENT = re.compile(r"^\s*#\s*asap:.*?\bprofile\s*=\s*(?P<path>\"[^\"]+\"|'[^']+'|\S+)", re.I)
 LINKS_FILE = Path(".asap") / "links.json"
 
-MISSING = "ASAP201"
-OUTSIDE = "ASAP204"
+MISSING = DiagCode.PROFILE_MISSING
+OUTSIDE = DiagCode.PROFILES_OUTSIDE_WORKSPACE
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Related, Severity
 from server.config import resolve as config_mod
 from server.config.mesh import MeshCheck, check
@@ -93,7 +94,7 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
     except EstimateError as e:
         key = e.key or "model_name"
         path, span = cfg.anchor(key)
-        return None, [Finding("ASAP129", Severity.WARNING, f"No estimate: {e}", key, path, span)]
+        return None, [Finding(DiagCode.NO_ESTIMATE, Severity.WARNING, f"No estimate: {e}", key, path, span)]
     doc = cfg.document
     mesh_keys = [k for k in (doc.entries if doc else {}) if k.startswith(("ici_", "dcn_"))]
     anchor_key = mesh_keys[0] if mesh_keys else "compile_topology"
@@ -101,7 +102,7 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
     kind, margin, _ = est.time.bottleneck()
     out = [
         Finding(
-            "ASAP120",
+            DiagCode.ESTIMATE,
             Severity.INFORMATION,
             est.summary(),
             anchor_key,
@@ -127,10 +128,10 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
         parts = ", ".join(f"{k} {v / gib:.1f}" for k, v in comps.items())
         over = mem.total - mem.usable
         if mem.verdict == "does not fit":
-            sev, code = Severity.ERROR, "ASAP121"
+            sev, code = Severity.ERROR, DiagCode.HBM_OVERFLOW
             head = f"Does not fit in HBM: {mem.total / gib:.1f} GiB per device needed, {mem.usable / gib:.1f} usable"
         else:
-            sev, code = Severity.WARNING, "ASAP122"
+            sev, code = Severity.WARNING, DiagCode.HBM_TIGHT
             head = (
                 f"Tight on HBM: {mem.total / gib:.1f} GiB per device of {mem.usable / gib:.1f} usable "
                 f"(within the estimate's uncertainty: -10%..+15%)"
