@@ -6,6 +6,7 @@ links first) and what each axis shards. Source: MaxText src/maxtext/configs/base
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -124,3 +125,15 @@ IGNORED_KEYS: dict[str, str] = {
     "ici_sequence_parallelism": "the 'sequence' mesh axis was removed; shard the sequence with ici_context_parallelism",
     "dcn_sequence_parallelism": "the 'sequence' mesh axis was removed; shard the sequence with dcn_context_parallelism",
 }
+
+
+def degrees_label(degrees: Mapping[str, int], empty: str = "all 1") -> str:
+    """'fsdp=16 x tensor=16': the axes that shard (degree != 1), in the order given; `empty` when none does."""
+    return " x ".join(f"{a}={d}" for a, d in degrees.items() if d != 1) or empty
+
+
+def mesh_label(ici: Mapping[str, int], dcn: Mapping[str, int] | None = None, ici_prefix: str = "") -> str:
+    """How ASAP writes a mesh for people: 'fsdp=16 x tensor=16', then '; DCN data=2' when DCN shards;
+    `ici_prefix` (e.g. 'ICI ') in front of the ICI part."""
+    dcn_part = degrees_label(dcn or {}, empty="")
+    return f"{ici_prefix}{degrees_label(ici)}" + (f"; DCN {dcn_part}" if dcn_part else "")

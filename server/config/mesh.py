@@ -64,6 +64,13 @@ class MeshCheck:
     def by_key(self, key: str) -> Degree | None:
         return next((d for d in [*self.ici, *self.dcn] if d.key == key), None)
 
+    def degrees(self, net: str, *, drop_ones: bool = False) -> dict[str, int]:
+        """{mesh axis: degree} over "ici" or "dcn", unresolved degrees as 1, in `mesh_axes` order; with
+        `drop_ones`, only the axes that shard (degree > 1). The one place a checked mesh becomes a dict."""
+        ds = self.ici if net == "ici" else self.dcn
+        out = {d.axis.name: int(d.degree or 1) for d in ds}
+        return {a: n for a, n in out.items() if n != 1} if drop_ones else out
+
     @property
     def resolved(self) -> bool:
         return all(d.degree is not None for d in [*self.ici, *self.dcn])

@@ -79,7 +79,9 @@ class TrainSpec:
         return self.global_batch * self.seq
 
     def mesh_label(self) -> str:
-        return " x ".join(f"{a}={d}" for a, d in self.mesh.items() if d != 1) or "all 1"
+        from server.config.axes import degrees_label
+
+        return degrees_label(self.mesh)
 
     @classmethod
     def from_config(cls, path: Path, text: str | None = None, steps: int = 10, warmup: int = 2) -> TrainSpec:

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from server.config.axes import AXES
+from server.config.axes import AXES, mesh_label
 from server.config.mesh import MeshCheck
 from server.config.placement import Placement, place
 from server.config.slices import Slice
@@ -61,18 +61,14 @@ class Layout:
         return out
 
     def label(self) -> str:
-        ici = " x ".join(f"{a}={d}" for a, d in self.ici.items() if d != 1) or "all 1"
-        dcn = " x ".join(f"{a}={d}" for a, d in self.dcn.items() if d != 1)
-        return f"ICI {ici}" + (f"; DCN {dcn}" if dcn else "")
+        return mesh_label(self.ici, self.dcn, ici_prefix="ICI ")
 
 
 def from_check(chk: MeshCheck) -> Layout | None:
     """The layout of a checked config, or None when its mesh is not consistent with the slice."""
     if chk.slice is None or not chk.consistent:
         return None
-    ici = {d.axis.name: int(d.degree or 1) for d in chk.ici}
-    dcn = {d.axis.name: int(d.degree or 1) for d in chk.dcn}
-    return Layout(chk.slice, ici, dcn, chk.placement)
+    return Layout(chk.slice, chk.degrees("ici"), chk.degrees("dcn"), chk.placement)
 
 
 def build(sl: Slice, ici: dict[str, int], dcn: dict[str, int] | None = None, allow_split: bool = False) -> Layout:
