@@ -13,10 +13,10 @@ from profiles.synth import ground_truth, write_profile
 
 from server.common import store
 from server.common.findings import Severity
+from server.common.progress import Cancelled, CancelToken
 from server.profiles import profile as prof
 from server.profiles import profile_convert, profile_link
 from server.profiles.profile import ProfileError
-from server.profiles.profile_convert import Cancelled, CancelToken
 from server.services.analysis import analyze
 from server.services.profile_analysis import analyze_tools, run
 

@@ -14,13 +14,13 @@ import sqlite_utils
 from support.configs import OVERSIZED, SMALL
 
 from server.cli.main import main
+from server.common.progress import CancelToken
 from server.compile.ref_model import logical_to_mesh
 from server.compile.verify import combine, layer_plan, libtpu_available, verify
 from server.compile.verify_worker import parse_oom
 from server.config import resolve as config_mod
 from server.config.mesh import check
 from server.profiles.hlo_program import summarize, trip_count, walk
-from server.profiles.profile_convert import CancelToken
 
 # A two-level loop: the layer scan (trip 3) holding a collective-matmul loop (trip 4, counting with LE
 # from 0 to 3) with a collective-permute pair per iteration; an async all-gather start/done pair in the
@@ -374,3 +374,48 @@ def test_compiled_collectives_compare_in_the_cost_models_convention():
     for cs in (fresh, cached):
         c = Compiled(1.0, {}, 2.0, True, cs, 0.0, [2], 2, False)
         assert c.collectives_by_axis() == {"expert": {"ragged-all-to-all": 24000.0}, "fsdp": {"all-gather": 1000.0}}
+
+
+def _fake_maxtext(tmp_path: Path, body: str) -> str:
+    """A stand-in for a MaxText environment's python: a shell script that answers as train_compile does."""
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return str(exe)
+
+
+def test_maxtext_run_reads_milestones_memory_and_failures(tmp_path: Path) -> None:
+    """verify_maxtext.run's child handling without MaxText: its log (stderr) is the progress, the memory line
+    the result; a crash, a timeout, a cancel and a missing interpreter each come back as before."""
+    from server.compile import verify_maxtext
+    from server.config.slices import parse_slice
+
+    cfg = tmp_path / "cfg.yml"
+    cfg.write_text("base_config: base.yml\n")
+    sl = parse_slice("v5p-8")
+    ok = _fake_maxtext(
+        tmp_path,
+        "echo 'Starting train_compile.py' >&2\necho 'Jitting and compiling train step' >&2\n"
+        "echo 'Memory analysis: CompiledMemoryStats(argument_size_in_bytes=10, temp_size_in_bytes=5)'\n"
+        "pwd\n",
+    )
+    seen: list[tuple[str, float | None]] = []
+    out = verify_maxtext.run(ok, cfg, sl, {}, [], 60, lambda m, f: seen.append((m, f)))
+    assert not out["timed_out"] and not out["cancelled"] and "error" not in out
+    assert out["run"]["memory"]["argument"] == 10 and out["run"]["memory"]["temp"] == 5
+    assert [f for _, f in seen] == [0.05, 0.2]
+    assert out["tail"].rstrip().endswith(str(tmp_path))  # run in the config's directory
+
+    crash = _fake_maxtext(tmp_path, "echo 'ValueError: bad mesh' >&2\nexit 1\n")
+    out = verify_maxtext.run(crash, cfg, sl, {}, [], 60)
+    assert out["error"] == {"kind": "compile", "message": "ValueError: bad mesh"}
+
+    hang = _fake_maxtext(tmp_path, "echo 'Starting train_compile.py'\nexec sleep 3600\n")
+    out = verify_maxtext.run(hang, cfg, sl, {}, [], 1)
+    assert out["timed_out"] and "run" not in out and "error" not in out
+    token = CancelToken()
+    out = verify_maxtext.run(hang, cfg, sl, {}, [], 600, lambda _m, _f: token.cancel(), token)
+    assert out["cancelled"] and not out["timed_out"]
+
+    out = verify_maxtext.run(str(tmp_path / "missing"), cfg, sl, {}, [], 60)
+    assert out["error"]["kind"] == "no-maxtext" and "cannot run" in out["error"]["message"]

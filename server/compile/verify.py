@@ -26,20 +26,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-import zlib
 from dataclasses import dataclass, field
 from importlib import metadata, util
 from pathlib import Path
 from typing import Any
 
-from server.common import store
+from server.common import childproc, store
+from server.common.childproc import default_max_memory
 from server.common.findings import Severity
+from server.common.progress import CancelToken, Progress
 from server.compile.ref_model import JNP_DTYPES, RefSpec
 from server.config import resolve as config_mod
 from server.config.axes import AXES
@@ -50,7 +47,6 @@ from server.perf import arith
 from server.perf.estimate import Estimate, EstimateError, estimate
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
 from server.perf.memory import usable_hbm
-from server.profiles.profile_convert import CancelToken, Progress, default_max_memory
 
 log = logging.getLogger("asap")
 
@@ -423,18 +419,16 @@ def cache_key(job: dict[str, Any], vers: dict[str, str | None]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_CACHE = store.BlobCache("verifications", "result")  # key -> {"runs", "error", "versions"}
+
+
 def _cached(db: Any, key: str) -> dict[str, Any] | None:
-    if db is None or "verifications" not in db.table_names():
-        return None
-    rows = list(db.query("select result from verifications where key = ?", [key]))
-    return json.loads(zlib.decompress(rows[0]["result"])) if rows else None
+    hit = _CACHE.get(db, key)
+    return dict(hit) if hit is not None else None
 
 
 def _store(db: Any, key: str, payload: dict[str, Any]) -> None:
-    if db is None:
-        return
-    blob = zlib.compress(json.dumps(payload).encode(), 6)
-    db["verifications"].upsert({"key": key, "created": time.time(), "result": blob}, pk="key")
+    _CACHE.put(db, key, payload)
 
 
 # -- the child process --------------------------------------------------------------------------------
@@ -459,56 +453,33 @@ def run_worker(
     """Run server/compile/verify_worker.py on `job`; its events, collected."""
     limit = max_memory or default_max_memory()
     out = _Run()
+
+    def on_event(ev: dict[str, Any]) -> None:
+        kind = ev.get("event")
+        if kind == "start":
+            out.versions = {"jax": ev.get("jax"), "libtpu": ev.get("libtpu")}
+        elif kind == "progress" and progress is not None:
+            progress(str(ev.get("message", "")), ev.get("fraction"))
+        elif kind == "compiled":
+            out.runs.append(ev)
+        elif kind == "error":
+            out.error = ev
+
     with tempfile.TemporaryDirectory(prefix="asap-verify-") as tmp:
         job_path = Path(tmp) / "job.json"
         job_path.write_text(json.dumps(job))
-        root = str(Path(__file__).resolve().parents[2])
-        env = {
-            **os.environ,
-            "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "ASAP_WORKER_MAX_MEMORY": str(limit),
-            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-            "JAX_PLATFORMS": "cpu",  # the topology is libtpu's; no TPU backend is initialised
+        env = childproc.python_env(
+            limit,
+            JAX_PLATFORMS="cpu",  # the topology is libtpu's; no TPU backend is initialised
             # libtpu takes /tmp/libtpu_lockfile for the life of a process that loads it (the language
             # server does, for placement): without this the child aborts while any other such process lives
-            "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
-        }
+            ALLOW_MULTIPLE_LIBTPU_LOAD="1",
+        )
         cmd = [sys.executable, "-m", "server.compile.verify_worker", str(job_path)]
         if hlo_dir is not None:
             cmd.append(str(hlo_dir))
-        stderr_path = Path(tmp) / "stderr.txt"
-        with stderr_path.open("w") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-            if cancel is not None:
-                cancel.on_cancel(proc.kill)
-
-            def expire() -> None:
-                out.timed_out = True
-                proc.kill()
-
-            timer = threading.Timer(timeout_s, expire)
-            timer.daemon = True
-            timer.start()
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    try:
-                        ev = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    kind = ev.get("event")
-                    if kind == "start":
-                        out.versions = {"jax": ev.get("jax"), "libtpu": ev.get("libtpu")}
-                    elif kind == "progress" and progress is not None:
-                        progress(str(ev.get("message", "")), ev.get("fraction"))
-                    elif kind == "compiled":
-                        out.runs.append(ev)
-                    elif kind == "error":
-                        out.error = ev
-                out.returncode = proc.wait()
-            finally:
-                timer.cancel()
-        out.stderr = stderr_path.read_text(errors="replace")[-4000:]
+        child = childproc.run(cmd, env=env, on_event=on_event, timeout_s=timeout_s, cancel=cancel)
+    out.returncode, out.timed_out, out.stderr = child.returncode, child.timed_out, child.stderr
     return out
 
 

@@ -20,15 +20,15 @@ import os
 import re
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from server.common import childproc
+from server.common.progress import CancelToken, Progress
 from server.compile.verify_worker import parse_oom
 from server.config.slices import Slice
 from server.profiles import hlo_program
-from server.profiles.profile_convert import CancelToken, Progress
 
 MODULE = "maxtext.trainers.pre_train.train_compile"
 _MEMORY = re.compile(r"CompiledMemoryStats\(([^)]*)\)")
@@ -156,37 +156,27 @@ def run(
         out: dict[str, Any] = {"timed_out": False, "cancelled": False}
         lines: list[str] = []
         t0 = time.perf_counter()
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            for marker, message, frac in _MILESTONES:
+                if marker in line and progress is not None:
+                    progress(message, frac)
+
         try:
-            proc = subprocess.Popen(
+            child = childproc.run(
                 command(python, config_path, sl, overrides, Path(tmp) / "jax_cache"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
                 env=env,
                 cwd=config_path.parent,
+                on_line=on_line,
+                timeout_s=timeout_s,
+                cancel=cancel,
+                merge_stderr=True,  # MaxText logs to stderr: its milestones and its errors
             )
         except OSError as e:
             return {**out, "error": {"kind": "no-maxtext", "message": f"cannot run {python}: {e}"}}
-        if cancel is not None:
-            cancel.on_cancel(proc.kill)
-
-        def expire() -> None:
-            out["timed_out"] = True
-            proc.kill()
-
-        timer = threading.Timer(timeout_s, expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                for marker, message, frac in _MILESTONES:
-                    if marker in line and progress is not None:
-                        progress(message, frac)
-            rc = proc.wait()
-        finally:
-            timer.cancel()
+        rc = child.returncode
+        out["timed_out"] = child.timed_out
         out["cancelled"] = bool(cancel is not None and cancel.cancelled)
         text = "".join(lines)
         out["tail"] = text[-4000:]

@@ -21,7 +21,6 @@ several slices, else create_device_mesh (contiguous_submeshes=False when splitti
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import sys
@@ -29,6 +28,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from server.common.childproc import cap_memory, emit
 
 # "the total memory required for HLO temporaries (48.83G) exceeds available HBM (15.75G)";
 # "Used 20.50G of 15.75G hbm. Exceeded hbm capacity by 4.75G." Sizes are binary (G = GiB).
@@ -62,11 +63,6 @@ def parse_oom(message: str) -> dict[str, Any] | None:
     return {"needed_bytes": None, "available_bytes": None, "what": ""}
 
 
-def _emit(**event: Any) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
-
-
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -97,17 +93,15 @@ def build_mesh(job: dict[str, Any], devices: Any) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    limit = os.environ.get("ASAP_WORKER_MAX_MEMORY")
-    if limit and limit.isdigit():
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    cap_memory()
     job = json.loads(Path(argv[0]).read_text())
     hlo_dir = Path(argv[1]) if len(argv) > 1 else None
-    _emit(event="start", jax=_version("jax"), libtpu=_version("libtpu"))
+    emit(event="start", jax=_version("jax"), libtpu=_version("libtpu"))
     if _version("libtpu") is None:
-        _emit(event="error", kind="no-libtpu", message="libtpu is not installed")
+        emit(event="error", kind="no-libtpu", message="libtpu is not installed")
         return 2
 
-    _emit(event="progress", message="loading libtpu and the topology", fraction=0.0)
+    emit(event="progress", message="loading libtpu and the topology", fraction=0.0)
     import jax
     from jax.experimental import topologies
 
@@ -123,22 +117,22 @@ def main(argv: list[str]) -> int:
     try:
         devices = topologies.get_topology_desc(platform="tpu", topology_name=topo["name"], **kw).devices
     except Exception as e:
-        _emit(event="error", kind="topology", message=_first_line(e))
+        emit(event="error", kind="topology", message=_first_line(e))
         return 3
     try:
         mesh = build_mesh(job, devices)
     except NotImplementedError as e:
-        _emit(event="error", kind="placement", message=_first_line(e))
+        emit(event="error", kind="placement", message=_first_line(e))
         return 3
     except (ValueError, AssertionError) as e:
-        _emit(event="error", kind="placement", message=_first_line(e))
+        emit(event="error", kind="placement", message=_first_line(e))
         return 3
     mesh_axes = [(str(n), int(s)) for n, s in zip(mesh.axis_names, mesh.devices.shape, strict=True)]
 
     spec = RefSpec.from_json(job["model"])
     plan = list(job["layers"])
     for i, layers in enumerate(plan):
-        _emit(event="progress", message=f"compiling {layers} layer(s) ({i + 1} of {len(plan)})", fraction=i / len(plan))
+        emit(event="progress", message=f"compiling {layers} layer(s) ({i + 1} of {len(plan)})", fraction=i / len(plan))
         t0 = time.perf_counter()
         try:
             step, args = build(spec.with_layers(layers), mesh)
@@ -148,9 +142,9 @@ def main(argv: list[str]) -> int:
         except Exception as e:
             oom = parse_oom(str(e))
             if oom is not None:
-                _emit(event="error", kind="oom", layers=layers, message=_first_line(e), **oom)
+                emit(event="error", kind="oom", layers=layers, message=_first_line(e), **oom)
             else:
-                _emit(event="error", kind="compile", layers=layers, message=_first_line(e))
+                emit(event="error", kind="compile", layers=layers, message=_first_line(e))
             return 3
         t2 = time.perf_counter()
         ma = compiled.memory_analysis()
@@ -168,7 +162,7 @@ def main(argv: list[str]) -> int:
             hlo_dir.mkdir(parents=True, exist_ok=True)
             (hlo_dir / f"layers{layers}.hlo.txt").write_text(text)
         w = hlo_program.walk(text)
-        _emit(
+        emit(
             event="compiled",
             layers=layers,
             memory=memory,
@@ -178,7 +172,7 @@ def main(argv: list[str]) -> int:
             compile_s=t2 - t1,
             mesh=mesh_axes,
         )
-    _emit(event="done", max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, jax=jax.__version__)
+    emit(event="done", max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, jax=jax.__version__)
     return 0
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from server.agents.tools import mesh_overrides
 from server.common import store
 from server.common.findings import Finding, Severity, Span
+from server.common.progress import CancelToken, Progress
 from server.compile import verify as verify_mod
 from server.config.resolve import Config
-from server.profiles.profile_convert import CancelToken, Progress
 from server.services.analysis import Analysis
 
 _THREAD_LOCK = threading.Lock()

@@ -18,23 +18,19 @@ import gzip
 import hashlib
 import json
 import logging
-import os
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-import zlib
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
-from server.common import store
+from server.common import childproc, store
+from server.common.childproc import MAX_MEMORY_ENV, default_max_memory
+from server.common.progress import Cancelled, CancelToken, Progress
 from server.profiles.profile import ProfileError
 
 log = logging.getLogger("asap")
@@ -43,7 +39,6 @@ TOOLS = ("overview_page", "input_pipeline_analyzer", "hlo_stats", "roofline_mode
 KNOWN_TOOLS = (*TOOLS, "framework_op_stats", "op_profile", "memory_profile", "host_trace")
 XPLANE = ".xplane.pb"
 SCHEMA = 1  # bump when what is cached changes
-MAX_MEMORY_ENV = "ASAP_PROFILE_MAX_MEMORY"  # bytes the conversion child may map; default below
 # How running into RLIMIT_AS shows in the child's stderr (Python, the C++ allocator, the dynamic loader).
 _OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "Cannot allocate memory", "failed to map segment")
 
@@ -119,36 +114,6 @@ def _read_json(path: Path) -> Any:
     return json.loads(raw)
 
 
-class Cancelled(Exception):
-    """The user cancelled the conversion."""
-
-
-@dataclass
-class CancelToken:
-    """Cancels a conversion from another thread: callbacks run at once (the child is killed)."""
-
-    cancelled: bool = False
-    _callbacks: list[Callable[[], None]] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            cbs, self._callbacks = self._callbacks, []
-        for cb in cbs:
-            cb()
-
-    def on_cancel(self, cb: Callable[[], None]) -> None:
-        with self._lock:
-            if not self.cancelled:
-                self._callbacks.append(cb)
-                return
-        cb()
-
-
-Progress = Callable[[str, float | None], None]  # (message, fraction done or None)
-
-
 # -- cache ------------------------------------------------------------------------------------------
 def _xprof_version() -> str:
     try:
@@ -185,30 +150,19 @@ def cache_key(db: Any, pf: ProfileFiles, tools: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+_CACHE = store.BlobCache("profiles", "tools")  # key -> the tools' JSON; also a `source` column (describe())
+
+
 def _cached(db: Any, key: str) -> dict[str, Any] | None:
-    if "profiles" not in db.table_names():
-        return None
-    rows = list(db.query("select tools from profiles where key = ?", [key]))
-    return json.loads(zlib.decompress(rows[0]["tools"])) if rows else None
+    hit = _CACHE.get(db, key)
+    return dict(hit) if hit is not None else None
 
 
 def _store(db: Any, key: str, source: str, tools: dict[str, Any]) -> None:
-    blob = zlib.compress(json.dumps(tools).encode(), 6)
-    db["profiles"].upsert({"key": key, "source": source, "created": time.time(), "tools": blob}, pk="key")
+    _CACHE.put(db, key, tools, source=source)
 
 
 # -- conversion -------------------------------------------------------------------------------------
-def default_max_memory() -> int:
-    env = os.environ.get(MAX_MEMORY_ENV)
-    if env and env.isdigit():
-        return int(env)
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        total = 8 << 30
-    return max(4 << 30, total // 2)
-
-
 def convert(
     pf: ProfileFiles,
     tools: tuple[str, ...] = TOOLS,
@@ -220,31 +174,11 @@ def convert(
     limit = max_memory or default_max_memory()
     with tempfile.TemporaryDirectory(prefix="asap-xprof-") as tmp:
         out = Path(tmp)
-
-        root = str(Path(__file__).resolve().parents[2])
-        env = {
-            **os.environ,
-            "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "ASAP_WORKER_MAX_MEMORY": str(limit),  # the child caps its own address space (RLIMIT_AS)
-            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),  # XProf's C++ progress logging
-        }
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "server.profiles.xprof_worker", str(out), ",".join(tools), *map(str, pf.files)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        if cancel is not None:
-            cancel.on_cancel(proc.kill)
         error: str | None = None
         done: list[str] = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                ev = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+
+        def on_event(ev: dict[str, Any]) -> None:
+            nonlocal error, done
             kind = ev.get("event")
             if kind == "start" and progress:
                 progress(f"reading {len(pf.files)} file(s), {ev.get('bytes', 0) / 1e6:.0f} MB", 0.0)
@@ -259,12 +193,20 @@ def convert(
                 )
             elif kind == "done":
                 done = list(ev.get("tools", []))
-        stderr = proc.stderr.read() if proc.stderr else ""
-        rc = proc.wait()
-        if cancel is not None and cancel.cancelled:
+
+        # the child caps its own address space (RLIMIT_AS) at `limit`; no time limit: a large profile takes long
+        child = childproc.run(
+            [sys.executable, "-m", "server.profiles.xprof_worker", str(out), ",".join(tools), *map(str, pf.files)],
+            env=childproc.python_env(limit),
+            on_event=on_event,
+            cancel=cancel,
+            stderr_tail=None,
+        )
+        if child.cancelled:
             raise Cancelled(f"conversion of {pf.describe()} cancelled")
         if error:
             raise ProfileError(error)
+        rc, stderr = child.returncode, child.stderr
         if rc != 0:
             tail = stderr.strip().splitlines()[-1:] if stderr.strip() else []
             if rc < 0 or any(m in stderr for m in _OUT_OF_MEMORY):

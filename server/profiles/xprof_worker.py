@@ -18,18 +18,12 @@ import os
 import resource
 import sys
 from pathlib import Path
-from typing import Any
 
-
-def _emit(**event: Any) -> None:
-    sys.stdout.write(json.dumps(event) + "\n")
-    sys.stdout.flush()
+from server.common.childproc import cap_memory, emit
 
 
 def main(argv: list[str]) -> int:
-    limit = os.environ.get("ASAP_WORKER_MAX_MEMORY")
-    if limit and limit.isdigit():
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+    cap_memory()
     out = Path(argv[0])
     tools = argv[1].split(",")
     files = [Path(a) for a in argv[2:]]
@@ -41,16 +35,16 @@ def main(argv: list[str]) -> int:
         if not link.exists():
             os.symlink(f.resolve(), link)
         linked.append(link)
-    _emit(event="start", files=len(files), bytes=sum(f.stat().st_size for f in files))
+    emit(event="start", files=len(files), bytes=sum(f.stat().st_size for f in files))
     from xprof.convert import raw_to_tool_data
 
     done = []
     for i, tool in enumerate(tools):
-        _emit(event="tool", tool=tool, index=i, of=len(tools))
+        emit(event="tool", tool=tool, index=i, of=len(tools))
         try:
             data, _ = raw_to_tool_data.xspace_to_tool_data([str(p) for p in linked], tool, {"use_saved_result": True})
         except Exception as e:
-            _emit(event="error", stage=tool, message=f"{type(e).__name__}: {e}")
+            emit(event="error", stage=tool, message=f"{type(e).__name__}: {e}")
             return 3
         if data is None:
             continue
@@ -64,32 +58,32 @@ def main(argv: list[str]) -> int:
         for f in linked:
             name = f.name
             if f.stat().st_size == 0:
-                _emit(event="error", stage="read", message=f"{name} is empty (0 bytes): the capture did not finish")
+                emit(event="error", stage="read", message=f"{name} is empty (0 bytes): the capture did not finish")
                 return 3
             try:
                 planes = ProfileData.from_file(str(f)).planes
             except Exception as e:
-                _emit(
+                emit(
                     event="error",
                     stage="read",
                     message=f"{name} is not a readable XSpace (corrupt or truncated): {e}",
                 )
                 return 3
             if not any(True for _ in planes):
-                _emit(event="error", stage="read", message=f"{name} holds no planes: nothing was captured")
+                emit(event="error", stage="read", message=f"{name} holds no planes: nothing was captured")
                 return 3
         # No device plane (a CPU-only profile): XProf's device tools are empty; read the host trace.
         from server.profiles import host_trace
 
-        _emit(event="tool", tool="host_trace", index=len(tools), of=len(tools) + 1)
+        emit(event="tool", tool="host_trace", index=len(tools), of=len(tools) + 1)
         try:
             summary = host_trace.summarize([str(p) for p in linked])
         except Exception as e:
-            _emit(event="error", stage="host trace", message=f"{type(e).__name__}: {e}")
+            emit(event="error", stage="host trace", message=f"{type(e).__name__}: {e}")
             return 3
         (out / "host_trace.json").write_text(json.dumps(summary))
         done.append("host_trace")
-    _emit(event="done", tools=done, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    emit(event="done", tools=done, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     return 0
 
 

@@ -1,0 +1,174 @@
+"""server/common: the worker child processes (childproc), progress and cancellation, the store's blob caches.
+Real child processes throughout; they report what they started through their own stdout, and the tests act
+on those events, never on sleeps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.common import childproc, store
+from server.common.progress import CancelToken
+
+# A child that starts a grandchild (which inherits its stdout and would keep the pipe open), reports both
+# pids, then waits to be killed.
+_FAMILY = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    from server.common.childproc import emit
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    emit(event="ready", pid=grandchild.pid)
+    time.sleep(3600)
+    """
+)
+
+
+def _python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def _env() -> dict[str, str]:
+    return childproc.python_env(childproc.default_max_memory())
+
+
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie nobody reaped yet (a container's init may not): either way it runs no more."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_childproc_hands_over_events_and_lines_in_order() -> None:
+    code = textwrap.dedent(
+        """
+        from server.common.childproc import emit
+        emit(event="start", n=0)
+        print("not json", flush=True)
+        print("[1, 2]", flush=True)
+        for i in range(1, 4):
+            emit(event="step", n=i)
+        emit(event="done")
+        """
+    )
+    events: list[dict[str, Any]] = []
+    lines: list[str] = []
+    out = childproc.run(_python(code), env=_env(), on_event=events.append, on_line=lines.append)
+    assert out == childproc.Outcome(returncode=0, timed_out=False, cancelled=False, stderr="")
+    assert [(e["event"], e.get("n")) for e in events] == [
+        ("start", 0),
+        ("step", 1),
+        ("step", 2),
+        ("step", 3),
+        ("done", None),
+    ]  # plain text and JSON that is not an object are not events
+    assert lines[1:3] == ["not json\n", "[1, 2]\n"] and len(lines) == 7
+
+
+def test_childproc_timeout_kills_the_child_and_what_it_started() -> None:
+    started: list[int] = []
+    out = childproc.run(_python(_FAMILY), env=_env(), on_event=lambda e: started.append(e["pid"]), timeout_s=3.0)
+    assert out.timed_out and not out.cancelled
+    assert out.returncode == -9  # SIGKILL
+    assert len(started) == 1 and _dead(started[0])  # the grandchild too: it held the stdout pipe open
+
+
+def test_childproc_cancel_kills_the_child_and_what_it_started() -> None:
+    token = CancelToken()
+    started: list[int] = []
+
+    def on_event(ev: dict[str, Any]) -> None:
+        started.append(ev["pid"])
+        token.cancel()
+
+    out = childproc.run(_python(_FAMILY), env=_env(), on_event=on_event, cancel=token, timeout_s=600)
+    assert out.cancelled and not out.timed_out and out.returncode == -9
+    assert _dead(started[0])
+    token.cancel()  # the kill registered with the token does nothing once the child was reaped
+
+
+def test_childproc_cancelled_before_the_start_kills_at_once() -> None:
+    token = CancelToken()
+    token.cancel()
+    out = childproc.run(_python("import time; time.sleep(3600)"), cancel=token)
+    assert out.cancelled and out.returncode == -9
+
+
+def test_childproc_a_failing_callback_kills_the_child() -> None:
+    started: list[int] = []
+
+    def on_event(ev: dict[str, Any]) -> None:
+        started.append(ev["pid"])
+        raise RuntimeError("the caller gave up")
+
+    with pytest.raises(RuntimeError, match="gave up"):
+        childproc.run(_python(_FAMILY), env=_env(), on_event=on_event)
+    assert _dead(started[0])
+
+
+def test_childproc_reports_the_tail_of_a_crash() -> None:
+    code = "import sys\nsys.stderr.write('noise ' * 2000)\nraise RuntimeError('the real reason')\n"
+    out = childproc.run(_python(code))
+    assert out.returncode == 1 and not out.timed_out
+    assert len(out.stderr) == childproc.STDERR_TAIL
+    assert out.stderr.strip().splitlines()[-1] == "RuntimeError: the real reason"
+    whole = childproc.run(_python(code), stderr_tail=None)
+    assert whole.stderr.startswith("noise noise") and len(whole.stderr) > 12000
+
+
+def test_childproc_merges_stderr_into_the_lines_when_asked(tmp_path: Path) -> None:
+    lines: list[str] = []
+    code = "import os, sys\nprint(os.getcwd(), flush=True)\nsys.stderr.write('to stderr\\n')\nsys.exit(3)\n"
+    out = childproc.run(_python(code), cwd=tmp_path, on_line=lines.append, merge_stderr=True)
+    assert out.returncode == 3 and out.stderr == ""
+    assert lines == [f"{tmp_path}\n", "to stderr\n"]
+
+
+def test_childproc_a_missing_program_raises_oserror(tmp_path: Path) -> None:
+    with pytest.raises(OSError):
+        childproc.run([str(tmp_path / "no-such-python")])
+
+
+def test_childproc_worker_caps_its_own_memory() -> None:
+    code = "from server.common.childproc import cap_memory\ncap_memory()\nbytearray(2 << 30)\n"
+    out = childproc.run(_python(code), env=childproc.python_env(512 << 20))
+    assert out.returncode == 1 and "MemoryError" in out.stderr
+    env = childproc.python_env(123, EXTRA="1")
+    assert env[childproc.MEMORY_ENV] == "123" and env["EXTRA"] == "1"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(__file__).resolve().parents[1])
+
+
+def test_default_max_memory_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(childproc.MAX_MEMORY_ENV, str(5 << 30))
+    assert childproc.default_max_memory() == 5 << 30
+    monkeypatch.delenv(childproc.MAX_MEMORY_ENV)
+    assert childproc.default_max_memory() >= 4 << 30
+
+
+def test_cancel_token_runs_callbacks_once_and_late_ones_at_once() -> None:
+    token = CancelToken()
+    calls: list[str] = []
+    token.on_cancel(lambda: calls.append("early"))
+    token.cancel()
+    token.cancel()
+    token.on_cancel(lambda: calls.append("late"))
+    assert token.cancelled and calls == ["early", "late"]
+
+
+def test_blob_cache_round_trips_and_keeps_the_row_format(tmp_path: Path) -> None:
+    db = store.connect(tmp_path / "s.sqlite")
+    cache = store.BlobCache("profiles", "tools")
+    assert cache.get(db, "k") is None  # no table yet
+    cache.put(db, "k", {"hlo_stats": [1, 2]}, source="run")
+    assert cache.get(db, "k") == {"hlo_stats": [1, 2]} and cache.get(db, "other") is None
+    assert [c.name for c in db["profiles"].columns] == ["key", "source", "created", "tools"]
+    cache.put(db, "k", {"hlo_stats": []}, source="run")
+    assert cache.get(db, "k") == {"hlo_stats": []} and db["profiles"].count == 1
+    assert cache.get(None, "k") is None
+    cache.put(None, "k", {})  # no store: nothing kept, nothing raised
