@@ -239,3 +239,49 @@ def test_cli_add_record_validates_copies_and_reindexes(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "bad.yaml:11: sauce: unknown field" in err or "source: missing" in err
     assert not (root / "history" / "bad.yaml").exists()
+
+
+def test_index_writers_take_turns_across_processes(tmp_path: Path) -> None:
+    """The index's writer lock (filelock, next to the index) is held across processes: while another process
+    holds it, it cannot be taken; once that one lets go, a writer here proceeds."""
+    import subprocess
+    import sys
+    import threading
+
+    import filelock
+
+    index = tmp_path / "kb.sqlite"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom pathlib import Path\nfrom server.kb.store import _writer_lock\n"
+            "with _writer_lock(Path(sys.argv[1])):\n    print('locked', flush=True)\n    sys.stdin.readline()\n",
+            str(index),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(filelock.Timeout):
+            filelock.FileLock(tmp_path / "kb.sqlite.lock").acquire(blocking=False)
+        entered = threading.Event()
+
+        def write() -> None:
+            with kbstore._writer_lock(index):
+                entered.set()
+
+        t = threading.Thread(target=write)
+        t.start()
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(30) == 0
+        assert entered.wait(10)
+        t.join(10)
+    finally:
+        holder.kill()
+        holder.wait()

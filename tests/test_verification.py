@@ -140,3 +140,47 @@ def test_compiles_wait_for_another_process_holding_the_lock(tmp_path: Path, monk
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both sides are ASAP's own lock (filelock): the second process is told, waits, and proceeds once the
+    first one is done."""
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom server.presentation.verification import one_at_a_time\n"
+            "with one_at_a_time():\n    print('locked', flush=True)\n    sys.stdin.readline()\n"
+            "print('released', flush=True)\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        told: list[str] = []
+        waited, entered = threading.Event(), threading.Event()
+
+        def compile_() -> None:
+            with verification.one_at_a_time(lambda message, _f: (told.append(message), waited.set())):
+                entered.set()
+
+        t = threading.Thread(target=compile_)
+        t.start()
+        assert waited.wait(30)
+        assert told == ["waiting for another ASAP compile to finish"] and not entered.is_set()
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "released"
+        assert entered.wait(10)
+        t.join(10)
+        with verification.one_at_a_time(lambda message, _f: told.append(message)):
+            pass  # nobody holds it now: no waiting, nothing said
+        assert len(told) == 1
+    finally:
+        holder.kill()
+        holder.wait()

@@ -8,14 +8,13 @@ Consistency: the index records a hash of every `kb/` file it was built from, the
 name and dimension and a schema version; `ensure()` rebuilds when any differs, and when the file is
 not a database (the damaged file is moved aside, with a notice). A rebuild is prepared in a temporary
 database and copied into the index with SQLite's backup API in one write transaction, by one writer
-at a time (an flock next to the index): readers, in WAL mode, keep their snapshot and never see half
+at a time (a file lock next to the index): readers, in WAL mode, keep their snapshot and never see half
 an index.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import math
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import filelock
 import numpy as np
 import sqlite_utils
 
@@ -206,12 +206,8 @@ def _writer_lock(path: Path) -> Iterator[None]:
     """One writer at a time across processes."""
     lock = path.with_name(path.name + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with filelock.FileLock(lock):
+        yield
 
 
 class KnowledgeStore:

@@ -6,13 +6,15 @@ and the results side by side. The compiling itself is server/compile/verify.py.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import filelock
+
+from server.agents.report import AnalysisReport
 from server.agents.tools import mesh_overrides
 from server.common import store
 from server.common.findings import Finding, Severity, Span
@@ -31,40 +33,41 @@ class Target:
     rank: int | None = None  # the proposal's rank
 
 
-def targets(analysis: dict[str, Any] | None, include_current: bool = True) -> list[Target]:
+def targets(analysis: AnalysisReport | None, include_current: bool = True) -> list[Target]:
     """The current mesh, then each proposal of an `asap analyze --json` document that changes it."""
     out = [Target("current mesh", {})] if include_current else []
-    for p in (analysis or {}).get("proposals", []):
-        if p.get("keep_current"):
+    for p in analysis.proposals if analysis is not None else []:
+        if p.keep_current:
             continue
-        overrides = {**mesh_overrides(p["ici"], p["dcn"]), **p.get("other_changes", {})}
-        out.append(Target(f"proposal {p['rank']}", overrides, p["rank"]))
+        overrides = {**mesh_overrides(p.ici, p.dcn), **p.other_changes}
+        out.append(Target(f"proposal {p.rank}", overrides, p.rank))
     return out
 
 
 @contextlib.contextmanager
 def one_at_a_time(wait: Progress | None = None) -> Iterator[None]:
-    """Hold the machine-wide compile lock (an flock in ASAP's cache directory, and a lock for this
+    """Hold the machine-wide compile lock (a file lock in ASAP's cache directory, and a lock for this
     process's threads). `wait` hears about it when another compile holds the lock."""
     with _THREAD_LOCK:
         path = store.cache_dir() / "verify.lock"
+        lock = filelock.FileLock(path)
+        contended = False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            f = path.open("a+")
+            lock.acquire(blocking=False)
+        except filelock.Timeout:  # before OSError: filelock's Timeout is a TimeoutError
+            contended = True
         except OSError:  # an unwritable cache: this process's lock alone
             yield
             return
-        with f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if wait is not None:
-                    wait("waiting for another ASAP compile to finish", None)
-                fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        if contended:
+            if wait is not None:
+                wait("waiting for another ASAP compile to finish", None)
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
 
 
 def verify_all(
