@@ -5,6 +5,7 @@ on those events, never on sleeps."""
 from __future__ import annotations
 
 import os
+import select
 import sys
 import textwrap
 from pathlib import Path
@@ -36,13 +37,19 @@ def _env() -> dict[str, str]:
     return childproc.python_env(childproc.default_max_memory())
 
 
-def _dead(pid: int) -> bool:
-    """Gone, or a zombie nobody reaped yet (a container's init may not): either way it runs no more."""
+def _watch(pid: int) -> int:
+    """A pidfd for a process that is not our child (opened while it runs, so its pid cannot be reused)."""
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("needs pidfd_open (Linux) to watch a grandchild die")
+    return os.pidfd_open(pid)
+
+
+def _dies(pidfd: int, within: float = 30.0) -> bool:
+    """Whether the watched process ends (readable pidfd) within `within` seconds: an event, not a guess."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return True
-    return state in ("Z", "X")
+        return bool(select.select([pidfd], [], [], within)[0])
+    finally:
+        os.close(pidfd)
 
 
 def test_childproc_hands_over_events_and_lines_in_order() -> None:
@@ -73,10 +80,12 @@ def test_childproc_hands_over_events_and_lines_in_order() -> None:
 
 def test_childproc_timeout_kills_the_child_and_what_it_started() -> None:
     started: list[int] = []
-    out = childproc.run(_python(_FAMILY), env=_env(), on_event=lambda e: started.append(e["pid"]), timeout_s=3.0)
+    out = childproc.run(
+        _python(_FAMILY), env=_env(), on_event=lambda e: started.append(_watch(e["pid"])), timeout_s=3.0
+    )
     assert out.timed_out and not out.cancelled
     assert out.returncode == -9  # SIGKILL
-    assert len(started) == 1 and _dead(started[0])  # the grandchild too: it held the stdout pipe open
+    assert len(started) == 1 and _dies(started[0])  # the grandchild too (it held the stdout pipe open)
 
 
 def test_childproc_cancel_kills_the_child_and_what_it_started() -> None:
@@ -84,12 +93,12 @@ def test_childproc_cancel_kills_the_child_and_what_it_started() -> None:
     started: list[int] = []
 
     def on_event(ev: dict[str, Any]) -> None:
-        started.append(ev["pid"])
+        started.append(_watch(ev["pid"]))
         token.cancel()
 
     out = childproc.run(_python(_FAMILY), env=_env(), on_event=on_event, cancel=token, timeout_s=600)
     assert out.cancelled and not out.timed_out and out.returncode == -9
-    assert _dead(started[0])
+    assert _dies(started[0])
     token.cancel()  # the kill registered with the token does nothing once the child was reaped
 
 
@@ -104,12 +113,12 @@ def test_childproc_a_failing_callback_kills_the_child() -> None:
     started: list[int] = []
 
     def on_event(ev: dict[str, Any]) -> None:
-        started.append(ev["pid"])
+        started.append(_watch(ev["pid"]))
         raise RuntimeError("the caller gave up")
 
     with pytest.raises(RuntimeError, match="gave up"):
         childproc.run(_python(_FAMILY), env=_env(), on_event=on_event)
-    assert _dead(started[0])
+    assert _dies(started[0])
 
 
 def test_childproc_reports_the_tail_of_a_crash() -> None:
@@ -139,6 +148,7 @@ def test_childproc_worker_caps_its_own_memory() -> None:
     code = "from server.common.childproc import cap_memory\ncap_memory()\nbytearray(2 << 30)\n"
     out = childproc.run(_python(code), env=childproc.python_env(512 << 20))
     assert out.returncode == 1 and "MemoryError" in out.stderr
+    assert (childproc.max_rss_mb() or 0) > 1  # this process: MiB, not KiB or bytes
     env = childproc.python_env(123, EXTRA="1")
     assert env[childproc.MEMORY_ENV] == "123" and env["EXTRA"] == "1"
     assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(__file__).resolve().parents[1])

@@ -192,6 +192,16 @@ def cap_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
 
 
+def max_rss_mb() -> float | None:
+    """This process's peak resident memory, for the child's "done" event (ru_maxrss / 1024: MiB on Linux,
+    where ru_maxrss counts KiB); None where there is no `resource` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def emit(**event: Any) -> None:
     """One event to the parent: a JSON object on one stdout line, flushed at once."""
     sys.stdout.write(json.dumps(event) + "\n")

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import re
-import resource
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from server.common.childproc import cap_memory, emit
+from server.common.childproc import cap_memory, emit, max_rss_mb
 
 # "the total memory required for HLO temporaries (48.83G) exceeds available HBM (15.75G)";
 # "Used 20.50G of 15.75G hbm. Exceeded hbm capacity by 4.75G." Sizes are binary (G = GiB).
@@ -172,7 +171,7 @@ def main(argv: list[str]) -> int:
             compile_s=t2 - t1,
             mesh=mesh_axes,
         )
-    emit(event="done", max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, jax=jax.__version__)
+    emit(event="done", max_rss_mb=max_rss_mb(), jax=jax.__version__)
     return 0
 
 

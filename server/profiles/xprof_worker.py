@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 from pathlib import Path
 
-from server.common.childproc import cap_memory, emit
+from server.common.childproc import cap_memory, emit, max_rss_mb
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +82,7 @@ def main(argv: list[str]) -> int:
             return 3
         (out / "host_trace.json").write_text(json.dumps(summary))
         done.append("host_trace")
-    emit(event="done", tools=done, max_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    emit(event="done", tools=done, max_rss_mb=max_rss_mb())
     return 0
 
 
