@@ -23,13 +23,15 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from server import __version__
+from server.agents.report import AnalysisReport
 from server.common.findings import Finding, Severity
+from server.common.progress import Cancelled, CancelToken
 from server.config import models, placement
 from server.editor import lsp_convert
 from server.presentation import agent_findings, explain, verification
 from server.profiles import profile_convert, profile_link
 from server.profiles.profile import ProfileError
-from server.profiles.profile_convert import Cancelled, CancelToken, ProfileFiles
+from server.profiles.profile_convert import ProfileFiles
 from server.services import experiments, profile_analysis
 from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import ProfileResult
@@ -95,7 +97,7 @@ class AsapServer(LanguageServer):
         self.profiles: dict[str, ProfileResult] = {}  # uri -> its linked profile's result
         self.conversions: dict[Path, asyncio.Task[None]] = {}  # profile run dir -> conversion in flight
         self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
-        self.agent: dict[str, tuple[int | None, dict[str, Any]]] = {}  # uri -> (version analysed, result JSON)
+        self.agent: dict[str, tuple[int | None, AnalysisReport]] = {}  # uri -> (version analysed, result)
         self.agent_tasks: dict[str, asyncio.Task[None]] = {}
         self.verified: dict[str, tuple[int | None, list[dict[str, Any]]]] = {}  # uri -> (version, results)
         self.verify_tasks: dict[str, asyncio.Task[None]] = {}
@@ -265,7 +267,7 @@ class AsapServer(LanguageServer):
         self.agent_tasks[uri] = asyncio.ensure_future(self.run_agents(uri))
 
     async def run_agents(self, uri: str) -> None:
-        from server.agents.coordinator import run_json
+        from server.agents.coordinator import run_report
         from server.agents.types import Experiment
 
         doc = self.workspace.text_documents.get(uri)
@@ -293,7 +295,7 @@ class AsapServer(LanguageServer):
             if not an.config.is_maxtext or an.check.slice is None:
                 return
             token = await self._begin_progress("ASAP: diagnosing and pricing meshes", Path(path).name)
-            job = loop.run_in_executor(self.agent_pool(), run_json, exp, settings.llm, None, None, kb_path)
+            job = loop.run_in_executor(self.agent_pool(), run_report, exp, settings.llm, None, None, kb_path)
             if token is not None:  # a cancel from the progress bar drops this run (the worker finishes alone)
                 fut = self.work_done_progress.tokens.get(token)
                 task = self.agent_tasks.get(uri)
@@ -614,7 +616,7 @@ def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
 @server.command(ANALYZE_COMMAND)
 async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
     """Diagnosis and proposals for an open config (the Coordinator), off the event loop, with progress."""
-    from server.agents.coordinator import run_json
+    from server.agents.coordinator import run_report
     from server.agents.types import Experiment
 
     path = to_fs_path(uri)
@@ -644,13 +646,15 @@ async def analyze_command(ls: AsapServer, uri: str) -> dict[str, Any]:
     )
     kb_path = Path(settings.kb_path).expanduser() if settings.kb_path else None
     try:
-        result, cached = await loop.run_in_executor(None, lambda: run_json(exp, settings.llm, report, kb_path=kb_path))
+        result, cached = await loop.run_in_executor(
+            None, lambda: run_report(exp, settings.llm, report, kb_path=kb_path)
+        )
     finally:
         if progress:
             ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd())
             ls.work_done_progress.tokens.pop(token, None)
-    log.info("analysis of %s (%s)", path, "cached" if cached else result["backend"]["name"])
-    return result
+    log.info("analysis of %s (%s)", path, "cached" if cached else result.backend.name)
+    return result.to_json()
 
 
 @server.command(RECORD_APPLIED_COMMAND)
@@ -707,6 +711,7 @@ def run_agents_command(ls: AsapServer, uri: str) -> None:
 def roofline_command(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
     """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
     profile's top ops, and the agents' proposals when their analysis is of this version."""
+    from server.agents.report import EstimateView, ProfileView
     from server.presentation import roofline_chart
 
     doc = ls.workspace.text_documents.get(uri)
@@ -718,14 +723,16 @@ def roofline_command(ls: AsapServer, uri: str, theme: str = "light") -> dict[str
     agent = ls.agent.get(uri)
     fresh = agent is not None and agent[0] == doc.version
     prof = ls.profiles.get(uri)
-    result: dict[str, Any] = {
-        "slice": {"name": an.estimate.layout.slice.name},
-        "estimate": an.estimate.to_json(),
-        "profile": prof.report.to_json() if prof is not None and prof.report is not None else None,
-        "proposals": agent[1].get("proposals", []) if fresh and agent is not None else [],
-    }
+    chart = roofline_chart.chart(
+        EstimateView.from_json(an.estimate.to_json()),
+        an,
+        theme,
+        slice_name=an.estimate.layout.slice.name,
+        profile=ProfileView.from_json(prof.report.to_json()) if prof is not None and prof.report is not None else None,
+        proposals=agent[1].proposals if fresh and agent is not None else [],
+    )
     name = Path(to_fs_path(uri) or uri).name
-    return {"title": f"ASAP roofline: {name}", "spec": roofline_chart.spec(result, an, theme), "fresh": fresh}
+    return {"title": f"ASAP roofline: {name}", "spec": chart, "fresh": fresh}
 
 
 @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
@@ -747,11 +754,11 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         lenses.append(lsp.CodeLens(range=rng, command=lsp.Command(title=an.estimate.summary(), command="")))
     agent = ls.agent.get(doc.uri)
     if agent is not None and agent[0] == doc.version:
-        props = [p for p in agent[1].get("proposals", []) if not p["keep_current"]]
-        if any(p["keep_current"] for p in agent[1].get("proposals", [])):
+        props = [p for p in agent[1].proposals if not p.keep_current]
+        if any(p.keep_current for p in agent[1].proposals):
             title = "ASAP: keep this mesh (no clearly better one)"
-        elif props and props[0]["expected"]["speedup"] is not None:
-            label, speedup = agent_findings.mesh_label(props[0]), props[0]["expected"]["speedup"]
+        elif props and props[0].expected.speedup is not None:
+            label, speedup = agent_findings.mesh_label(props[0]), props[0].expected.speedup
             title = f"ASAP: proposal 1 {label} x{speedup:.2f} (quick fix)"
         else:
             title = "ASAP: proposals available (quick fix)"
@@ -769,7 +776,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
             lenses.append(
                 lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=command, arguments=[doc.uri]))
             )
-    if agent is not None and agent[0] == doc.version and any(not p["keep_current"] for p in agent[1]["proposals"]):
+    if agent is not None and agent[0] == doc.version and any(not p.keep_current for p in agent[1].proposals):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         args = [doc.uri, rng.start.line, rng.start.character]
         lenses.append(
@@ -885,11 +892,11 @@ def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
             if action is None:
                 continue
             rank = re.match(r"Apply proposal (\d+):", fix.title)
-            if agent[1].get("experiment") and rank:  # after the edit, the editor runs it: the applied proposal
+            if agent[1].experiment and rank:  # after the edit, the editor runs it: the applied proposal
                 action.command = lsp.Command(
                     title="Record the applied proposal",
                     command=RECORD_APPLIED_COMMAND,
-                    arguments=[agent[1]["experiment"], int(rank.group(1)), doc.uri],
+                    arguments=[agent[1].experiment, int(rank.group(1)), doc.uri],
                 )
             if resolve:  # the edit is computed on codeAction/resolve
                 action.data = {"uri": doc.uri, "version": doc.version, "title": fix.title}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from profiles.synth import write_profile
 
-from server.agents.coordinator import run, run_json
+from server.agents.coordinator import run, run_report
 from server.agents.types import Experiment, Result
 from server.cli.main import main
 from server.config.axes import AXES
@@ -138,9 +138,9 @@ def test_cli_json_contract_and_cache(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert set(prop["expected"]) == {"step_s", "mfu", "speedup"}
     assert doc["backend"] == {"name": "offline", "fallback_reason": None, "model": None}
     exp = Experiment(p, p.read_text(), workspace=Path.cwd())  # as the CLI runs it
-    assert run_json(exp)[1]  # the same inputs: from the store
+    assert run_report(exp)[1]  # the same inputs: from the store
     p.write_text(p.read_text().replace("per_device_batch_size: 4", "per_device_batch_size: 2"))
-    assert not run_json(Experiment(p, p.read_text(), workspace=Path.cwd()))[1]
+    assert not run_report(Experiment(p, p.read_text(), workspace=Path.cwd()))[1]
 
 
 def test_cli_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -157,23 +157,25 @@ def test_cli_plot_writes_the_roofline(tmp_path: Path, capsys: pytest.CaptureFixt
     text = svg.read_text()
     assert text.startswith("<svg") and "Roofline of v6e-16 per device" in text and "mlpwi" in text
     assert "operational intensity" in text and "P1: " in text and "ICI ridge" in text
-    doc, _ = run_json(Experiment(ROOT / "examples" / "llama3-8b-v6e-16.yml"))
+    doc, _ = run_report(Experiment(ROOT / "examples" / "llama3-8b-v6e-16.yml"))
     an = analyze(ROOT / "examples" / "llama3-8b-v6e-16.yml")
     s = spec(doc, an)
-    assert s["usermeta"]["hbm_ridge"] == pytest.approx(doc["estimate"]["roofline"]["ridge_points"]["hbm"])
+    est = doc.estimate
+    assert est is not None
+    assert s["usermeta"]["hbm_ridge"] == pytest.approx(est.roofline.ridge_points.hbm)
     # one point per mesh: the current one at the estimate's FLOP rate (FLOPs / modelled step time)
     points = {
         m["name"]: m for layer in s["layer"] for m in layer["data"]["values"] if m.get("source") == "meshes (estimate)"
     }
-    est = doc["estimate"]
-    flops = sum(p["flops"] for p in est["roofline"]["points"])
-    assert points["now"]["flops"] == pytest.approx(flops / est["time"]["step_s"])
-    assert points["now"]["flops"] == pytest.approx(est["mfu"] * s["usermeta"]["peak_flops_per_s"], rel=0.35)
-    ranks = [f"P{p['rank']}" for p in doc["proposals"] if not p["keep_current"]]
+    flops = sum(p.flops for p in est.roofline.points)
+    assert points["now"]["flops"] == pytest.approx(flops / est.time.step_s)
+    assert points["now"]["flops"] == pytest.approx(est.mfu * s["usermeta"]["peak_flops_per_s"], rel=0.35)
+    ranks = [f"P{p.rank}" for p in doc.proposals if not p.keep_current]
     assert ranks and set(ranks) <= set(points)
     # a proposal expected faster than the current mesh sits higher on the chart
-    p1 = next(p for p in doc["proposals"] if p["rank"] == 1)
-    assert (points["P1"]["flops"] > points["now"]["flops"]) == (p1["expected"]["speedup"] > 1)
+    p1 = next(p for p in doc.proposals if p.rank == 1)
+    assert p1.expected.speedup is not None
+    assert (points["P1"]["flops"] > points["now"]["flops"]) == (p1.expected.speedup > 1)
     with pytest.raises(ValueError, match="theme"):
         spec(doc, an, theme="sepia")
     dark = tmp_path / "dark.svg"

@@ -14,7 +14,7 @@ import sqlite_utils
 from profiles.synth import GROUND_TRUTH, write_profile
 from support.configs import LOOP_CONFIG as CONFIG
 
-from server.agents.coordinator import run_json
+from server.agents.coordinator import run_report
 from server.agents.types import Experiment
 from server.cli.main import main
 from server.config.apply import apply_text, proposal_edits
@@ -31,26 +31,24 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
     cfg = tmp_path / "c.yml"
     cfg.write_text(CONFIG)
     write_profile(tmp_path / "runs" / "before", "comm", seed=1)
-    doc, _ = run_json(Experiment(cfg, workspace=tmp_path))
-    p1 = doc["proposals"][0]
+    doc, _ = run_report(Experiment(cfg, workspace=tmp_path))
+    p1 = doc.proposals[0]
     an = analyze(cfg)
-    cfg.write_text(apply_text(CONFIG, proposal_edits(an.config, p1["ici"], p1["dcn"], p1["other_changes"])))
-    applied = experiments.record_applied(doc["experiment"], 1, cfg)
+    cfg.write_text(apply_text(CONFIG, proposal_edits(an.config, p1.ici, p1.dcn, p1.other_changes)))
+    applied = experiments.record_applied(doc.experiment, 1, cfg)
     return cfg, doc, applied
 
 
 def test_an_analysis_is_logged_with_its_predictions(loop) -> None:  # type: ignore[no-untyped-def]
     cfg, doc, _ = loop
-    ex = experiments.experiment(doc["experiment"])
+    ex = experiments.experiment(doc.experiment)
     assert ex["config_path"] == str(cfg.resolve()) and ex["slice"] == "v5e-4" and ex["generation"] == "v5e"
     assert ex["mesh"] == {"ici": {"tensor": 4}, "dcn": {}}
     assert ex["measured_step_s"] == pytest.approx(GROUND_TRUTH["comm"].step_time_ms_mean / 1e3)
-    assert [p["rank"] for p in ex["proposals"]] == [p["rank"] for p in doc["proposals"]]
+    assert [p["rank"] for p in ex["proposals"]] == [p.rank for p in doc.proposals]
     assert ex["diagnosis"]["bottleneck"] == "communication"
     # the same inputs again: the cached analysis, the same experiment
-    assert (
-        run_json(Experiment(cfg.with_name("c.yml"), CONFIG, workspace=cfg.parent))[0]["experiment"] == doc["experiment"]
-    )
+    assert run_report(Experiment(cfg.with_name("c.yml"), CONFIG, workspace=cfg.parent))[0].experiment == doc.experiment
 
 
 def test_outcome_of_the_applied_proposal(loop, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -60,9 +58,9 @@ def test_outcome_of_the_applied_proposal(loop, tmp_path: Path) -> None:  # type:
     assert an.check.mesh_dict()["ici"]["fsdp"] == 4  # the file now has proposal 1's mesh
     measured = experiments.measure(an, tmp_path / "runs" / "after")
     out = experiments.record_outcome(an, cfg, measured)
-    p1 = doc["proposals"][0]
-    assert out["rank"] == 1 and out["experiment_id"] == doc["experiment"] and out["application_id"] == applied["id"]
-    assert out["predicted_step_s"] == pytest.approx(p1["expected"]["step_s"])
+    p1 = doc.proposals[0]
+    assert out["rank"] == 1 and out["experiment_id"] == doc.experiment and out["application_id"] == applied["id"]
+    assert out["predicted_step_s"] == pytest.approx(p1.expected.step_s)
     assert out["measured_step_s"] == pytest.approx(GROUND_TRUTH["compute"].step_time_ms_mean / 1e3)
     assert out["step_error"] == pytest.approx(
         (out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]

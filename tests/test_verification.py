@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.agents.coordinator import run_json
+from server.agents.coordinator import run_report
 from server.agents.types import Experiment
 from server.common import store
 from server.common.findings import Severity
@@ -47,14 +47,14 @@ def entry(res: VerifyResult, rank: int | None = None) -> dict:
 
 
 def test_targets_are_the_current_mesh_then_each_proposal_in_full() -> None:
-    doc, _ = run_json(Experiment(EXAMPLE))
+    doc, _ = run_report(Experiment(EXAMPLE))
     todo = verification.targets(doc)
     assert todo[0].label == "current mesh" and todo[0].overrides == {} and todo[0].rank is None
-    props = [p for p in doc["proposals"] if not p["keep_current"]]
-    assert [t.rank for t in todo[1:]] == [p["rank"] for p in props]
+    props = [p for p in doc.proposals if not p.keep_current]
+    assert [t.rank for t in todo[1:]] == [p.rank for p in props]
     first = todo[1].overrides
     # every ici_/dcn_ key is set, so the compiled mesh is exactly the proposal whatever the file says
-    assert all(first[f"ici_{a}_parallelism"] == d for a, d in props[0]["ici"].items())
+    assert all(first[f"ici_{a}_parallelism"] == d for a, d in props[0].ici.items())
     assert sum(1 for k in first if k.startswith(("ici_", "dcn_"))) >= 20
     assert verification.targets(doc, include_current=False) == todo[1:]
     assert verification.targets(None) == todo[:1]
@@ -88,19 +88,19 @@ def test_findings_of_each_verdict_on_the_mesh_block() -> None:
 
 
 def test_proposals_hover_gains_a_compiler_column() -> None:
-    doc, _ = run_json(Experiment(EXAMPLE))
+    doc, _ = run_report(Experiment(EXAMPLE))
     plain = explain.agent_md(doc, stale=False)
     assert "TPU compiler" not in plain
-    p1 = next(p for p in doc["proposals"] if not p["keep_current"])
+    p1 = next(p for p in doc.proposals if not p.keep_current)
     oom = VerifyResult("does-not-fit", "does not fit", needs_bytes=40 * GiB, available_bytes=31.25 * GiB)
     md = explain.agent_md(
-        doc, stale=False, verified=[entry(VerifyResult("ok", "ok", compiled=compiled(14.1))), entry(oom, p1["rank"])]
+        doc, stale=False, verified=[entry(VerifyResult("ok", "ok", compiled=compiled(14.1))), entry(oom, p1.rank)]
     )
     assert "| TPU compiler |" in md
-    row = next(line for line in md.splitlines() if line.startswith(f"| {p1['rank']} |"))
+    row = next(line for line in md.splitlines() if line.startswith(f"| {p1.rank} |"))
     assert row.endswith("| does not fit, needs 40.0 of 31.25 GiB |")
     others = [line for line in md.splitlines() if line.startswith("| ") and "not compiled" in line]
-    assert len(others) == len([p for p in doc["proposals"] if p["rank"] != p1["rank"]])
+    assert len(others) == len([p for p in doc.proposals if p.rank != p1.rank])
     assert verification.summary(VerifyResult("ok", "", compiled=compiled(14.1)).to_json()) == "fits, 14.1 of 31.25 GiB"
 
 

@@ -16,9 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from server import __version__
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
+from server.agents.report import AnalysisReport
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.common import store as cache_store
@@ -89,14 +92,16 @@ def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
     return h.hexdigest()
 
 
-def run_json(
+def run_report(
     exp: Experiment,
     llm: str = "off",
     progress: Progress | None = None,
     client: Any = None,
     kb_path: Path | None = None,
-) -> tuple[dict[str, Any], bool]:
-    """The result as JSON, from ASAP's store when nothing it depends on changed: (result, cached)."""
+) -> tuple[AnalysisReport, bool]:
+    """The analysis as the typed `asap analyze --json` document, from ASAP's store when nothing it depends on
+    changed: (report, cached). The store keeps the JSON; a fresh result and a stored one are both parsed into
+    `AnalysisReport`, so a reader sees the same thing either way."""
     from server.common import store
 
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
@@ -109,31 +114,53 @@ def run_json(
         if "analyses" in db.table_names():
             rows = list(db.query("select result from analyses where key = ?", [key]))
             if rows:
-                return json.loads(rows[0]["result"]), True
+                try:
+                    return AnalysisReport.from_json(json.loads(rows[0]["result"])), True
+                except ValidationError as e:  # written by a build with another shape: analyse again
+                    log.warning("stored analysis unreadable, recomputing: %s", e)
     except Exception as e:
         log.warning("analysis cache unavailable: %s", e)
         db = None
-    result = run(exp, llm, progress, client, kb_path=kb_path).to_json()
-    _calibrate(result)
+    report = run(exp, llm, progress, client, kb_path=kb_path).report()
+    _calibrate(report)
     if db is not None and an.config.is_maxtext:  # the experiment log: this analysis, its predictions, an id
         try:
-            result["experiment"] = experiments.record_analysis(result, an, exp.config, text, db)
+            report.experiment = _record(report, an, exp.config, text, db)
         except Exception as e:
             log.warning("experiment log unavailable: %s", e)
-    if db is not None and result["backend"]["fallback_reason"] is None:  # a fallback is retried next time
+    if db is not None and report.backend.fallback_reason is None:  # a fallback is retried next time
         with contextlib.suppress(Exception):
-            db.table("analyses").upsert({"key": key, "created": time.time(), "result": json.dumps(result)}, pk="key")
-    return result, False
+            db.table("analyses").upsert(
+                {"key": key, "created": time.time(), "result": json.dumps(report.to_json())}, pk="key"
+            )
+    return report, False
 
 
-def _calibrate(result: dict[str, Any]) -> None:
+def _calibrate(report: AnalysisReport) -> None:
     """Stated confidence through ASAP's track record (experiments.Calibrator), once it has enough outcomes."""
     cal = experiments.calibrator()
-    for p in result.get("proposals", []):
-        p["stated_confidence"] = p["confidence"]
+    for p in report.proposals:
+        p.stated_confidence = p.confidence
         if cal.active:
-            p["confidence"] = round(cal(p["confidence"]), 2)
-            p["confidence_basis"] = f"{p['confidence_basis']}; {cal.note}"
+            p.confidence = round(cal(p.confidence), 2)
+            p.confidence_basis = f"{p.confidence_basis}; {cal.note}"
+
+
+def _record(report: AnalysisReport, an: Analysis, config: Path, text: str, db: Any) -> str:
+    """Log the analysis in ASAP's experiment log (what it records: experiments.record_analysis); its id."""
+    cmp = report.profile.comparison if report.profile is not None else None
+    return experiments.record_analysis(
+        an,
+        config,
+        text,
+        diagnosis=None if report.diagnosis is None else report.diagnosis.to_json(),
+        proposals=[p.to_json() for p in report.proposals],
+        backend=report.backend.name,
+        profile=report.profile.source if report.profile is not None else None,
+        measured_step_s=cmp.measured_step_s if cmp is not None else None,
+        measured_mfu=cmp.measured_mfu if cmp is not None else None,
+        db=db,
+    )
 
 
 def _slice_json(an: Analysis) -> dict[str, Any] | None:

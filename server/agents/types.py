@@ -1,5 +1,6 @@
 """What the agents exchange and return: an experiment, the Analyzer's diagnosis, the Proposal agent's
-proposals, and the result `asap analyze --json` prints (its shape is documented in the README)."""
+proposals, and the result `asap analyze --json` prints. The result's JSON shape is typed once, in
+server/agents/report.py (`Result.report()`), and published as schema/analyze.schema.json."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.agents.report import AnalysisReport
 from server.perf.estimate import Estimate
 from server.profiles.profile import Report
 
@@ -132,3 +134,7 @@ class Result:
             "backend": self.backend.to_json(),
             "notes": self.notes,
         }
+
+    def report(self) -> AnalysisReport:
+        """The result as the typed `asap analyze --json` document (checked against its models)."""
+        return AnalysisReport.from_json(self.to_json())

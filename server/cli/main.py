@@ -21,7 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.common.findings import Finding, Severity
 from server.config.mesh import check
@@ -34,6 +34,9 @@ from server.profiles import profile as prof
 from server.profiles.profile import ProfileError
 from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import analyze_tools
+
+if TYPE_CHECKING:  # the agents load when a command needs them
+    from server.agents.report import AnalysisReport
 
 
 def _human(an: Analysis) -> str:
@@ -385,75 +388,70 @@ def cmd_kb(args: argparse.Namespace) -> int:
     return 0
 
 
-def _analyze_human(doc: dict[str, Any]) -> None:
+def _analyze_human(doc: AnalysisReport) -> None:
     from rich.console import Console
     from rich.table import Table
 
     con = Console()
-    sl, mesh = doc["slice"], doc["mesh"]
-    con.print(f"[bold]{doc['config']}[/bold]")
+    sl, mesh = doc.slice, doc.mesh
+    con.print(f"[bold]{doc.config}[/bold]")
     if sl:
-        con.print(f"slice {sl['name']} ({sl['chips']} chips x {sl['num_slices']}, topology {sl['topology']})")
+        con.print(f"slice {sl.name} ({sl.chips} chips x {sl.num_slices}, topology {sl.topology})")
     if mesh:
-        ici = " x ".join(f"{a}={d}" for a, d in mesh["ici"].items() if d != 1) or "all 1"
-        dcn = " x ".join(f"{a}={d}" for a, d in mesh["dcn"].items() if d != 1)
+        ici = " x ".join(f"{a}={d}" for a, d in mesh.ici.items() if d != 1) or "all 1"
+        dcn = " x ".join(f"{a}={d}" for a, d in mesh.dcn.items() if d != 1)
         con.print(f"mesh: ICI {ici}" + (f"; DCN {dcn}" if dcn else ""))
-    for f in doc["findings"]:
-        if f["severity"] in ("error", "warning"):
-            color = "red" if f["severity"] == "error" else "yellow"
-            con.print(f"[{color}]{f['severity']}[/{color}] {f['code']} line {f['line']}: {f['message']}")
-    est = doc["estimate"]
+    for f in doc.findings:
+        if f.severity in ("error", "warning"):
+            color = "red" if f.severity == "error" else "yellow"
+            con.print(f"[{color}]{f.severity}[/{color}] {f.code} line {f.line}: {f.message}")
+    est = doc.estimate
     if est:
         con.print(
-            f"estimate: step {est['time']['step_s'] * 1e3:,.0f} ms, MFU {est['mfu']:.1%}, {est['bottleneck']}-bound, "
-            f"HBM {est['memory']['total_bytes'] / 2**30:.1f} of {est['memory']['usable_bytes'] / 2**30:.1f} GiB"
+            f"estimate: step {est.time.step_s * 1e3:,.0f} ms, MFU {est.mfu:.1%}, {est.bottleneck}-bound, "
+            f"HBM {est.memory.total_bytes / 2**30:.1f} of {est.memory.usable_bytes / 2**30:.1f} GiB"
         )
-    d = doc["diagnosis"]
+    d = doc.diagnosis
     if d:
-        con.print(
-            f"\n[bold]Diagnosis[/bold] ({d['source']}): [bold]{d['bottleneck']}[/bold], "
-            f"confidence {d['confidence']:.0%}"
-        )
-        con.print(f"  {d['summary']}")
-        for e in d["evidence"]:
-            con.print(f"  - {e['text']} [dim]({e['source']})[/dim]")
-        if d["keys"]:
-            con.print(f"  keys: {', '.join(d['keys'])}")
-    if doc["calibration"]:
-        con.print(f"[dim]{doc['calibration']}[/dim]")
-    if doc["proposals"]:
+        con.print(f"\n[bold]Diagnosis[/bold] ({d.source}): [bold]{d.bottleneck}[/bold], confidence {d.confidence:.0%}")
+        con.print(f"  {d.summary}")
+        for e in d.evidence:
+            con.print(f"  - {e.text} [dim]({e.source})[/dim]")
+        if d.keys:
+            con.print(f"  keys: {', '.join(d.keys)}")
+    if doc.calibration:
+        con.print(f"[dim]{doc.calibration}[/dim]")
+    if doc.proposals:
         t = Table(title="Proposals", show_lines=False)
         for col in ("#", "mesh and changes", "step", "MFU", "speedup", "confidence"):
             t.add_column(col)
-        for p in doc["proposals"]:
-            ici = " x ".join(f"{a}={v}" for a, v in p["ici"].items()) or "all 1"
-            dcn = " x ".join(f"{a}={v}" for a, v in p["dcn"].items())
-            other = ", ".join(f"{k}={v}" for k, v in p["other_changes"].items())
+        for p in doc.proposals:
+            ici = " x ".join(f"{a}={v}" for a, v in p.ici.items()) or "all 1"
+            dcn = " x ".join(f"{a}={v}" for a, v in p.dcn.items())
+            other = ", ".join(f"{k}={v}" for k, v in p.other_changes.items())
             label = (
-                ("keep: " if p["keep_current"] else "")
+                ("keep: " if p.keep_current else "")
                 + ici
                 + (f"; DCN {dcn}" if dcn else "")
                 + (f"; {other}" if other else "")
             )
-            ex = p["expected"]
-            sp = f"x{ex['speedup']:.2f}" if ex["speedup"] is not None else "-"
-            t.add_row(
-                str(p["rank"]), label, f"{ex['step_s'] * 1e3:,.0f} ms", f"{ex['mfu']:.1%}", sp, f"{p['confidence']:.0%}"
-            )
+            ex = p.expected
+            sp = f"x{ex.speedup:.2f}" if ex.speedup is not None else "-"
+            t.add_row(str(p.rank), label, f"{ex.step_s * 1e3:,.0f} ms", f"{ex.mfu:.1%}", sp, f"{p.confidence:.0%}")
         con.print(t)
-        for p in doc["proposals"]:
-            con.print(f"[bold]{p['rank']}.[/bold] {p['rationale']}")
-            for tr in p["tradeoffs"]:
+        for p in doc.proposals:
+            con.print(f"[bold]{p.rank}.[/bold] {p.rationale}")
+            for tr in p.tradeoffs:
                 con.print(f"   trade-off: {tr}")
-            con.print(f"   [dim]confidence rests on: {p['confidence_basis']}[/dim]")
-    b = doc["backend"]
-    con.print(f"\nbackend: {b['name']}" + (f" ({b['fallback_reason']})" if b["fallback_reason"] else ""))
-    for n in doc["notes"]:
+            con.print(f"   [dim]confidence rests on: {p.confidence_basis}[/dim]")
+    b = doc.backend
+    con.print(f"\nbackend: {b.name}" + (f" ({b.fallback_reason})" if b.fallback_reason else ""))
+    for n in doc.notes:
         con.print(f"[dim]note: {n}[/dim]")
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from server.agents.coordinator import run_json
+    from server.agents.coordinator import run_report
     from server.agents.types import Experiment
 
     read = _read_config(args.config)
@@ -463,12 +461,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     search = tuple(Path(p) for p in args.profile_search_path or [])
     exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd(), search)
     if args.json or not sys.stderr.isatty():
-        doc, _ = run_json(exp, args.llm)
+        doc, _ = run_report(exp, args.llm)
     else:
         from rich.console import Console
 
         with Console(stderr=True).status("analyzing") as status:
-            doc, _ = run_json(exp, args.llm, progress=lambda m: status.update(m))
+            doc, _ = run_report(exp, args.llm, progress=lambda m: status.update(m))
     if args.plot:
         from server.presentation.roofline_chart import write
 
@@ -478,12 +476,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             print(f"asap: --plot: {e}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(doc.to_json(), indent=2))  # the shape: schema/analyze.schema.json
     else:
         _analyze_human(doc)
         if args.plot:
             print(f"roofline chart: {args.plot}")
-    errors = any(f["severity"] == "error" for f in doc["findings"])
+    errors = any(f.severity == "error" for f in doc.findings)
     return 1 if errors else 0
 
 
@@ -532,10 +530,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     todo = [verification.Target("current mesh" if not base else "mesh", base)]
     if args.proposals:
-        from server.agents.coordinator import run_json
+        from server.agents.coordinator import run_report
         from server.agents.types import Experiment
 
-        doc, _ = run_json(Experiment(path, text, args.slice, None, Path.cwd()), "off")
+        doc, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
         todo += verification.targets(doc, include_current=False)
 
     def progress(message: str, frac: float | None) -> None:

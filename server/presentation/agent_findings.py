@@ -1,12 +1,12 @@
-"""The agents' result (the `asap analyze --json` document) as editor findings and quick fixes: the diagnosis
+"""The agents' result (the typed `asap analyze --json` document, server/agents/report.py) as editor findings
+and quick fixes: the diagnosis
 as a finding on each key it implicates, and each proposal as a fix whose edits are the minimal rewrite of
 the config (server/config/apply.py), re-validated before it is offered. No editor types here.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from server.agents.report import AnalysisReport, ProposalView
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config.apply import ApplyError, apply_text, proposal_edits
 from server.config.resolve import Reader
@@ -24,41 +24,41 @@ _SEVERITY = {
 }
 
 
-def mesh_label(p: dict[str, Any]) -> str:
-    ici = " x ".join(f"{a}={d}" for a, d in p["ici"].items()) or "all 1"
-    dcn = " x ".join(f"{a}={d}" for a, d in p["dcn"].items())
-    other = ", ".join(f"{k}={v}" for k, v in p["other_changes"].items())
+def mesh_label(p: ProposalView) -> str:
+    ici = " x ".join(f"{a}={d}" for a, d in p.ici.items()) or "all 1"
+    dcn = " x ".join(f"{a}={d}" for a, d in p.dcn.items())
+    other = ", ".join(f"{k}={v}" for k, v in p.other_changes.items())
     return ici + (f"; DCN {dcn}" if dcn else "") + (f"; {other}" if other else "")
 
 
-def proposal_title(p: dict[str, Any]) -> str:
-    sp = p["expected"]["speedup"]
+def proposal_title(p: ProposalView) -> str:
+    sp = p.expected.speedup
     expected = f"expected x{sp:.2f}" if sp is not None else "the current mesh does not launch"
-    return f"Apply proposal {p['rank']}: {mesh_label(p)} ({expected}, confidence {p['confidence']:.0%})"
+    return f"Apply proposal {p.rank}: {mesh_label(p)} ({expected}, confidence {p.confidence:.0%})"
 
 
-def diagnosis_findings(result: dict[str, Any], an: Analysis, stale: bool) -> list[Finding]:
+def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> list[Finding]:
     """The diagnosis on every implicated key written in this document (else on the mesh block or line 1)."""
-    d = result.get("diagnosis")
-    if not d or d["bottleneck"] == "invalid":
+    d = result.diagnosis
+    if d is None or d.bottleneck == "invalid":
         return []  # an invalid mesh already has its located errors
-    props = [p for p in result.get("proposals", []) if not p["keep_current"]]
-    keep = next((p for p in result.get("proposals", []) if p["keep_current"]), None)
+    props = [p for p in result.proposals if not p.keep_current]
+    keep = next((p for p in result.proposals if p.keep_current), None)
     if keep is not None:
         advice = "no clearly better mesh: keep the current one"
     elif props:
-        sp = props[0]["expected"]["speedup"]
+        sp = props[0].expected.speedup
         advice = f"proposal 1: {mesh_label(props[0])}" + (f" (expected x{sp:.2f})" if sp is not None else "")
     else:
         advice = "no proposal"
-    first = d["evidence"][0]["text"] if d["evidence"] else ""
+    first = d.evidence[0].text if d.evidence else ""
     msg = (
-        f"{STALE if stale else ''}{d['bottleneck']}-bound ({d['source']}, confidence {d['confidence']:.0%}): "
-        f"{d['summary']}. {first}. {advice}"
+        f"{STALE if stale else ''}{d.bottleneck}-bound ({d.source}, confidence {d.confidence:.0%}): "
+        f"{d.summary}. {first}. {advice}"
     )
     cfg = an.config
     spans: list[tuple[str | None, Span]] = []
-    for key in d["keys"]:
+    for key in d.keys:
         e = cfg.entry(key)
         if e is not None:
             spans.append((key, e.key_span))
@@ -69,20 +69,20 @@ def diagnosis_findings(result: dict[str, Any], an: Analysis, stale: bool) -> lis
             spans.append((e.key, e.key_span))
         else:
             spans.append((None, Span.point(0)))
-    sev = _SEVERITY.get(d["bottleneck"], Severity.INFORMATION)
+    sev = _SEVERITY.get(d.bottleneck, Severity.INFORMATION)
     return [
         Finding(DIAGNOSIS_CODE, sev, msg, key, cfg.path, span, data={"rank": 0}) for key, span in dict(spans).items()
     ]
 
 
-def proposal_fixes(result: dict[str, Any], an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
+def proposal_fixes(result: AnalysisReport, an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
     """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh."""
     fixes = []
-    for p in result.get("proposals", []):
-        if p["keep_current"]:
+    for p in result.proposals:
+        if p.keep_current:
             continue
         try:
-            edits = proposal_edits(an.config, p["ici"], p["dcn"], p["other_changes"])
+            edits = proposal_edits(an.config, p.ici, p.dcn, p.other_changes)
         except ApplyError:
             continue
         if not edits:
@@ -96,7 +96,7 @@ def proposal_fixes(result: dict[str, Any], an: Analysis, text: str, reader: Read
         errors = [f for f in after.findings if f.severity == Severity.ERROR]
         ici = {x.axis.name: int(x.degree or 1) for x in chk.ici if int(x.degree or 1) != 1}
         dcn = {x.axis.name: int(x.degree or 1) for x in chk.dcn if int(x.degree or 1) != 1}
-        if errors or (ici, dcn) != (p["ici"], p["dcn"]):
+        if errors or (ici, dcn) != (p.ici, p.dcn):
             continue  # never offer an edit that would not launch as proposed
-        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p["rank"] == 1))
+        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1))
     return fixes

@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from server.agents.report import AnalysisReport
 from server.common import codes
 from server.common.findings import Finding, Severity, Span
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
@@ -431,48 +432,44 @@ def profile_md(report: prof.Report, source: str) -> str:
     return "\n".join(out)
 
 
-def agent_md(result: dict[str, Any], stale: bool, verified: list[dict[str, Any]] | None = None) -> str:
+def agent_md(result: AnalysisReport, stale: bool, verified: list[dict[str, Any]] | None = None) -> str:
     """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic). `verified`: the
     TPU compiler's verification of the current mesh and the proposals (server/presentation/verification.py), when
     run."""
-    d = result["diagnosis"]
+    d = result.diagnosis
     out = []
     if stale:
         out += ["*Stale: the config changed since this analysis; save to refresh.*", ""]
-    out += [
-        f"**{d['bottleneck']}-bound** ({d['source']}, confidence {d['confidence']:.0%}): {d['summary']}",
-        "",
-    ]
-    out += [f"- {e['text']} *({e['source']})*" for e in d["evidence"]]
-    if result.get("calibration"):
-        out += ["", f"*{result['calibration']}*"]
-    props = result.get("proposals", [])
+    if d is not None:  # the hover is on the diagnosis' finding: there is one
+        out += [f"**{d.bottleneck}-bound** ({d.source}, confidence {d.confidence:.0%}): {d.summary}", ""]
+        out += [f"- {e.text} *({e.source})*" for e in d.evidence]
+    if result.calibration:
+        out += ["", f"*{result.calibration}*"]
+    props = result.proposals
     by_rank = {e["rank"]: e["result"] for e in verified or []}
     if props:
         compiler = bool(verified)
         head = "| # | mesh and changes | expected | confidence |" + (" TPU compiler |" if compiler else "")
         out += ["", head, "|---|---|---|---|" + ("---|" if compiler else "")]
         for p in props:
-            sp = p["expected"]["speedup"]
-            exp = f"x{sp:.2f}, MFU {p['expected']['mfu']:.1%}" if sp is not None else f"MFU {p['expected']['mfu']:.1%}"
-            label = "keep the current mesh" if p["keep_current"] else mesh_label(p)
-            row = f"| {p['rank']} | {label} | {exp} | {p['confidence']:.0%} |"
+            sp = p.expected.speedup
+            exp = f"x{sp:.2f}, MFU {p.expected.mfu:.1%}" if sp is not None else f"MFU {p.expected.mfu:.1%}"
+            label = "keep the current mesh" if p.keep_current else mesh_label(p)
+            row = f"| {p.rank} | {label} | {exp} | {p.confidence:.0%} |"
             if compiler:
-                r = by_rank.get(None if p["keep_current"] else p["rank"])
+                r = by_rank.get(None if p.keep_current else p.rank)
                 row += f" {verification.summary(r) if r else 'not compiled'} |"
             out.append(row)
         if compiler:
             out += ["", "*TPU compiler: ASAP's reference train step compiled for the slice (libtpu), per chip.*"]
         best = props[0]
-        out += ["", best["rationale"], "", f"Confidence rests on: {best['confidence_basis']}."]
-        refs = sorted({r for p in props for r in p["references"]})
+        out += ["", best.rationale, "", f"Confidence rests on: {best.confidence_basis}."]
+        refs = sorted({r for p in props for r in p.references})
         if refs:
             out += ["", "Sources: " + ", ".join(f"`{r}`" for r in refs)]
-    backend = result["backend"]
+    backend = result.backend
     out += [
         "",
-        f"*Backend: {backend['name']}"
-        + (f" ({backend['fallback_reason']})" if backend["fallback_reason"] else "")
-        + "*",
+        f"*Backend: {backend.name}" + (f" ({backend.fallback_reason})" if backend.fallback_reason else "") + "*",
     ]
     return "\n".join(out)

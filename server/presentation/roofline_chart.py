@@ -11,9 +11,11 @@ source in the tooltip: which estimate (spec table, formula) or which profile row
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from server.agents.report import AnalysisReport, EstimateView, ProfileView, ProposalView
 from server.services.analysis import Analysis
 
 THEMES = ("light", "dark")
@@ -38,13 +40,13 @@ _PALETTE = {
 }
 
 
-def _program_point(est: dict[str, Any], name: str, source: str, mesh: str) -> dict[str, Any] | None:
+def _program_point(est: EstimateView, name: str, source: str, mesh: str) -> dict[str, Any] | None:
     """One mesh as a single point: the step's FLOPs per device over its HBM bytes per device (the estimate's
     roofline components summed), at FLOPs / modelled step time (communication and bubbles included)."""
-    pts = est["roofline"]["points"]
-    flops = sum(p["flops"] for p in pts)
-    nbytes = sum(p["hbm_bytes"] for p in pts)
-    step = est["time"]["step_s"]
+    pts = est.roofline.points
+    flops = sum(p.flops for p in pts)
+    nbytes = sum(p.hbm_bytes for p in pts)
+    step = est.time.step_s
     if flops <= 0 or nbytes <= 0 or step <= 0:
         return None
     return {
@@ -54,15 +56,16 @@ def _program_point(est: dict[str, Any], name: str, source: str, mesh: str) -> di
         "source": source,
         "mesh": mesh,
         "basis": f"estimate: {flops:.3g} FLOP / {nbytes:.3g} B per device, step {step * 1e3:.1f} ms, "
-        f"MFU {est['mfu'] * 100:.1f}%",
+        f"MFU {est.mfu * 100:.1f}%",
     }
 
 
-def mesh_points(result: dict[str, Any], an: Analysis | None) -> list[dict[str, Any]]:
+def mesh_points(
+    est: EstimateView | None, proposals: Sequence[ProposalView], an: Analysis | None
+) -> list[dict[str, Any]]:
     """The current mesh and each proposal (re-priced by the estimate for `an`'s config) as program points."""
     out: list[dict[str, Any]] = []
-    est = result.get("estimate")
-    if est:
+    if est is not None:
         p = _program_point(est, "now", "meshes (estimate)", "current mesh")
         if p:
             out.append(p)
@@ -72,72 +75,90 @@ def mesh_points(result: dict[str, Any], an: Analysis | None) -> list[dict[str, A
     from server.presentation.agent_findings import mesh_label
 
     ctx = Context(an)
-    for prop in result.get("proposals", []):
-        if prop.get("keep_current"):
+    for prop in proposals:
+        if prop.keep_current:
             continue
-        ev = ctx.evaluate(prop["ici"], prop["dcn"], prop.get("other_changes"))
+        ev = ctx.evaluate(prop.ici, prop.dcn, prop.other_changes)
         if ev.estimate is None:
             continue
-        p = _program_point(ev.estimate.to_json(), f"P{prop['rank']}", "meshes (estimate)", mesh_label(prop))
+        priced = EstimateView.from_json(ev.estimate.to_json())
+        p = _program_point(priced, f"P{prop.rank}", "meshes (estimate)", mesh_label(prop))
         if p:
             out.append(p)
     return out
 
 
-def spec(result: dict[str, Any], an: Analysis | None = None, theme: str = "light") -> dict[str, Any]:
+def spec(result: AnalysisReport, an: Analysis | None = None, theme: str = "light") -> dict[str, Any]:
     """Vega-Lite for an `asap analyze --json` document (needs its estimate). With the config's analysis `an`,
     the proposals are plotted too. `theme`: "light" or "dark"."""
+    return chart(
+        result.estimate,
+        an,
+        theme,
+        slice_name=result.slice.name if result.slice else None,
+        profile=result.profile,
+        proposals=result.proposals,
+    )
+
+
+def chart(
+    est: EstimateView | None,
+    an: Analysis | None = None,
+    theme: str = "light",
+    *,
+    slice_name: str | None = None,
+    profile: ProfileView | None = None,
+    proposals: Sequence[ProposalView] = (),
+) -> dict[str, Any]:
+    """Vega-Lite for an estimate, the linked profile's top ops and the proposals (the editor's chart for the
+    text as it is now, with the agents' proposals only when they are of this version)."""
     if theme not in _PALETTE:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
-    est = result.get("estimate")
-    if not est:
+    if est is None:
         raise ValueError("no estimate: the config must declare a slice and have a valid mesh")
     pal = _PALETTE[theme]
-    roof = est["roofline"]
-    points = roof["points"]
-    peak = max(p["peak_flops_per_s"] for p in points)
-    ridges = roof["ridge_points"]
-    ridge = float(ridges["hbm"])
+    roof = est.roofline
+    points = roof.points
+    peak = max(p.peak_flops_per_s for p in points)
+    ridges = roof.ridge_points
+    ridge = float(ridges.hbm)
     bw = peak / ridge
     marks: list[dict[str, Any]] = []
     for p in points:
-        if p["seconds"] > 0 and p["flops"] > 0 and p["operational_intensity"]:
+        if p.seconds > 0 and p.flops > 0 and p.operational_intensity:
             marks.append(
                 {
-                    "name": p["name"],
-                    "intensity": p["operational_intensity"],
-                    "flops": p["flops"] / p["seconds"],
+                    "name": p.name,
+                    "intensity": p.operational_intensity,
+                    "flops": p.flops / p.seconds,
                     "source": "estimate (current mesh)",
-                    "basis": f"estimate: {p['flops']:.3g} FLOP, {p['hbm_bytes']:.3g} B in {p['seconds'] * 1e3:.2f} ms "
-                    f"({p['bound']}-bound)",
+                    "basis": f"estimate: {p.flops:.3g} FLOP, {p.hbm_bytes:.3g} B in {p.seconds * 1e3:.2f} ms "
+                    f"({p.bound}-bound)",
                 }
             )
-    marks.extend(mesh_points(result, an))
-    prof = result.get("profile")
-    if prof:
+    marks.extend(mesh_points(est, proposals, an))
+    if profile is not None:
         # the profile's ops at their measured FLOP rate (utilization of the declared chip's peak, per device)
-        for o in prof["top_ops"]:
-            if o.get("operational_intensity") and o.get("flop_utilization"):
+        for o in profile.top_ops:
+            if o.operational_intensity and o.flop_utilization:
                 marks.append(
                     {
-                        "name": o["name"][:40],
-                        "intensity": o["operational_intensity"],
-                        "flops": o["flop_utilization"] * peak,
+                        "name": o.name[:40],
+                        "intensity": o.operational_intensity,
+                        "flops": o.flop_utilization * peak,
                         "source": "profile (top ops)",
-                        "basis": f"profile: XProf op_profile row {o['name'][:60]}, "
-                        f"{o['flop_utilization'] * 100:.1f}% of peak",
+                        "basis": f"profile: XProf op_profile row {o.name[:60]}, "
+                        f"{o.flop_utilization * 100:.1f}% of peak",
                     }
                 )
     top = max([4 * ridge, *(4 * m["intensity"] for m in marks)])
     lo = min([ridge / 30, *(m["intensity"] / 2 for m in marks)])
     line = [{"intensity": x, "flops": min(peak, x * bw)} for x in _logspace(lo, top, 80)]
     rules = [{"intensity": ridge, "label": f"HBM ridge {ridge:,.0f} FLOP/B"}]
-    if ridges.get("ici_axis"):
+    if ridges.ici_axis:
         # the same kind of ratio against the bytes one mesh axis sends over ICI (DOMAIN.md §4)
-        rules.append({"intensity": float(ridges["ici_axis"]), "label": f"ICI ridge {ridges['ici_axis']:,.0f} FLOP/B"})
-    title: dict[str, Any] = {
-        "text": f"Roofline of {result['slice']['name']} per device" if result.get("slice") else "Roofline"
-    }
+        rules.append({"intensity": float(ridges.ici_axis), "label": f"ICI ridge {ridges.ici_axis:,.0f} FLOP/B"})
+    title: dict[str, Any] = {"text": f"Roofline of {slice_name} per device" if slice_name else "Roofline"}
     legend = [f"{m['name']}: {m['mesh']}" for m in marks if m.get("mesh")]
     if legend:
         title["subtitle"] = legend  # one line per mesh
@@ -216,7 +237,7 @@ def _logspace(lo: float, hi: float, n: int) -> list[float]:
     return [10 ** (a + (b - a) * i / (n - 1)) for i in range(n)]
 
 
-def write(result: dict[str, Any], path: Path, an: Analysis | None = None, theme: str = "light") -> Path:
+def write(result: AnalysisReport, path: Path, an: Analysis | None = None, theme: str = "light") -> Path:
     """Render to `path` (.svg or .png) with vl-convert."""
     import vl_convert as vlc
 

@@ -124,12 +124,22 @@ def config_hash(text: str) -> str:
 
 # -- experiments ----------------------------------------------------------------------------------------
 def record_analysis(
-    result: dict[str, Any], an: Analysis, config: Path, text: str, db: sqlite_utils.Database | None = None
+    an: Analysis,
+    config: Path,
+    text: str,
+    *,
+    diagnosis: dict[str, Any] | None,
+    proposals: list[dict[str, Any]],
+    backend: str,
+    profile: str | None = None,
+    measured_step_s: float | None = None,
+    measured_mfu: float | None = None,
+    db: sqlite_utils.Database | None = None,
 ) -> str:
-    """Log one analysis (the `asap analyze --json` document `result` of the config `an`); its id."""
+    """Log one analysis of the config `an`; its id. The Coordinator passes the parts of its typed result
+    (server/agents/report.py) this log keeps: the diagnosis and the proposals as their JSON, the backend's
+    name, and the linked profile (its source) with what it measured for this mesh."""
     est = an.estimate
-    prof = result.get("profile") or {}
-    comparison = prof.get("comparison") or {}
     sl = an.check.slice
     cfg = an.config
     row = {
@@ -140,9 +150,9 @@ def record_analysis(
         "slice": sl.name if sl else None,
         "generation": sl.chip.generation if sl else None,
         "mesh": json.dumps(_mesh_of(an)),
-        "profile": prof.get("source"),
-        "measured_step_s": comparison.get("measured_step_s"),
-        "measured_mfu": comparison.get("measured_mfu"),
+        "profile": profile,
+        "measured_step_s": measured_step_s,
+        "measured_mfu": measured_mfu,
         "estimate": json.dumps(
             {
                 "step_s": est.time.step_s,
@@ -166,9 +176,9 @@ def record_analysis(
         )
         if est
         else None,
-        "diagnosis": json.dumps(result.get("diagnosis")),
-        "proposals": json.dumps(result.get("proposals", [])),
-        "backend": (result.get("backend") or {}).get("name"),
+        "diagnosis": json.dumps(diagnosis),
+        "proposals": json.dumps(proposals),
+        "backend": backend,
     }
     _db(db).table("experiments").insert(row, pk="id")
     return str(row["id"])

@@ -1,0 +1,424 @@
+"""The agents' result as typed models: the document `asap analyze --json` prints, the analysis cache stores,
+the language server keeps per document and every front end reads. Defined once here, mirroring exactly the
+JSON that `Result.to_json()` (server/agents/types.py) and the nested `to_json()`s write, so a reader works with
+attributes instead of string keys and a change of shape fails validation instead of a reader far away.
+
+The published JSON schema (schema/analyze.schema.json) is generated from `AnalysisReport` by
+tools/write_schema.py; tests/test_report_schema.py keeps the two equal and checks real CLI output against it.
+
+Conventions: every model forbids keys it does not list (drift is caught where the document is parsed);
+`Number` keeps an int an int and a float a float, so dumping a parsed document gives back the same JSON;
+a few keys are written only when they have a value (OMIT_IF_NONE), as the producers write them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, JsonValue, SerializerFunctionWrapHandler, WithJsonSchema, model_serializer
+from pydantic.json_schema import SkipJsonSchema
+
+# A JSON number as the producer wrote it: int stays int, float stays float (a plain `float` field would turn
+# 32 into 32.0 and change the printed document).
+Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
+
+
+class _Doc(BaseModel):
+    """A part of the document: no unlisted keys, assignments validated, some keys absent rather than null."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset()  # keys written only when they have a value
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_keys(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for k in self.OMIT_IF_NONE:
+            if k in out and out[k] is None:
+                del out[k]
+        return out
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Self:
+        """Parse (and check) this part from its JSON (`json.loads` output or a producer's `to_json()`)."""
+        return cls.model_validate(doc)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (plain dicts, lists and numbers, key order as declared)."""
+        return self.model_dump(mode="json")
+
+
+# -- the config ------------------------------------------------------------------------------------------
+class SliceInfo(_Doc):
+    name: str
+    chips: int
+    devices: int
+    num_slices: int
+    topology: list[int]
+
+
+class MeshDegrees(_Doc):
+    """Every mesh axis' degree, by axis name (ici and dcn)."""
+
+    ici: dict[str, int]
+    dcn: dict[str, int]
+
+
+class ConfigFinding(_Doc):
+    """A static-check or estimate finding on the config (line is 1-based)."""
+
+    code: str
+    severity: str  # error | warning | information | hint
+    message: str
+    key: str | None
+    line: int
+
+
+# -- the estimate (server/perf/estimate.py Estimate.to_json) ----------------------------------------------
+class ModelShape(_Doc):
+    name: str
+    emb: int
+    layers: int
+    q_heads: int
+    kv_heads: int
+    mlp: int
+    vocab: int
+    experts: int
+
+
+class BytesPerParam(_Doc):
+    weights: Number
+    gradients: Number
+    optimizer: Number
+
+
+class EstimateMemory(_Doc):
+    """HBM per device (bytes, rounded)."""
+
+    components: dict[str, int]
+    total_bytes: int
+    hbm_bytes: int
+    usable_bytes: int
+    headroom_bytes: int
+    fits: bool
+    verdict: str  # fits | tight | does not fit
+
+
+class StepTime(_Doc):
+    """Seconds per step and its parts (server/perf/steptime.py)."""
+
+    compute_s: Number
+    hbm_s: Number
+    comm_s: Number
+    exposed_comm_s: Number
+    bubble_s: Number
+    comm_by_axis: dict[str, Number]
+    exposed_comm_by_axis: dict[str, Number]
+    step_s: Number
+
+
+class EstimateCollective(_Doc):
+    axis: str
+    kind: str
+    purpose: str
+    count: Number  # per step
+    bytes_each: int
+    seconds: Number
+
+
+class AxisLink(_Doc):
+    """The links one mesh axis' collectives run over."""
+
+    ici_degree: int
+    dcn_degree: int
+    ici_bytes_per_s: Number
+    physical: str
+
+
+class MatmulPlanView(_Doc):
+    """The peak the weight matmuls run at under the config's quantization (server/perf/quantization.py)."""
+
+    quantization: str
+    dtype: str
+    passes: list[str]
+    grouped_moe: bool
+    peak_flops_per_chip: Number
+    native: bool
+    peak_source: str
+    speedup: Number
+    mode_source: str | None
+    note: str
+    bf16_peak_flops_per_chip: Number
+    quantized_flops_fraction: Number
+    effective_peak_flops_per_chip: Number
+
+
+class RidgePoints(_Doc):
+    """FLOPs per byte where HBM, one ICI axis and DCN stop limiting."""
+
+    hbm: Number
+    ici_axis: Number
+    dcn: Number
+
+
+class RooflinePoint(_Doc):
+    """One component of the step on the roofline, per device (server/perf/roofline.py)."""
+
+    OMIT_IF_NONE = frozenset({"dtype"})
+    name: str
+    flops: Number
+    hbm_bytes: Number
+    operational_intensity: Number | None  # None: no HBM bytes
+    attainable_flops_per_s: Number
+    peak_flops_per_s: Number
+    seconds: Number
+    bound: str  # compute | hbm
+    dtype: str | SkipJsonSchema[None] = None  # quantized weight matmuls only
+
+
+class Roofline(_Doc):
+    ridge_points: RidgePoints
+    points: list[RooflinePoint]
+
+
+class Assumptions(_Doc):
+    mxu_efficiency: Number
+    attention_efficiency: Number
+    hbm_efficiency: Number
+    tp_overlap: Number
+    memory_bound_factor: Number
+    roofline_overlap: Number
+    overlap_model: str
+
+
+class EstimateSources(_Doc):
+    chip: dict[str, str]  # spec field -> source
+    formulas: dict[str, str]
+
+
+class EstimateView(_Doc):
+    """The performance model's estimate for one mesh (`Estimate.to_json()`)."""
+
+    slice: SliceInfo
+    mesh: MeshDegrees
+    model: ModelShape
+    params: Number
+    active_params: Number
+    tokens_per_step: Number
+    flops_per_step: Number
+    executed_flops_per_step: Number
+    remat_policy: str
+    bytes_per_param: BytesPerParam
+    memory: EstimateMemory
+    time: StepTime
+    collectives: list[EstimateCollective]
+    links: dict[str, AxisLink]
+    tokens_per_s: Number
+    tflops_per_chip: Number
+    mfu: Number
+    mfu_at_matmul_peak: Number
+    matmuls: MatmulPlanView
+    bottleneck: str
+    margin: Number
+    attribution_s: dict[str, Number]
+    roofline: Roofline
+    assumptions: Assumptions
+    sources: EstimateSources
+
+
+# -- the profile (server/profiles/profile.py Report.to_json) ----------------------------------------------
+class StepOutlier(_Doc):
+    step: str
+    ms: Number
+
+
+class StepStats(_Doc):
+    count: int
+    used: int
+    mean_ms: Number
+    median_ms: Number
+    stddev_ms: Number
+    raw_mean_ms: Number
+    raw_stddev_ms: Number
+    outliers: list[StepOutlier]
+
+
+class ProfileKpis(_Doc):
+    device_type: str | None
+    generation: str | None
+    cores: int | None
+    hosts: int | None
+    peak_flops_per_core: Number | None
+    peak_hbm_bw_per_core: Number | None
+    steps: StepStats | None
+    duty_cycle: Number | None
+    idle_fraction: Number | None
+    input_fraction: Number | None
+    mxu_utilization: Number | None
+    goodput: Number | None
+    flop_utilization: Number | None
+
+
+class ProfileOp(_Doc):
+    name: str
+    category: str
+    occurrences: int
+    self_time_us: Number
+    self_time_fraction: Number
+    flop_utilization: Number | None
+    hbm_bw_utilization: Number | None
+    operational_intensity: Number | None
+    bound_by: str | None
+    framework_op: str | None
+    layer: str | None
+    implausible_flops: bool
+
+
+class ImplausibleOp(_Doc):
+    """An op whose FLOP or byte count is above the chip's peaks (its bound is not believed)."""
+
+    name: str
+    category: str
+    self_time_fraction: Number
+    claimed_efficiency: Number | None
+    framework_op: str | None
+
+
+class CategoryShare(_Doc):
+    category: str
+    self_time_fraction: Number
+
+
+class CollectiveGroupView(_Doc):
+    self_time_us: Number
+    fraction: Number
+    occurrences: int
+    payload_bytes: Number
+    achieved_bw: Number | None
+    bw_utilization: Number | None
+    group_sizes: dict[str, int]
+    crosses_slices: bool
+
+
+class ProfileCollectives(_Doc):
+    share: Number
+    by_kind: dict[str, CollectiveGroupView]
+    by_axis: dict[str, CollectiveGroupView]
+    bw_reference: str
+
+
+class ProfileVerdict(_Doc):
+    bottleneck: str
+    confidence: Number
+    rule: str
+    evidence: list[str]
+    shares: dict[str, Number]
+
+
+class Comparison(_Doc):
+    """A profile measured against the estimate for the same mesh (server/services/profile_analysis.py)."""
+
+    expected_step_s: Number
+    measured_step_s: Number
+    step_gap: Number
+    expected_mfu: Number
+    measured_mfu: Number
+    expected_bottleneck: str
+    measured_bottleneck: str
+    expected_comm_share: Number
+    measured_comm_share: Number
+    host_only: bool
+    formula: str
+
+
+class ProfileView(_Doc):
+    """What the linked profile says the accelerators did (`Report.to_json()`)."""
+
+    source: str
+    kpis: ProfileKpis
+    top_ops: list[ProfileOp]
+    top_categories: list[CategoryShare]
+    collectives: ProfileCollectives
+    verdict: ProfileVerdict
+    comparison: Comparison | None
+    implausible_ops: list[ImplausibleOp]
+    warnings: list[str]
+
+
+# -- the agents ----------------------------------------------------------------------------------------------
+class EvidenceView(_Doc):
+    text: str
+    source: str
+
+
+class DiagnosisView(_Doc):
+    """The Analyzer's diagnosis (`Diagnosis.to_json()`)."""
+
+    bottleneck: str  # compute | hbm | communication | input | host | memory | unknown | invalid
+    confidence: Number
+    evidence: list[EvidenceView]
+    keys: list[str]  # the config keys implicated
+    source: str  # profile | estimate | config
+    summary: str
+    gap: Comparison | None
+
+
+class ProposalExpected(_Doc):
+    step_s: Number
+    mfu: Number
+    speedup: Number | None  # throughput against the current config; None when the current mesh does not launch
+
+
+class ProposalMemory(_Doc):
+    hbm_bytes: Number
+    usable_bytes: Number
+
+
+class ProposalView(_Doc):
+    """One proposal (`Proposal.to_json()`); `stated_confidence` is the engine's before calibration."""
+
+    OMIT_IF_NONE = frozenset({"stated_confidence"})
+    rank: int
+    keep_current: bool
+    ici: dict[str, int]  # axes whose degree is not 1
+    dcn: dict[str, int]
+    other_changes: dict[str, JsonValue]  # per_device_batch_size, remat_policy, gradient_accumulation_steps
+    expected: ProposalExpected
+    memory: ProposalMemory
+    tradeoffs: list[str]
+    confidence: Number
+    confidence_basis: str
+    rationale: str
+    references: list[str]
+    stated_confidence: Number | SkipJsonSchema[None] = None
+
+
+class BackendView(_Doc):
+    name: str  # offline | claude
+    fallback_reason: str | None
+    model: str | None
+
+
+class AnalysisReport(_Doc):
+    """The `asap analyze --json` document: the config's slice, mesh and findings, the estimate, the linked
+    profile, the diagnosis and the proposals, and how they were made. `experiment` is its id in ASAP's
+    experiment log (server/services/experiments.py), present once it is logged."""
+
+    OMIT_IF_NONE = frozenset({"experiment"})
+    model_config = ConfigDict(
+        extra="forbid",
+        validate_assignment=True,
+        title="ASAP analysis",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+    config: str
+    slice: SliceInfo | None
+    mesh: MeshDegrees | None  # None: no slice, or the mesh does not launch on it
+    findings: list[ConfigFinding]
+    estimate: EstimateView | None
+    profile: ProfileView | None
+    diagnosis: DiagnosisView | None
+    calibration: str | None
+    proposals: list[ProposalView]
+    backend: BackendView
+    notes: list[str]
+    experiment: str | SkipJsonSchema[None] = None
