@@ -6,16 +6,25 @@ attributes instead of string keys and a change of shape fails validation instead
 The published JSON schema (schema/analyze.schema.json) is generated from `AnalysisReport` by
 tools/write_schema.py; tests/test_report_schema.py keeps the two equal and checks real CLI output against it.
 
-Conventions: every model forbids keys it does not list (drift is caught where the document is parsed);
-`Number` keeps an int an int and a float a float, so dumping a parsed document gives back the same JSON;
-a few keys are written only when they have a value (OMIT_IF_NONE), as the producers write them.
+Conventions: every model forbids keys it does not list and is strict about types (a string is not a chip
+count), so drift is caught where the document is parsed; `Number` keeps an int an int and a float a float, so
+dumping a parsed document gives back the same JSON; a few keys are written only when they have a value
+(OMIT_IF_NONE), as the producers write them.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, JsonValue, SerializerFunctionWrapHandler, WithJsonSchema, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    WithJsonSchema,
+    model_serializer,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 # A JSON number as the producer wrote it: int stays int, float stays float (a plain `float` field would turn
@@ -23,10 +32,20 @@ from pydantic.json_schema import SkipJsonSchema
 Number = Annotated[int | float, WithJsonSchema({"type": "number"})]
 
 
-class _Doc(BaseModel):
-    """A part of the document: no unlisted keys, assignments validated, some keys absent rather than null."""
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+def _absent() -> Any:
+    """The default of a key written only when it has a value: optional in the schema, never null."""
+    return Field(default=None, json_schema_extra=_no_default)
+
+
+class _Doc(BaseModel):
+    """A part of the document: no unlisted keys, no coerced types, assignments validated, some keys absent
+    rather than null."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
     OMIT_IF_NONE: ClassVar[frozenset[str]] = frozenset()  # keys written only when they have a value
 
     @model_serializer(mode="wrap")
@@ -172,7 +191,7 @@ class RooflinePoint(_Doc):
     peak_flops_per_s: Number
     seconds: Number
     bound: str  # compute | hbm
-    dtype: str | SkipJsonSchema[None] = None  # quantized weight matmuls only
+    dtype: str | SkipJsonSchema[None] = _absent()  # quantized weight matmuls only
 
 
 class Roofline(_Doc):
@@ -389,7 +408,7 @@ class ProposalView(_Doc):
     confidence_basis: str
     rationale: str
     references: list[str]
-    stated_confidence: Number | SkipJsonSchema[None] = None
+    stated_confidence: Number | SkipJsonSchema[None] = _absent()
 
 
 class BackendView(_Doc):
@@ -404,12 +423,7 @@ class AnalysisReport(_Doc):
     experiment log (server/services/experiments.py), present once it is logged."""
 
     OMIT_IF_NONE = frozenset({"experiment"})
-    model_config = ConfigDict(
-        extra="forbid",
-        validate_assignment=True,
-        title="ASAP analysis",
-        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
-    )
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, title="ASAP analysis")
     config: str
     slice: SliceInfo | None
     mesh: MeshDegrees | None  # None: no slice, or the mesh does not launch on it
@@ -421,4 +435,10 @@ class AnalysisReport(_Doc):
     proposals: list[ProposalView]
     backend: BackendView
     notes: list[str]
-    experiment: str | SkipJsonSchema[None] = None
+    experiment: str | SkipJsonSchema[None] = _absent()
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON schema of the document (JSON Schema 2020-12): schema/analyze.schema.json, written by
+    tools/write_schema.py."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **AnalysisReport.model_json_schema()}
