@@ -10,20 +10,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity
+from server.common.progress import CancelToken, Progress
 from server.config.axes import AXES
 from server.config.mesh import MeshCheck
 from server.perf import layout
 from server.perf.collectives import path
 from server.profiles import profile as prof
 from server.profiles import profile_convert, profile_link
-from server.profiles.profile_convert import CancelToken, ProfileFiles, Progress
+from server.profiles.profile_convert import ProfileFiles
 from server.services.analysis import Analysis
 
-SUMMARY = "ASAP200"
-MISMATCH = "ASAP202"
-UNREADABLE = "ASAP203"
-NOTE = "ASAP205"
+SUMMARY = DiagCode.PROFILE_VERDICT
+MISMATCH = DiagCode.PROFILE_OTHER_SLICE
+UNREADABLE = DiagCode.PROFILE_NOT_READ
+NOTE = DiagCode.PROFILE_NOTE
 
 
 @dataclass
