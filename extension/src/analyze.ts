@@ -1,11 +1,10 @@
 /** "ASAP: Analyze": run the agents (diagnosis and proposals) on the config in the editor now. */
 import * as vscode from 'vscode';
 
+import { SERVER_COMMANDS } from './contract';
 import type { RunServerCommand } from './linkProfile';
 import type { Logger } from './log';
 
-export const SERVER_RUN_AGENTS = 'asap.server.runAgents';
-export const SERVER_VERIFY = 'asap.server.verify';
 
 export async function analyzeActive(run: RunServerCommand, log: Logger): Promise<boolean> {
   const doc = vscode.window.activeTextEditor?.document;
@@ -14,7 +13,7 @@ export async function analyzeActive(run: RunServerCommand, log: Logger): Promise
     return false;
   }
   try {
-    await run(SERVER_RUN_AGENTS, [doc.uri.toString()]);
+    await run(SERVER_COMMANDS.runAgents, [doc.uri.toString()]);
     log.info(`analysis started for ${doc.uri.fsPath}; results arrive as diagnostics (ASAP300) and quick fixes`);
     return true;
   } catch (e) {
@@ -33,7 +32,7 @@ export async function verifyActive(run: RunServerCommand, log: Logger): Promise<
     return false;
   }
   try {
-    await run(SERVER_VERIFY, [doc.uri.toString()]);
+    await run(SERVER_COMMANDS.verify, [doc.uri.toString()]);
     log.info(`TPU compiler started for ${doc.uri.fsPath}; its verdict arrives as a diagnostic (ASAP400/401)`);
     return true;
   } catch (e) {

@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import { analyzeActive, verifyActive } from './analyze';
 import { setApiKey } from './apiKey';
 import { AsapClient } from './client';
+import { CLIENT_COMMANDS } from './contract';
 import { linkProfile, unlinkProfile } from './linkProfile';
 import { recordOutcome } from './outcome';
 import { redactingLogger } from './log';
@@ -34,8 +35,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
     vscode.commands.registerCommand('asap.analyze', () => analyzeActive(runServerCommand, log)),
     vscode.commands.registerCommand('asap.verify', () => verifyActive(runServerCommand, log)),
-    vscode.commands.registerCommand('asap.showRoofline', (uri?: unknown) => roofline.show(uri)),
-    vscode.commands.registerCommand('asap.showProposals', (uri?: unknown, line?: unknown, ch?: unknown) =>
+    vscode.commands.registerCommand(CLIENT_COMMANDS.showRoofline, (uri?: unknown) => roofline.show(uri)),
+    vscode.commands.registerCommand(CLIENT_COMMANDS.showProposals, (uri?: unknown, line?: unknown, ch?: unknown) =>
       showProposals(uri, line, ch),
     ),
     vscode.commands.registerCommand('asap.statusMenu', () => showStatusMenu(status.current)),

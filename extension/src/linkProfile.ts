@@ -1,10 +1,10 @@
 /** "ASAP: Link Profile...": pick an XProf profile for the config in the editor; the server stores the link. */
 import * as vscode from 'vscode';
 
+import { SERVER_COMMANDS } from './contract';
 import type { Logger } from './log';
 
 /** The language server's command: (config uri, profile path or null to unlink). */
-export const SERVER_LINK_COMMAND = 'asap.server.linkProfile';
 
 export type RunServerCommand = (command: string, args: unknown[]) => Promise<unknown>;
 
@@ -43,7 +43,7 @@ export async function unlinkProfile(run: RunServerCommand, log: Logger): Promise
 
 async function setLink(run: RunServerCommand, log: Logger, config: vscode.Uri, profile: string | null): Promise<boolean> {
   try {
-    await run(SERVER_LINK_COMMAND, [config.toString(), profile]);
+    await run(SERVER_COMMANDS.linkProfile, [config.toString(), profile]);
     log.info(profile ? `linked ${config.fsPath} to profile ${profile}` : `removed the profile link of ${config.fsPath}`);
     return true;
   } catch (e) {

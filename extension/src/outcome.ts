@@ -1,10 +1,9 @@
 /** "ASAP: Record Outcome": what the applied proposal did, from a profile of the changed config. */
 import * as vscode from 'vscode';
 
+import { ERROR_CODES, errorCode, SERVER_COMMANDS } from './contract';
 import type { RunServerCommand } from './linkProfile';
 import type { Logger } from './log';
-
-export const SERVER_RECORD_OUTCOME = 'asap.server.recordOutcome';
 
 export interface Outcome {
   rank: number;
@@ -34,10 +33,10 @@ export async function recordOutcome(run: RunServerCommand, log: Logger): Promise
   const uri = doc.uri.toString();
   let out: unknown;
   try {
-    out = await run(SERVER_RECORD_OUTCOME, [uri, null]);
+    out = await run(SERVER_COMMANDS.recordOutcome, [uri, null]);
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
-    if (!why.includes('no profile is linked')) {
+    if (errorCode(e) !== ERROR_CODES.noProfileLinked) {
+      const why = e instanceof Error ? e.message : String(e);
       log.error(`outcome not recorded: ${why}`);
       void vscode.window.showErrorMessage(`ASAP: ${why}`);
       return false;
@@ -51,7 +50,7 @@ export async function recordOutcome(run: RunServerCommand, log: Logger): Promise
     });
     if (!picked || picked.length === 0) return false;
     try {
-      out = await run(SERVER_RECORD_OUTCOME, [uri, picked[0].fsPath]);
+      out = await run(SERVER_COMMANDS.recordOutcome, [uri, picked[0].fsPath]);
     } catch (e2) {
       const why2 = e2 instanceof Error ? e2.message : String(e2);
       log.error(`outcome not recorded: ${why2}`);

@@ -1,6 +1,8 @@
 /** The status bar item: the server's state, and the agents' last verdict for the config in the editor. */
 import * as vscode from 'vscode';
 
+import { CLIENT_COMMANDS } from './contract';
+
 export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
 
 /** The ASAP300 diagnostic's message starts "<bottleneck>-bound (<source>, confidence N%)", maybe "[stale ...] " first. */
@@ -65,7 +67,7 @@ export function menuItems(state: ServerState, hasConfig: boolean): MenuItem[] {
   const onConfig: MenuItem[] = [
     { label: '$(play) Analyze', description: 'diagnosis and proposals for this config', command: 'asap.analyze' },
     { label: '$(check) Verify with TPU Compiler', description: 'compile this mesh and the proposals', command: 'asap.verify' },
-    { label: '$(graph-line) Show Roofline', description: 'the chart of this config', command: 'asap.showRoofline' },
+    { label: '$(graph-line) Show Roofline', description: 'the chart of this config', command: CLIENT_COMMANDS.showRoofline },
     { label: '$(link) Link Profile...', description: 'an XProf profile of this config', command: 'asap.linkProfile' },
   ];
   const server: MenuItem[] = [

@@ -5,7 +5,8 @@ const vscode = vi.hoisted(() => ({
 }));
 vi.mock('vscode', () => vscode);
 
-import { analyzeActive, SERVER_RUN_AGENTS, SERVER_VERIFY, verifyActive } from '../src/analyze';
+import { analyzeActive, verifyActive } from '../src/analyze';
+import { SERVER_COMMANDS } from '../src/contract';
 import { memoryLogger } from './helpers';
 
 describe('ASAP: Analyze', () => {
@@ -15,7 +16,7 @@ describe('ASAP: Analyze', () => {
     };
     const run = vi.fn(async () => null);
     expect(await analyzeActive(run, memoryLogger())).toBe(true);
-    expect(run).toHaveBeenCalledWith(SERVER_RUN_AGENTS, ['file:///c.yml']);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.runAgents, ['file:///c.yml']);
   });
 
   it('refuses other documents and reports a server failure', async () => {
@@ -38,7 +39,7 @@ describe('ASAP: Analyze', () => {
     const run = vi.fn(async () => null);
     const log = memoryLogger();
     expect(await verifyActive(run, log)).toBe(true);
-    expect(run).toHaveBeenCalledWith(SERVER_VERIFY, ['file:///c.yml']);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.verify, ['file:///c.yml']);
     expect(log.lines.at(-1)).toContain('ASAP400/401');
     vscode.window.activeTextEditor = { document: { languageId: 'json', uri: {} } };
     expect(await verifyActive(run, log)).toBe(false);

@@ -9,7 +9,8 @@ const vscode = vi.hoisted(() => ({
 }));
 vi.mock('vscode', () => vscode);
 
-import { linkProfile, SERVER_LINK_COMMAND, unlinkProfile } from '../src/linkProfile';
+import { SERVER_COMMANDS } from '../src/contract';
+import { linkProfile, unlinkProfile } from '../src/linkProfile';
 import { memoryLogger } from './helpers';
 
 function editor(scheme: string, languageId: string, fsPath = '/ws/configs/a.yml') {
@@ -28,7 +29,7 @@ describe('linkProfile', () => {
     const run = vi.fn(async () => ({ links_file: '/ws/.asap/links.json' }));
     const log = memoryLogger();
     expect(await linkProfile(run, log)).toBe(true);
-    expect(run).toHaveBeenCalledWith(SERVER_LINK_COMMAND, ['file:///ws/configs/a.yml', '/ws/runs/r1']);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.linkProfile, ['file:///ws/configs/a.yml', '/ws/runs/r1']);
     const opts = vscode.window.showOpenDialog.mock.calls[0][0];
     expect(opts).toMatchObject({ canSelectFiles: true, canSelectFolders: true, canSelectMany: false });
     expect(log.lines.some((l) => l.includes('linked /ws/configs/a.yml to profile /ws/runs/r1'))).toBe(true);
@@ -69,6 +70,6 @@ describe('linkProfile', () => {
     vscode.window.activeTextEditor = editor('file', 'yaml');
     const run = vi.fn(async () => ({}));
     expect(await unlinkProfile(run, memoryLogger())).toBe(true);
-    expect(run).toHaveBeenCalledWith(SERVER_LINK_COMMAND, ['file:///ws/configs/a.yml', null]);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.linkProfile, ['file:///ws/configs/a.yml', null]);
   });
 });

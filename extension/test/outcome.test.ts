@@ -10,7 +10,10 @@ const vscode = vi.hoisted(() => ({
 }));
 vi.mock('vscode', () => vscode);
 
-import { outcomeText, recordOutcome, SERVER_RECORD_OUTCOME } from '../src/outcome';
+import { ResponseError } from 'vscode-jsonrpc';
+
+import { COMMAND_ERROR, ERROR_CODES, SERVER_COMMANDS } from '../src/contract';
+import { outcomeText, recordOutcome } from '../src/outcome';
 import { memoryLogger } from './helpers';
 
 const OUT = {
@@ -36,15 +39,29 @@ describe('ASAP: Record Outcome', () => {
     vscode.window.activeTextEditor = editor;
     const run = vi.fn(async () => OUT);
     expect(await recordOutcome(run, memoryLogger())).toBe(true);
-    expect(run).toHaveBeenCalledWith(SERVER_RECORD_OUTCOME, ['file:///c.yml', null]);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.recordOutcome, ['file:///c.yml', null]);
     expect(vscode.window.showInformationMessage).toHaveBeenCalledWith(outcomeText(OUT));
 
     const asks = vi.fn(async (_c: string, args: unknown[]) => {
-      if (args[1] === null) throw new Error('no profile is linked to this config: link the run profile');
+      // What vscode-languageclient rejects with for the server's CommandError (server/editor/contract.py)
+      if (args[1] === null) throw new ResponseError(COMMAND_ERROR, 'none linked', { code: ERROR_CODES.noProfileLinked });
       return OUT;
     });
     expect(await recordOutcome(asks, memoryLogger())).toBe(true);
-    expect(asks).toHaveBeenLastCalledWith(SERVER_RECORD_OUTCOME, ['file:///c.yml', '/runs/after']);
+    expect(asks).toHaveBeenLastCalledWith(SERVER_COMMANDS.recordOutcome, ['file:///c.yml', '/runs/after']);
+  });
+
+  it('asks for a profile on the error code, never on the message', async () => {
+    vscode.window.activeTextEditor = editor;
+    vscode.window.showOpenDialog.mockClear();
+    const other = vi.fn(async () => {
+      throw new ResponseError(COMMAND_ERROR, 'no profile is linked (but the code says otherwise)', {
+        code: ERROR_CODES.badProfile,
+      });
+    });
+    expect(await recordOutcome(other, memoryLogger())).toBe(false);
+    expect(vscode.window.showOpenDialog).not.toHaveBeenCalled();
+    expect(vscode.window.showErrorMessage).toHaveBeenCalledWith('ASAP: no profile is linked (but the code says otherwise)');
   });
 
   it("shows the server's reason when the profile is not a run of the proposal", async () => {

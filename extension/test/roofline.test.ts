@@ -79,7 +79,8 @@ const vscode = vi.hoisted(() => {
 });
 vi.mock('vscode', () => vscode);
 
-import { chartTheme, RooflineViews, rooflineHtml, SERVER_ROOFLINE } from '../src/roofline';
+import { SERVER_COMMANDS } from '../src/contract';
+import { chartTheme, RooflineViews, rooflineHtml } from '../src/roofline';
 import { memoryLogger } from './helpers';
 
 const URI = 'file:///ws/c.yml';
@@ -126,7 +127,7 @@ describe('roofline view', () => {
     expect(run).not.toHaveBeenCalled(); // nothing is posted before the page script listens
     panel.webview.listener?.({ type: 'ready' });
     await until(() => panel.webview.posted.length === 1);
-    expect(run).toHaveBeenCalledWith(SERVER_ROOFLINE, [URI, 'dark']);
+    expect(run).toHaveBeenCalledWith(SERVER_COMMANDS.roofline, [URI, 'dark']);
     expect(panel.webview.posted[0]).toMatchObject({ type: 'render', theme: 'dark', spec: { theme: 'dark' } });
     expect(panel.title).toBe('ASAP roofline: c.yml');
 

@@ -56,6 +56,7 @@ class Fix:
     title: str
     edits: tuple[TextEdit, ...]
     preferred: bool = False
+    proposal: int | None = None  # the rank of the agents' proposal this fix applies (None: a rule's fix)
 
 
 @dataclass(frozen=True)

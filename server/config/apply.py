@@ -92,7 +92,7 @@ def _insertion_point(cfg: Config) -> Span:
     """After the last parallelism key written in the document (the mesh block), else at the end of the file."""
     doc = cfg.document
     assert doc is not None
-    written = [e for k, e in doc.entries.items() if k.endswith("_parallelism")]
+    written = cfg.mesh_entries()
     if written:
         last = max(written, key=lambda e: e.value_span.end_line)
         return Span.point(last.value_span.end_line + 1, 0)

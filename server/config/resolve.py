@@ -116,6 +116,16 @@ class Config:
         v = self.values.get(key)
         return v.entry if v is not None and v.origin == "document" else None
 
+    def mesh_entries(self) -> list[Entry]:
+        """The parallelism keys written in the document itself, in file order (the mesh block)."""
+        entries = self.document.entries.values() if self.document is not None else []
+        return sorted((e for e in entries if e.key.endswith("_parallelism")), key=lambda e: e.key_span)
+
+    def mesh_anchor(self) -> Entry | None:
+        """The first parallelism key written in the document: where findings about the mesh as a whole go."""
+        mesh = self.mesh_entries()
+        return mesh[0] if mesh else None
+
     def anchor(self, key: str) -> tuple[Path | None, Span]:
         """Where to put a finding about `key`: its own line in the document, else the
         `base_config` line that brings it in (for a model file's value: where `model_name` is), else the first

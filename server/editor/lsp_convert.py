@@ -5,6 +5,7 @@ position encoding (VS Code counts UTF-16), severities, related locations and fix
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
@@ -48,8 +49,24 @@ def diagnostic(finding: Finding, doc: TextDocument) -> lsp.Diagnostic:
         code=finding.code,
         source=SOURCE,
         related_information=related or None,
-        data={"key": finding.key, "fixes": [f.title for f in finding.fixes]},
+        data={**finding.data, **identity(finding), "fixes": [f.title for f in finding.fixes]},
     )
+
+
+def identity(finding: Finding) -> dict[str, Any]:
+    """What names a finding across requests (its code, key and span), carried in the diagnostic's `data`: a
+    code action request hands the diagnostic back and the server finds the same finding by it."""
+    sp = finding.span
+    return {"code": str(finding.code), "key": finding.key, "span": [sp.line, sp.column, sp.end_line, sp.end_column]}
+
+
+def is_diagnostic_of(finding: Finding, diag: lsp.Diagnostic, doc: TextDocument) -> bool:
+    """Whether a diagnostic the client sent back is this finding's: by the identity in its `data`, or, from a
+    client that drops `data`, by its code and where it starts."""
+    data = diag.data if isinstance(diag.data, dict) else None
+    if data is not None and "span" in data:
+        return {k: data.get(k) for k in ("code", "key", "span")} == identity(finding)
+    return finding.code == diag.code and client_range(doc, finding.span).start == diag.range.start
 
 
 def code_action(fix: Fix, doc: TextDocument, diag: lsp.Diagnostic | None) -> lsp.CodeAction | None:

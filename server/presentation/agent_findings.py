@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from server.agents.report import AnalysisReport, ProposalView
 from server.common.findings import Finding, Fix, Severity, Span
+from server.config import axes
 from server.config.apply import ApplyError, apply_text, proposal_edits
 from server.config.resolve import Reader
 from server.services.analysis import Analysis, analyze
@@ -25,16 +26,25 @@ _SEVERITY = {
 
 
 def mesh_label(p: ProposalView) -> str:
-    ici = " x ".join(f"{a}={d}" for a, d in p.ici.items()) or "all 1"
-    dcn = " x ".join(f"{a}={d}" for a, d in p.dcn.items())
+    """The proposal's mesh as people read it (axes.mesh_label), then its other changes."""
     other = ", ".join(f"{k}={v}" for k, v in p.other_changes.items())
-    return ici + (f"; DCN {dcn}" if dcn else "") + (f"; {other}" if other else "")
+    return axes.mesh_label(p.ici, p.dcn) + (f"; {other}" if other else "")
 
 
 def proposal_title(p: ProposalView) -> str:
     sp = p.expected.speedup
     expected = f"expected x{sp:.2f}" if sp is not None else "the current mesh does not launch"
     return f"Apply proposal {p.rank}: {mesh_label(p)} ({expected}, confidence {p.confidence:.0%})"
+
+
+def lens_title(report: AnalysisReport) -> str:
+    """The agents' verdict in one line (the code lens above the mesh block)."""
+    if any(p.keep_current for p in report.proposals):
+        return "ASAP: keep this mesh (no clearly better one)"
+    props = [p for p in report.proposals if not p.keep_current]
+    if props and props[0].expected.speedup is not None:
+        return f"ASAP: proposal 1 {mesh_label(props[0])} x{props[0].expected.speedup:.2f} (quick fix)"
+    return "ASAP: proposals available (quick fix)"
 
 
 def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> list[Finding]:
@@ -63,12 +73,8 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
         if e is not None:
             spans.append((key, e.key_span))
     if not spans:
-        mesh = [e for k, e in (cfg.document.entries.items() if cfg.document else []) if k.endswith("_parallelism")]
-        if mesh:
-            e = min(mesh, key=lambda e: e.key_span.line)
-            spans.append((e.key, e.key_span))
-        else:
-            spans.append((None, Span.point(0)))
+        e = cfg.mesh_anchor()
+        spans.append((e.key, e.key_span) if e is not None else (None, Span.point(0)))
     sev = _SEVERITY.get(d.bottleneck, Severity.INFORMATION)
     return [
         Finding(DIAGNOSIS_CODE, sev, msg, key, cfg.path, span, data={"rank": 0}) for key, span in dict(spans).items()
@@ -94,9 +100,8 @@ def proposal_fixes(result: AnalysisReport, an: Analysis, text: str, reader: Read
         )
         chk = after.check
         errors = [f for f in after.findings if f.severity == Severity.ERROR]
-        ici = {x.axis.name: int(x.degree or 1) for x in chk.ici if int(x.degree or 1) != 1}
-        dcn = {x.axis.name: int(x.degree or 1) for x in chk.dcn if int(x.degree or 1) != 1}
+        ici, dcn = chk.degrees("ici", drop_ones=True), chk.degrees("dcn", drop_ones=True)
         if errors or (ici, dcn) != (p.ici, p.dcn):
             continue  # never offer an edit that would not launch as proposed
-        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1))
+        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1, proposal=p.rank))
     return fixes

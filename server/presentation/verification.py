@@ -117,12 +117,8 @@ STALE = "[stale: the config changed since this compile; verify again] "
 
 
 def _mesh_anchor(an: Analysis) -> tuple[str | None, Span]:
-    doc = an.config.document
-    mesh = [e for k, e in (doc.entries.items() if doc else []) if k.endswith("_parallelism")]
-    if mesh:
-        e = min(mesh, key=lambda e: e.key_span.line)
-        return e.key, e.key_span
-    return None, Span.point(0)
+    e = an.config.mesh_anchor()
+    return (e.key, e.key_span) if e is not None else (None, Span.point(0))
 
 
 def current_entry(results: list[dict[str, Any]]) -> dict[str, Any] | None:

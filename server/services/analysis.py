@@ -95,9 +95,8 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
         key = e.key or "model_name"
         path, span = cfg.anchor(key)
         return None, [Finding(DiagCode.NO_ESTIMATE, Severity.WARNING, f"No estimate: {e}", key, path, span)]
-    doc = cfg.document
-    mesh_keys = [k for k in (doc.entries if doc else {}) if k.startswith(("ici_", "dcn_"))]
-    anchor_key = mesh_keys[0] if mesh_keys else "compile_topology"
+    mesh = cfg.mesh_anchor()
+    anchor_key = mesh.key if mesh is not None else "compile_topology"
     path, span = cfg.anchor(anchor_key)
     kind, margin, _ = est.time.bottleneck()
     out = [

@@ -580,6 +580,19 @@ def pending(an: Analysis, config: Path, measured: Measured, db: sqlite_utils.Dat
     return True
 
 
+def record_if_pending(
+    an: Analysis, config: Path, report: Any, pf: Any, findings: list[Any], maxtext_python: str | None = None
+) -> dict[str, Any] | None:
+    """The outcome of an applied proposal from a profile that arrived after it was applied (the editor's linked or
+    discovered profile), recorded; None when the profile is not such a run or is already recorded. Raises
+    OutcomeError when the profile has no training steps."""
+    measured = measured_from(report, pf, findings)
+    if not pending(an, config, measured):
+        return None
+    measured.memory_bytes = compiled_memory(an, maxtext_python)
+    return record_outcome(an, config, measured)
+
+
 def describe(outcome: dict[str, Any]) -> str:
     """One line for a notification: what proposal N did, against what ASAP predicted."""
     sp, psp = outcome["measured_speedup"], outcome["predicted_speedup"]

@@ -1,0 +1,234 @@
+"""The language server's long jobs, each off the event loop with a cancellable progress bar: the agents (in a worker
+process), the TPU compiler's verification, and reading a linked profile through XProf; plus the profile lookup of a
+refresh and the outcome it may record. Each job stores its result in the document's state and publishes again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from pygls.uris import to_fs_path
+
+from server.agents.types import Experiment
+from server.common.findings import Severity
+from server.common.progress import Cancelled, CancelToken
+from server.editor.progress import client_progress
+from server.editor.server import AsapServer
+from server.editor.state import Versioned
+from server.presentation import verification
+from server.profiles import profile_convert
+from server.profiles.profile import ProfileError
+from server.profiles.profile_convert import ProfileFiles
+from server.services import experiments, profile_analysis
+from server.services.analysis import Analysis
+from server.services.profile_analysis import ProfileResult
+
+log = logging.getLogger("asap")
+
+
+def experiment(ls: AsapServer, uri: str, text: str) -> Experiment:
+    """What the agents analyse: this text of the config, with the settings as they are now."""
+    s = ls.settings
+    return Experiment(
+        Path(to_fs_path(uri) or uri),
+        text,
+        s.default_slice,
+        None,
+        ls.workspace_root(uri),
+        tuple(Path(p) for p in s.profile_search_paths),
+    )
+
+
+def kb_path(ls: AsapServer) -> Path | None:
+    return Path(ls.settings.kb_path).expanduser() if ls.settings.kb_path else None
+
+
+# -- the agents ---------------------------------------------------------------------------------------------
+def start_agents(ls: AsapServer, uri: str) -> None:
+    """Diagnosis and proposals in the background (on open and save, never on a keystroke)."""
+    st = ls.state(uri)
+    if st.agents_task is not None:
+        st.agents_task.cancel()
+    st.agents_task = asyncio.ensure_future(run_agents(ls, uri))
+
+
+async def run_agents(ls: AsapServer, uri: str) -> None:
+    from server.agents.coordinator import run_report
+
+    doc = ls.workspace.text_documents.get(uri)
+    path = to_fs_path(uri)
+    if doc is None or not path:
+        return
+    version, text = doc.version, doc.source
+    exp, kb, llm = experiment(ls, uri, text), kb_path(ls), ls.settings.llm
+    loop = asyncio.get_running_loop()
+    st = ls.state(uri)
+    try:
+        an = st.analysis.fresh(version) if st.analysis is not None else None  # refresh() usually has it already
+        if an is None:
+            an = await loop.run_in_executor(None, ls.analyze_text, uri, text)
+        if not an.config.is_maxtext or an.check.slice is None:
+            return
+        task = st.agents_task
+        # a cancel from the progress bar drops this run (the worker finishes alone)
+        cancel = task.cancel if task is not None else None
+        async with client_progress(ls, "ASAP: diagnosing and pricing meshes", Path(path).name, on_cancel=cancel):
+            report, _ = await loop.run_in_executor(ls.agent_pool(), run_report, exp, llm, None, None, kb)
+    except asyncio.CancelledError:
+        log.info("analysis of %s cancelled", path)
+        raise
+    except Exception:
+        log.exception("agents failed on %s", uri)
+        return
+    current = ls.workspace.text_documents.get(uri)
+    if current is None:
+        return
+    st = ls.state(uri)
+    st.agents = Versioned(version, report)
+    if st.analysis is not None and st.analysis.version == current.version:  # else the pending refresh publishes
+        ls.publish(current, st.analysis.value)
+    if ls.settings.verify == "auto" and current.version == version:
+        start_verify(ls, uri)
+
+
+# -- the TPU compiler ---------------------------------------------------------------------------------------
+def start_verify(ls: AsapServer, uri: str) -> None:
+    """The TPU compiler's verdict on the current mesh and the fresh proposals, in the background."""
+    st = ls.state(uri)
+    if st.verify_task is not None:
+        st.verify_task.cancel()
+    st.verify_task = asyncio.ensure_future(run_verify(ls, uri))
+
+
+async def run_verify(ls: AsapServer, uri: str) -> None:
+    doc = ls.workspace.text_documents.get(uri)
+    path = to_fs_path(uri)
+    if doc is None or not path:
+        return
+    version = doc.version
+    an = ls.analyze_doc(doc)
+    if not an.config.is_maxtext or an.check.slice is None:
+        return
+    todo = verification.targets(ls.agents_of(doc))
+    loop = asyncio.get_running_loop()
+    cancel = CancelToken()  # the progress bar's cancel kills the compile
+    settings = ls.settings
+    try:
+        async with client_progress(ls, "ASAP: TPU compiler", Path(path).name, cancel=cancel) as progress:
+            results = await loop.run_in_executor(
+                None,
+                lambda: verification.verify_all(
+                    an.config,
+                    todo,
+                    settings.default_slice,
+                    progress=progress.report,
+                    cancel=cancel,
+                    maxtext_python=settings.maxtext_python,
+                ),
+            )
+    except asyncio.CancelledError:
+        cancel.cancel()
+        log.info("verification of %s cancelled", path)
+        raise
+    except Exception:
+        log.exception("verification failed on %s", uri)
+        return
+    if cancel.cancelled:
+        log.info("verification of %s cancelled", path)
+        return
+    for e in results:
+        log.info("TPU compiler, %s of %s: %s", e["label"], Path(path).name, e["result"]["message"])
+    ls.state(uri).verified = Versioned(version, results)
+    ls.publish_current(uri)
+    ls.refresh_code_lenses()
+
+
+# -- profiles -----------------------------------------------------------------------------------------------
+def profile_of(ls: AsapServer, uri: str, an: Analysis) -> ProfileResult:
+    """The linked profile from the cache only (safe in a worker thread); conversion is started apart."""
+    if not an.config.is_maxtext:
+        return ProfileResult(None, None, None)
+    search = [Path(p) for p in ls.settings.profile_search_paths]
+    res = profile_analysis.run(an, ls.workspace_root(uri), cached_only=True, search_paths=search)
+    if res.files is not None and res.report is None and res.link is not None:
+        why = ls.failed.get(profile_convert.files_key(res.files))
+        if why is not None:
+            res.findings.append(profile_analysis.at_link(res.link, profile_analysis.UNREADABLE, Severity.WARNING, why))
+    check_outcome(ls, uri, an, res)
+    return res
+
+
+def check_outcome(ls: AsapServer, uri: str, an: Analysis, res: ProfileResult) -> None:
+    """A profile of a config whose mesh is an applied proposal, captured after it was applied: record the
+    outcome (once per profile), to be announced by the refresh. Runs in the worker thread with the lookup."""
+    path = to_fs_path(uri)
+    if not path or res.report is None or res.files is None:
+        return
+    key = (path, profile_convert.files_key(res.files))
+    if key in ls.outcome_checked:
+        return
+    ls.outcome_checked.add(key)
+    try:
+        outcome = experiments.record_if_pending(
+            an, Path(path), res.report, res.files, res.findings, ls.settings.maxtext_python
+        )
+        if outcome is not None:
+            ls.state(uri).new_outcome = outcome
+    except experiments.OutcomeError as e:
+        log.info("no outcome recorded for %s: %s", path, e)
+    except Exception:
+        log.exception("recording the outcome of %s failed", path)
+
+
+def start_conversion(ls: AsapServer, pf: ProfileFiles) -> None:
+    if pf.run_dir not in ls.conversions:
+        ls.conversions[pf.run_dir] = asyncio.ensure_future(convert(ls, pf))
+
+
+async def convert(ls: AsapServer, pf: ProfileFiles) -> None:
+    """Convert a linked profile through XProf in the background, with cancellable progress, then re-analyse the
+    documents linked to it. A failure is remembered (and shown at the link) so it is not retried in a loop."""
+    loop = asyncio.get_running_loop()
+    cancel = CancelToken()
+    key = profile_convert.files_key(pf)
+    try:
+        async with client_progress(ls, "ASAP: reading profile", pf.describe(), cancel=cancel) as progress:
+            progress.end_message = "done"
+            try:
+                log.info("reading profile %s", pf.describe())
+                await loop.run_in_executor(None, lambda: profile_convert.load_tools(pf, progress.report, cancel))
+            except asyncio.CancelledError:  # the server is shutting down: kill the XProf child too
+                cancel.cancel()
+                raise
+            except Cancelled:
+                progress.end_message = "cancelled"
+                ls.failed[key] = (
+                    "reading the profile was cancelled; reopen the config or run 'ASAP: Link profile...' to retry"
+                )
+            except ProfileError as e:
+                progress.end_message = "failed"
+                ls.failed[key] = f"profile not read: {e}"
+                log.warning("profile %s not read: %s", pf.run_dir, e)
+            except Exception as e:  # a bug must not take the server down
+                progress.end_message = "failed"
+                ls.failed[key] = f"profile not read: internal error ({e})"
+                log.exception("conversion of %s failed", pf.run_dir)
+    finally:
+        ls.conversions.pop(pf.run_dir, None)
+    if progress.end_message == "done" and not profile_convert.is_cached(pf):
+        # Never loop converting a profile the cache cannot hold: say so instead.
+        ls.failed[key] = "the profile was converted but could not be kept in memory"
+    for uri, st in list(ls.docs.items()):
+        if st.profile is not None and st.profile.files is not None and st.profile.files.run_dir == pf.run_dir:
+            ls.schedule(uri, invalidate=True)
+
+
+def outcome_profile(ls: AsapServer, uri: str, profile: str | None) -> Path | None:
+    """The profile an outcome is recorded from: the one given, else the config's linked one (None: neither)."""
+    if profile:
+        return Path(profile).expanduser()
+    st = ls.docs.get(uri)
+    prof = st.profile if st is not None else None
+    return prof.files.run_dir if prof is not None and prof.files is not None else None

@@ -1,0 +1,153 @@
+"""The server's workspace/executeCommand commands (their ids: server/editor/contract.py). A command that cannot do
+what it was asked raises `CommandError` with an `ErrorCode` the extension branches on."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from server.editor import background
+from server.editor.contract import CommandError, ErrorCode, ServerCommand
+from server.editor.progress import client_progress
+from server.editor.server import AsapServer
+from server.profiles import profile_convert, profile_link
+from server.profiles.profile import ProfileError
+from server.services import experiments
+
+log = logging.getLogger("asap")
+
+
+def _open_config(ls: AsapServer, uri: str, why: str) -> tuple[Path, TextDocument]:
+    path = to_fs_path(uri)
+    doc = ls.workspace.text_documents.get(uri)
+    if not path or doc is None:
+        raise CommandError(ErrorCode.CONFIG_NOT_OPEN, why)
+    return Path(path), doc
+
+
+async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
+    """Diagnosis and proposals for an open config (the Coordinator), off the event loop, with progress: the
+    `asap analyze --json` document (schema/analyze.schema.json)."""
+    from server.agents.coordinator import run_report
+
+    path, doc = _open_config(ls, uri, "analysis needs a saved config open in the editor")
+    exp, kb, llm = background.experiment(ls, uri, doc.source), background.kb_path(ls), ls.settings.llm
+    loop = asyncio.get_running_loop()
+    async with client_progress(ls, "ASAP: analyzing", path.name) as progress:
+        report, cached = await loop.run_in_executor(
+            None, lambda: run_report(exp, llm, lambda m: progress.report(m), kb_path=kb)
+        )
+    log.info("analysis of %s (%s)", path, "cached" if cached else report.backend.name)
+    return report.to_json()
+
+
+async def record_applied(ls: AsapServer, experiment_id: str, rank: int, uri: str) -> dict[str, Any]:
+    """The editor applied "Apply proposal N" of this analysis: log it, so the next profile is its outcome."""
+    path = to_fs_path(uri)
+    if not path:
+        raise CommandError(ErrorCode.BAD_ARGUMENT, "recording a proposal needs a config file")
+    loop = asyncio.get_running_loop()
+    row = await loop.run_in_executor(None, lambda: experiments.record_applied(experiment_id, int(rank), Path(path)))
+    log.info("proposal %s of experiment %s applied to %s", rank, experiment_id, Path(path).name)
+    return row
+
+
+async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
+    """The outcome of the applied proposal from a profile (given, else the config's linked profile)."""
+    path, doc = _open_config(ls, uri, "recording an outcome needs the config open in the editor")
+    an = ls.analyze_doc(doc)
+    target = background.outcome_profile(ls, uri, profile)
+    if target is None:
+        raise CommandError(
+            ErrorCode.NO_PROFILE_LINKED, "no profile is linked to this config: link the run's profile, or pass its path"
+        )
+
+    def record() -> dict[str, Any]:
+        try:
+            return experiments.record_outcome(an, path, experiments.measure(an, target))
+        except experiments.OutcomeError as e:
+            raise CommandError(ErrorCode.OUTCOME_REFUSED, str(e)) from e
+        except ProfileError as e:
+            raise CommandError(ErrorCode.BAD_PROFILE, str(e)) from e
+
+    out = await asyncio.get_running_loop().run_in_executor(None, record)
+    log.info("%s: %s", path.name, experiments.describe(out))
+    return out
+
+
+def verify(ls: AsapServer, uri: str) -> None:
+    """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify")."""
+    background.start_verify(ls, uri)
+
+
+def run_agents(ls: AsapServer, uri: str) -> None:
+    """Re-run the agents on the open document now (the code lens' "Analyze")."""
+    background.start_agents(ls, uri)
+
+
+def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
+    """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
+    profile's top ops, and the agents' proposals when their analysis is of this version."""
+    from server.agents.report import EstimateView, ProfileView
+    from server.presentation import roofline_chart
+
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is None:
+        raise CommandError(ErrorCode.CONFIG_NOT_OPEN, "the roofline needs the config open in the editor")
+    an = ls.analyze_doc(doc)
+    if an.estimate is None:
+        raise CommandError(
+            ErrorCode.NO_ESTIMATE, "no estimate for this config: declare its slice and fix the mesh errors first"
+        )
+    report = ls.agents_of(doc)
+    prof = ls.state(uri).profile
+    chart = roofline_chart.chart(
+        EstimateView.from_json(an.estimate.to_json()),
+        an,
+        theme,
+        slice_name=an.estimate.layout.slice.name,
+        profile=ProfileView.from_json(prof.report.to_json()) if prof is not None and prof.report is not None else None,
+        proposals=report.proposals if report is not None else [],
+    )
+    name = Path(to_fs_path(uri) or uri).name
+    return {"title": f"ASAP roofline: {name}", "spec": chart, "fresh": report is not None}
+
+
+def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
+    """Store (or remove, with no path) the profile link of a config in <workspace>/.asap/links.json."""
+    path = to_fs_path(uri)
+    ws = ls.workspace_root(uri)
+    if not path or ws is None:
+        raise CommandError(
+            ErrorCode.CONFIG_NOT_OPEN, "linking a profile needs a saved config inside a workspace folder"
+        )
+    target = Path(profile).expanduser() if profile else None
+    if target is not None:
+        if not target.is_absolute():
+            target = ws / target
+        try:
+            profile_convert.find_profile(target)
+        except ProfileError as e:
+            raise CommandError(ErrorCode.BAD_PROFILE, str(e)) from e
+    written = profile_link.write_link(ws, Path(path), target)
+    ls.failed.clear()
+    ls.schedule(uri, invalidate=True)
+    log.info("profile link of %s -> %s (%s)", path, target, written)
+    return {"links_file": str(written), "profile": str(target) if target else None}
+
+
+COMMANDS: dict[ServerCommand, Callable[..., Any]] = {
+    ServerCommand.LINK_PROFILE: link_profile,
+    ServerCommand.ANALYZE: analyze,
+    ServerCommand.RUN_AGENTS: run_agents,
+    ServerCommand.ROOFLINE: roofline,
+    ServerCommand.VERIFY: verify,
+    ServerCommand.RECORD_APPLIED: record_applied,
+    ServerCommand.RECORD_OUTCOME: record_outcome,
+}

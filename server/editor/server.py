@@ -1,0 +1,258 @@
+"""The ASAP language server object: per-document state (server/editor/state.py), the settings, what the client can
+do (resolved once at initialize), and the one path from a document's text to its published diagnostics: analyse
+off the event loop, read the linked profile from the cache, merge every producer's findings, publish.
+
+The long jobs that feed it (the agents, the TPU compiler, profile conversion) are in server/editor/background.py;
+the LSP handlers in server/editor/features/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from server import __version__
+from server.agents.report import AnalysisReport
+from server.common.codes import DiagCode
+from server.common.findings import Finding
+from server.config import models
+from server.editor import lsp_convert
+from server.editor.settings import Settings
+from server.editor.state import DocumentState, Versioned
+from server.presentation import agent_findings, verification
+from server.services import experiments
+from server.services.analysis import Analysis, analyze
+from server.services.profile_analysis import ProfileResult
+
+log = logging.getLogger("asap")
+
+DEBOUNCE_S = 0.25  # a keystroke's analysis waits this long for the next keystroke
+
+
+@dataclass(frozen=True)
+class ClientFeatures:
+    """What the client supports, read once from its capabilities at initialize."""
+
+    work_done_progress: bool = False
+    code_lens_refresh: bool = False
+    resolve_edit: bool = False  # codeAction/resolve may fill in `edit`
+    configuration: bool = False  # workspace/configuration
+
+    @classmethod
+    def of(cls, caps: lsp.ClientCapabilities) -> ClientFeatures:
+        ws, window, td = caps.workspace, caps.window, caps.text_document
+        ca = td.code_action if td else None
+        return cls(
+            work_done_progress=bool(window and window.work_done_progress),
+            code_lens_refresh=bool(ws and ws.code_lens and ws.code_lens.refresh_support),
+            resolve_edit="edit" in (ca.resolve_support.properties if ca and ca.resolve_support else []),
+            configuration=bool(ws and ws.configuration),
+        )
+
+
+class AsapServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("asap", __version__)
+        self.settings = Settings()
+        self.features = ClientFeatures()
+        self.docs: dict[str, DocumentState] = {}
+        self.conversions: dict[Path, asyncio.Task[None]] = {}  # profile run dir -> conversion in flight
+        self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
+        self.outcome_checked: set[tuple[str, Any]] = set()  # (config path, profile files) looked up once
+        self.shutting_down = False
+        self._agent_pool: ProcessPoolExecutor | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        """Config loading reads model files from the checkout asap.maxtextPath names (the process's default,
+        exported to the agents' worker too: a worker started with another checkout is retired)."""
+        old = getattr(self, "_settings", None)
+        self._settings = value
+        models.set_default_maxtext_path(value.maxtext_path)
+        pool = getattr(self, "_agent_pool", None)
+        if pool is not None and old is not None and old.maxtext_path != value.maxtext_path:
+            self._agent_pool = None
+            pool.shutdown(wait=False)
+
+    def state(self, uri: str) -> DocumentState:
+        return self.docs.setdefault(uri, DocumentState())
+
+    def close(self, uri: str) -> None:
+        """Forget a closed document: its results and its jobs."""
+        st = self.docs.pop(uri, None)
+        if st is not None:
+            st.close()
+
+    def agent_pool(self) -> ProcessPoolExecutor:
+        """The agents run in a worker process: their CPU-bound pricing must not hold this process' GIL while
+        the editor waits for a hover or diagnostics (bench/lsp_latency.py measures it)."""
+        if self._agent_pool is None:
+            self._agent_pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        return self._agent_pool
+
+    def stop_background(self) -> None:
+        """Shutdown: cancel analyses, agents, compiles and profile conversions (child processes are killed)."""
+        self.shutting_down = True
+        for st in self.docs.values():
+            st.close()
+        for task in self.conversions.values():
+            task.cancel()
+        if self._agent_pool is not None:
+            self._agent_pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- core calls -------------------------------------------------------------------------------
+    def read(self, path: Path) -> str:
+        """Parents come from the editor's buffer when open there, else from disk (also before `initialize`)."""
+        try:
+            doc = self.workspace.text_documents.get(path.as_uri())
+        except RuntimeError:  # pygls: no workspace before `initialize`
+            doc = None
+        return doc.source if doc is not None else path.read_text(encoding="utf-8")
+
+    def analyze_text(self, uri: str, source: str) -> Analysis:
+        """Pure: analyze one snapshot of a document's text (safe to run in a worker thread)."""
+        path = Path(p) if (p := to_fs_path(uri)) else None
+        return analyze(path, source, self.read, self.settings.default_slice)
+
+    def analyze_doc(self, doc: TextDocument) -> Analysis:
+        """The analysis of the document as it is now (on the event loop: hover, code action)."""
+        st = self.state(doc.uri)
+        an = st.analysis.fresh(doc.version) if st.analysis is not None else None
+        if an is None:
+            an = self.analyze_text(doc.uri, doc.source)
+            st.analysis = Versioned(doc.version, an)
+        return an
+
+    def agents_of(self, doc: TextDocument) -> AnalysisReport | None:
+        """The agents' report when it is of the document as it is now."""
+        st = self.docs.get(doc.uri)
+        return st.agents.fresh(doc.version) if st is not None and st.agents is not None else None
+
+    def workspace_root(self, uri: str) -> Path | None:
+        """The workspace folder holding `uri` (profile links are stored and discovered there)."""
+        path = to_fs_path(uri)
+        folders = [Path(p) for f in self.workspace.folders.values() if (p := to_fs_path(f.uri))]
+        if path:
+            for folder in sorted(folders, key=lambda f: len(str(f)), reverse=True):
+                if Path(path).resolve().is_relative_to(folder.resolve()):
+                    return folder
+        root = self.workspace.root_path
+        return Path(root) if root else None
+
+    # -- publishing -------------------------------------------------------------------------------
+    def shown(self, doc: TextDocument, an: Analysis, agents: bool = True) -> list[Finding]:
+        """The findings the editor shows for this document: static and estimate, profile, and the agents'."""
+        st = self.state(doc.uri)
+        findings: list[Finding] = [*an.diagnostics, *(st.profile.findings if st.profile else [])]
+        if st.agents is not None and agents:
+            stale = st.agents.version != doc.version
+            findings += agent_findings.diagnosis_findings(st.agents.value, an, stale=stale)
+        if st.verified is not None:
+            findings += verification.findings(st.verified.value, an, stale=st.verified.version != doc.version)
+        return [
+            f
+            for f in findings
+            if (f.file is None or _same(f.file, doc)) and (self.settings.show_estimate or f.code != DiagCode.ESTIMATE)
+        ]
+
+    def publish(self, doc: TextDocument, an: Analysis) -> None:
+        if self.shutting_down:  # background work finishing after shutdown has no one to tell
+            return
+        diags = [lsp_convert.diagnostic(f, doc) for f in self.shown(doc, an)]
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
+        )
+
+    def publish_current(self, uri: str) -> None:
+        """Publish again for the document as it is now (a background result arrived)."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is not None:
+            self.publish(doc, self.analyze_doc(doc))
+
+    def refresh_code_lenses(self) -> None:
+        if self.features.code_lens_refresh:
+            self.workspace_code_lens_refresh(None)
+
+    def schedule(self, uri: str, delay: float = 0.0, invalidate: bool = False) -> None:
+        """(Re)start the analysis of `uri`; `invalidate` when its parents may have changed."""
+        st = self.state(uri)
+        if invalidate:
+            st.analysis = None
+        if st.refresh_task is not None:
+            st.refresh_task.cancel()
+        st.refresh_task = asyncio.ensure_future(self.refresh(uri, delay))
+
+    def reanalyze_all(self) -> None:
+        for uri in list(self.workspace.text_documents):
+            self.schedule(uri, invalidate=True)
+
+    async def refresh(self, uri: str, delay: float = 0.0) -> None:
+        """Analyze a snapshot off the event loop; publish and cache it unless the document moved on."""
+        from server.editor import background
+
+        if delay:
+            await asyncio.sleep(delay)  # debounce: a newer change cancels this task
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return
+        version, source = doc.version, doc.source  # pygls edits the document in place: snapshot it here
+        st = self.state(uri)
+        loop = asyncio.get_running_loop()
+        an = st.analysis.fresh(version) if st.analysis is not None else None
+        if an is None:
+            try:
+                an = await loop.run_in_executor(None, self.analyze_text, uri, source)
+            except Exception:  # a bug in a rule must not take the server down
+                log.exception("analysis of %s failed", uri)
+                return
+        try:
+            prof = await loop.run_in_executor(None, background.profile_of, self, uri, an)
+        except Exception:
+            log.exception("profile analysis of %s failed", uri)
+            prof = ProfileResult(None, None, None)
+        current = self.workspace.text_documents.get(uri)
+        if current is None or current.version != version:
+            return
+        st = self.state(uri)
+        st.analysis, st.profile = Versioned(version, an), prof
+        self.publish(current, an)
+        if st.new_outcome is not None:
+            text = experiments.describe(st.new_outcome)
+            st.new_outcome = None
+            self.window_show_message(lsp.ShowMessageParams(type=lsp.MessageType.Info, message=f"ASAP: {text}"))
+            log.info("%s: %s", Path(to_fs_path(uri) or uri).name, text)
+        self.refresh_dependents(uri)
+        if prof.files is not None and prof.report is None and not prof.findings:
+            background.start_conversion(self, prof.files)
+
+    def refresh_dependents(self, uri: str) -> None:
+        """Open configs that inherit from `uri` see its unsaved edits (or its disk text once closed)."""
+        path = to_fs_path(uri)
+        if not path:
+            return
+        target = Path(path).resolve()
+        for other, st in list(self.docs.items()):
+            if other != uri and st.analysis is not None and target in st.analysis.value.depends_on:
+                self.schedule(other, DEBOUNCE_S, invalidate=True)
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Log instead of pygls' default popup: a user cannot act on a traceback.
+        log.error("internal error (%s): %s", getattr(source, "__name__", source), error, exc_info=error)
+
+
+def _same(file: Path, doc: TextDocument) -> bool:
+    return doc.path is not None and file.resolve() == Path(doc.path).resolve()

@@ -1,0 +1,64 @@
+"""The `asap.*` settings the server reads (initializationOptions, workspace/configuration, didChangeConfiguration),
+as one typed model. The extension declares them in `extension/package.json` (a test keeps the two in step).
+
+A value of the wrong type or outside its choices falls back to that setting's default, with a warning in the log:
+a typo in settings.json must not stop the server or wipe the other settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
+from pydantic.alias_generators import to_camel
+
+log = logging.getLogger("asap")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    default_slice: StrictStr | None = None  # asap.defaultSlice: the slice of a config that declares none
+    show_estimate: StrictBool = True  # asap.showEstimate: the ASAP120 information line
+    kb_path: StrictStr | None = None  # asap.kbPath: the knowledge index file
+    llm: Literal["off", "auto"] = "off"  # asap.llm: the offline engine only, or Claude when a key is set
+    profile_search_paths: tuple[StrictStr, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be
+    verify: Literal["manual", "auto"] = "manual"  # asap.verify: ASAP: Verify only, or after each analysis
+    maxtext_python: StrictStr | None = None  # asap.maxtextPython: compile MaxText's own train step with it
+    maxtext_path: StrictStr | None = None  # asap.maxtextPath: a MaxText checkout whose models/ model_name is read from
+
+    @field_validator("default_slice", "kb_path", mode="after")
+    @classmethod
+    def _blank_is_unset(cls, v: str | None) -> str | None:
+        return v.strip() or None if v is not None else None
+
+    @field_validator("maxtext_python", "maxtext_path", mode="after")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        return str(Path(v.strip()).expanduser()) if v is not None and v.strip() else None
+
+    @field_validator("profile_search_paths", mode="before")
+    @classmethod
+    def _paths(cls, v: Any) -> Any:
+        # a list whose non-string or blank entries are dropped (VS Code's array editor leaves blank rows)
+        return tuple(p for p in v if isinstance(p, str) and p.strip()) if isinstance(v, list) else v
+
+    @classmethod
+    def from_client(cls, raw: Any) -> Settings:
+        """The settings a client sent (camelCase keys, as `asap.<key>`); each invalid value takes its default."""
+        if not isinstance(raw, dict):
+            return cls()
+        values: dict[str, Any] = {}
+        for name, info in cls.model_fields.items():
+            key = info.alias or name
+            if key not in raw:
+                continue
+            try:
+                cls.model_validate({key: raw[key]})
+            except ValidationError:
+                log.warning("asap.%s: %r is not a valid value; using the default", key, raw[key])
+                continue
+            values[key] = raw[key]
+        return cls.model_validate(values)

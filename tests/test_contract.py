@@ -1,0 +1,66 @@
+"""The server-extension contract (server/editor/contract.py): the generated TypeScript is current, both sides use
+it instead of spelling command ids, the server registers every command it declares, the extension contributes
+every command the server invokes, and the settings the server reads are the ones the extension declares."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from server.editor import contract
+from server.editor.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = json.loads((ROOT / "extension" / "package.json").read_text(encoding="utf-8"))
+GENERATED = ROOT / "extension" / "src" / "contract.ts"
+
+
+def test_generated_typescript_is_current():
+    assert GENERATED.read_text(encoding="utf-8") == contract.typescript(), "run tools/write_contract.py"
+
+
+def test_server_registers_every_server_command_and_no_other():
+    from server.lsp import server
+
+    assert set(server.protocol.fm.commands) == {c.value for c in contract.ServerCommand}
+
+
+def test_extension_contributes_every_client_command():
+    contributed = {c["command"] for c in PACKAGE["contributes"]["commands"]}
+    assert {c.value for c in contract.ClientCommand} <= contributed
+
+
+def test_no_command_id_is_spelt_outside_the_contract():
+    ids = [c.value for c in (*contract.ServerCommand, *contract.ClientCommand)]
+    pattern = re.compile("|".join(re.escape(f"'{i}'") + "|" + re.escape(f'"{i}"') for i in ids))
+    spelt = []
+    for f in [*(ROOT / "server").rglob("*.py"), *(ROOT / "extension" / "src").rglob("*.ts")]:
+        if f in (ROOT / "server" / "editor" / "contract.py", GENERATED):
+            continue
+        spelt += [f"{f.relative_to(ROOT)}: {m.group(0)}" for m in pattern.finditer(f.read_text(encoding="utf-8"))]
+    assert spelt == []
+
+
+def test_command_error_carries_its_code():
+    err = contract.CommandError(contract.ErrorCode.NO_PROFILE_LINKED, "no profile is linked to this config")
+    response = err.to_response_error()
+    assert response.code == contract.COMMAND_ERROR
+    assert response.data == {"code": "noProfileLinked"} and response.message == "no profile is linked to this config"
+
+
+def test_settings_are_the_ones_the_extension_declares():
+    declared = {k.removeprefix("asap.") for k in PACKAGE["contributes"]["configuration"]["properties"]}
+    read = {info.alias for info in Settings.model_fields.values()}
+    # asap.python starts the server and asap.trace.server is the client's protocol trace: the extension's own
+    assert read == declared - {"python", "trace.server"}
+
+    def same(v: object) -> object:  # "" / [] in package.json are the server's None / ()
+        return (tuple(v) if isinstance(v, (list, tuple)) else v) or None
+
+    defaults = Settings().model_dump()
+    for name, info in Settings.model_fields.items():
+        prop = PACKAGE["contributes"]["configuration"]["properties"][f"asap.{info.alias}"]
+        assert same(prop.get("default")) == same(defaults[name]), name
+        if "enum" in prop:
+            assert set(prop["enum"]) == set(info.annotation.__args__), name  # Literal choices
