@@ -20,16 +20,27 @@ LITERAL = re.compile(r"""["'](ASAP\d{3})["']""")
 MEMBER = re.compile(r"\bDiagCode\.([A-Z0-9_]+)\b")
 
 
+def server_sources() -> list[Path]:
+    """The server's Python files, the catalog itself excluded."""
+    return [py for py in sorted((ROOT / "server").rglob("*.py")) if py != ROOT / "server" / "common" / "codes.py"]
+
+
 def emitted_codes() -> set[str]:
-    """Every ASAP code a producer names (`DiagCode.X`, or the bare string) in the server's source, the catalog
-    itself excluded."""
+    """Every ASAP code a producer names (`DiagCode.X`) in the server's source, the catalog itself excluded."""
     found: set[str] = set()
-    for py in (ROOT / "server").rglob("*.py"):
-        if py != ROOT / "server" / "common" / "codes.py":
-            text = py.read_text(encoding="utf-8")
-            found |= set(LITERAL.findall(text))
-            found |= {DiagCode[name].value for name in MEMBER.findall(text)}
+    for py in server_sources():
+        found |= {DiagCode[name].value for name in MEMBER.findall(py.read_text(encoding="utf-8"))}
     return found
+
+
+def test_codes_no_producer_spells_a_code_as_a_bare_string():
+    bare = [
+        f"{py.relative_to(ROOT)}:{n}"
+        for py in server_sources()
+        for n, line in enumerate(py.read_text(encoding="utf-8").splitlines(), 1)
+        if LITERAL.search(line)
+    ]
+    assert bare == [], "use the DiagCode member (server/common/codes.py), not the bare code"
 
 
 def front_matter_title(note: Path) -> str:

@@ -3,6 +3,7 @@ hover rows, and that compiles wait for each other across processes."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from server.agents.coordinator import run_report
 from server.agents.types import Experiment
 from server.common import store
 from server.common.findings import Severity
-from server.compile.verify import Compiled, VerifyResult
+from server.compile.verify import Compiled, VerifyResult, VerifyStatus
 from server.presentation import explain, verification
 from server.services.analysis import analyze
 
@@ -65,7 +66,10 @@ def test_findings_of_each_verdict_on_the_mesh_block() -> None:
     mesh_line = min(e.key_span.line for k, e in an.config.document.entries.items() if k.endswith("_parallelism"))
 
     ok = VerifyResult(
-        "ok", "verified by the TPU compiler: 14.10 GiB of 31.25 GiB per chip, fits", "v6e-16", compiled=compiled(14.1)
+        VerifyStatus.OK,
+        "verified by the TPU compiler: 14.10 GiB of 31.25 GiB per chip, fits",
+        "v6e-16",
+        compiled=compiled(14.1),
     )
     ok.disagreements = [
         {"what": "memory_per_chip_bytes", "message": "per-chip memory: estimate 10 GiB, compiler 14 GiB"}
@@ -76,14 +80,18 @@ def test_findings_of_each_verdict_on_the_mesh_block() -> None:
     assert fs[1].message == "Estimate vs TPU compiler: per-chip memory: estimate 10 GiB, compiler 14 GiB"
     assert all(f.message.startswith("[stale") for f in verification.findings([entry(ok)], an, stale=True))
 
-    oom = VerifyResult("does-not-fit", "does not fit: needs 40.00 GiB of 31.25 GiB per chip on v6e-16", "v6e-16")
+    oom = VerifyResult(
+        VerifyStatus.DOES_NOT_FIT, "does not fit: needs 40.00 GiB of 31.25 GiB per chip on v6e-16", "v6e-16"
+    )
     (f,) = verification.findings([entry(oom)], an, stale=False)
     assert (f.code, f.severity) == ("ASAP401", Severity.ERROR) and f.message.startswith("TPU compiler: does not fit")
 
-    missing = VerifyResult("unavailable", "compiling for a TPU slice needs libtpu next to jax: pip install ...")
+    missing = VerifyResult(
+        VerifyStatus.UNAVAILABLE, "compiling for a TPU slice needs libtpu next to jax: pip install ..."
+    )
     assert [f.code for f in verification.findings([entry(missing)], an, stale=False)] == ["ASAP403"]
     # an unplaceable mesh already has ASAP106; proposals' verdicts are not diagnostics
-    assert verification.findings([entry(VerifyResult("unplaceable", "x"))], an, stale=False) == []
+    assert verification.findings([entry(VerifyResult(VerifyStatus.UNPLACEABLE, "x"))], an, stale=False) == []
     assert verification.findings([entry(ok, rank=1)], an, stale=False) == []
 
 
@@ -92,16 +100,21 @@ def test_proposals_hover_gains_a_compiler_column() -> None:
     plain = explain.agent_md(doc, stale=False)
     assert "TPU compiler" not in plain
     p1 = next(p for p in doc.proposals if not p.keep_current)
-    oom = VerifyResult("does-not-fit", "does not fit", needs_bytes=40 * GiB, available_bytes=31.25 * GiB)
+    oom = VerifyResult(VerifyStatus.DOES_NOT_FIT, "does not fit", needs_bytes=40 * GiB, available_bytes=31.25 * GiB)
     md = explain.agent_md(
-        doc, stale=False, verified=[entry(VerifyResult("ok", "ok", compiled=compiled(14.1))), entry(oom, p1.rank)]
+        doc,
+        stale=False,
+        verified=[entry(VerifyResult(VerifyStatus.OK, "ok", compiled=compiled(14.1))), entry(oom, p1.rank)],
     )
     assert "| TPU compiler |" in md
     row = next(line for line in md.splitlines() if line.startswith(f"| {p1.rank} |"))
     assert row.endswith("| does not fit, needs 40.0 of 31.25 GiB |")
     others = [line for line in md.splitlines() if line.startswith("| ") and "not compiled" in line]
     assert len(others) == len([p for p in doc.proposals if p.rank != p1.rank])
-    assert verification.summary(VerifyResult("ok", "", compiled=compiled(14.1)).to_json()) == "fits, 14.1 of 31.25 GiB"
+    assert (
+        verification.summary(VerifyResult(VerifyStatus.OK, "", compiled=compiled(14.1)).to_json())
+        == "fits, 14.1 of 31.25 GiB"
+    )
 
 
 def test_compiles_wait_for_another_process_holding_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,3 +197,9 @@ def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pyt
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_result_json_carries_the_status_as_its_plain_value() -> None:
+    doc = VerifyResult(VerifyStatus.DOES_NOT_FIT, "does not fit").to_json()
+    assert type(doc["status"]) is str and doc["status"] == "does-not-fit"
+    assert json.dumps(doc["status"]) == '"does-not-fit"'

@@ -16,7 +16,7 @@ from support.configs import OVERSIZED, SMALL
 from server.cli.main import main
 from server.common.progress import CancelToken
 from server.compile.ref_model import logical_to_mesh
-from server.compile.verify import combine, layer_plan, libtpu_available, verify
+from server.compile.verify import VerifyStatus, combine, layer_plan, libtpu_available, verify
 from server.compile.verify_worker import parse_oom
 from server.config import resolve as config_mod
 from server.config.mesh import check
@@ -122,7 +122,7 @@ def fsdp16(small: Path, db: sqlite_utils.Database):  # type: ignore[no-untyped-d
 @needs_libtpu
 def test_verify_small_model_fits_and_matches_state_bytes(fsdp16) -> None:  # type: ignore[no-untyped-def]
     r = fsdp16
-    assert r.status == "ok", r.message
+    assert r.status == VerifyStatus.OK, r.message
     c = r.compiled
     assert c is not None and c.fits and not c.extrapolated
     assert r.versions["libtpu"]
@@ -174,7 +174,7 @@ def test_verify_fsdp_divides_argument_bytes_and_tensor_adds_collectives(  # type
 ) -> None:
     tp = verify(small, {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4}, db=db)
     dp = verify(small, {"ici_fsdp_parallelism": 4, "ici_data_parallelism": 4}, db=db)
-    assert tp.status == dp.status == "ok", (tp.message, dp.message)
+    assert tp.status == dp.status == VerifyStatus.OK, (tp.message, dp.message)
     assert tp.compiled is not None and dp.compiled is not None and fsdp16.compiled is not None
     # fsdp 4 -> 16 (data 4 -> 1): the state is sharded 4x as many ways.
     ratio = dp.compiled.components["argument"] / fsdp16.compiled.components["argument"]
@@ -196,7 +196,7 @@ def test_verify_oversized_does_not_fit(tmp_path: Path, db: sqlite_utils.Database
     p = tmp_path / "oversized.yml"
     p.write_text(OVERSIZED)
     r = verify(p, db=db)
-    assert r.status == "does-not-fit", r.message
+    assert r.status == VerifyStatus.DOES_NOT_FIT, r.message
     assert r.fits is False
     assert r.message.startswith("does not fit: needs ")
     assert r.available_bytes == pytest.approx(15.75 * 2**30)
@@ -210,7 +210,7 @@ def test_verify_oversized_does_not_fit(tmp_path: Path, db: sqlite_utils.Database
 def test_verify_unplaceable_mesh_gives_the_static_message(small: Path, db: sqlite_utils.Database) -> None:
     mesh = {"ici_fsdp_parallelism": 8, "ici_data_parallelism": 2}
     r = verify(small, mesh, db=db)
-    assert r.status == "unplaceable"
+    assert r.status == VerifyStatus.UNPLACEABLE
     static = [f for f in check(config_mod.with_overrides(config_mod.load(small), mesh)).findings if f.code == "ASAP106"]
     assert len(static) == 1 and r.message == static[0].message
     assert "Failed to find assignment" in r.detail  # JAX's own words, from the verifier's mesh build
@@ -250,7 +250,7 @@ def test_verify_cancel_stops_the_compile(small: Path) -> None:
         cancel=token,
         use_cache=False,
     )
-    assert r.status == "cancelled" and r.compiled is None
+    assert r.status == VerifyStatus.CANCELLED and r.compiled is None
     assert seen and seen[0].startswith("loading libtpu")
 
 
@@ -319,7 +319,7 @@ def test_verify_maxtext_needs_a_maxtext_environment(small: Path) -> None:
     import sys
 
     r = verify(small, maxtext_python=sys.executable, use_cache=False)
-    assert r.status == "unavailable" and r.program == "maxtext"
+    assert r.status == VerifyStatus.UNAVAILABLE and r.program == "maxtext"
     assert "pip install 'maxtext[tpu]'" in r.message
 
 
@@ -334,7 +334,7 @@ def test_verify_maxtext_compiles_the_real_program(tmp_path: Path) -> None:
     p.write_text(MAXTEXT_TINY)
     assert MAXTEXT_PYTHON is not None
     r = verify(p, maxtext_python=MAXTEXT_PYTHON, use_cache=False, timeout_s=1500)
-    assert r.status == "ok", (r.message, r.detail)
+    assert r.status == VerifyStatus.OK, (r.message, r.detail)
     assert r.program == "maxtext" and r.compiled is not None and r.compiled.fits
     assert r.message.endswith("(MaxText's own train step)")
     assert r.compiled.components["argument"] > 0
@@ -359,7 +359,7 @@ def test_verify_cached_only_never_compiles(small: Path, db: sqlite_utils.Databas
     assert hit.cached and hit.compiled is not None
     assert hit.compiled.memory_per_chip_bytes == fsdp16.compiled.memory_per_chip_bytes
     miss = verify(small, {"ici_fsdp_parallelism": 2, "ici_data_parallelism": 8}, db=db, cached_only=True)
-    assert miss.status == "unavailable" and miss.compiled is None and "not compiled yet" in miss.message
+    assert miss.status == VerifyStatus.UNAVAILABLE and miss.compiled is None and "not compiled yet" in miss.message
 
 
 def test_compiled_collectives_compare_in_the_cost_models_convention():

@@ -29,12 +29,14 @@ import logging
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from enum import StrEnum
 from importlib import metadata, util
 from pathlib import Path
 from typing import Any
 
 from server.common import childproc, store
 from server.common.childproc import default_max_memory
+from server.common.codes import DiagCode
 from server.common.findings import Severity
 from server.common.progress import CancelToken, Progress
 from server.compile.ref_model import JNP_DTYPES, RefSpec
@@ -231,11 +233,23 @@ class Compiled:
         }
 
 
+class VerifyStatus(StrEnum):
+    """How a verification ended; its value is what `asap verify --json` and the editor's results carry."""
+
+    OK = "ok"  # compiled, and it fits
+    DOES_NOT_FIT = "does-not-fit"  # compiled (or the compiler ran out of memory): it does not fit
+    UNPLACEABLE = "unplaceable"  # JAX cannot place the mesh on the slice
+    INVALID = "invalid"  # the config or its mesh cannot be compiled as it stands
+    UNAVAILABLE = "unavailable"  # no compiler here (libtpu, MaxText), or not compiled yet (cached_only)
+    ERROR = "error"  # the compile failed or timed out
+    CANCELLED = "cancelled"
+
+
 @dataclass
 class VerifyResult:
-    """`status`: ok | does-not-fit | unplaceable | invalid | unavailable | error | cancelled."""
+    """What a verification found; `status` says how it ended (VerifyStatus)."""
 
-    status: str
+    status: VerifyStatus
     message: str
     slice: str | None = None
     mesh: dict[str, Any] | None = None
@@ -251,13 +265,13 @@ class VerifyResult:
 
     @property
     def fits(self) -> bool | None:
-        if self.status == "does-not-fit":
+        if self.status == VerifyStatus.DOES_NOT_FIT:
             return False
         return self.compiled.fits if self.compiled is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": self.status,
+            "status": str(self.status),  # the plain value in the JSON
             "message": self.message,
             "slice": self.slice,
             "mesh": self.mesh,
@@ -518,15 +532,17 @@ def verify(
     cfg, chk = _prepare(source, mesh, slice_name)
     sl = chk.slice
     if sl is None:
-        return VerifyResult("invalid", "no TPU slice declared (compile_topology, or a slice setting)", versions=vers)
+        return VerifyResult(
+            VerifyStatus.INVALID, "no TPU slice declared (compile_topology, or a slice setting)", versions=vers
+        )
     mesh_desc = chk.mesh_dict()
     mesh_desc.pop("placement", None)
     base: dict[str, Any] = {"slice": sl.name, "mesh": mesh_desc, "versions": vers}
-    placement_findings = [f for f in chk.findings if f.code == "ASAP106"]
-    blocking = [f for f in chk.findings if f.severity == Severity.ERROR and f.code != "ASAP106"]
+    placement_findings = [f for f in chk.findings if f.code == DiagCode.AXIS_NOT_PLACEABLE]
+    blocking = [f for f in chk.findings if f.severity == Severity.ERROR and f.code != DiagCode.AXIS_NOT_PLACEABLE]
     if blocking or not chk.consistent:
         msg = "; ".join(f.message for f in blocking) or "the mesh does not resolve for the slice"
-        return VerifyResult("invalid", msg, **base)
+        return VerifyResult(VerifyStatus.INVALID, msg, **base)
     allow_split = cfg.get("allow_split_physical_axes", False) is True
     if maxtext_python:
         return _verify_maxtext(
@@ -546,13 +562,13 @@ def verify(
     try:
         spec = ref_spec(cfg, sl)
     except VerifyError as e:
-        return VerifyResult("invalid", str(e), **base)
+        return VerifyResult(VerifyStatus.INVALID, str(e), **base)
 
     est_json = None if placement_findings else _estimate_or_none(cfg, chk)
 
     if not libtpu_available():
         return VerifyResult(
-            "unavailable",
+            VerifyStatus.UNAVAILABLE,
             f"compiling for a TPU slice needs libtpu next to jax: {ENABLE_HINT}",
             estimate=est_json,
             **base,
@@ -569,7 +585,7 @@ def verify(
     db = _open_db(db, use_cache)
     hit = _cached(db, key) if use_cache else None
     if hit is None and cached_only:
-        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
+        return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
         run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
         cached = True
@@ -577,10 +593,13 @@ def verify(
         run = run_worker(job, progress, cancel, timeout_s, max_memory, hlo_dir)
         cached = False
         if cancel is not None and cancel.cancelled:
-            return VerifyResult("cancelled", "verification cancelled", estimate=est_json, **base)
+            return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
         if run.timed_out:
             return VerifyResult(
-                "error", f"the compile took longer than {timeout_s:.0f} s and was stopped", estimate=est_json, **base
+                VerifyStatus.ERROR,
+                f"the compile took longer than {timeout_s:.0f} s and was stopped",
+                estimate=est_json,
+                **base,
             )
         deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
         if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
@@ -628,13 +647,13 @@ def _verify_maxtext(
     assert sl is not None
     base = {**base, "program": "maxtext"}
     if cfg.path is None:
-        return VerifyResult("invalid", "MaxText compiles a config file: save it first", **base)
+        return VerifyResult(VerifyStatus.INVALID, "MaxText compiles a config file: save it first", **base)
     est_json = None if placement_findings else _estimate_or_none(cfg, chk)
     vers = verify_maxtext.versions(python)
     base["versions"] = {**base["versions"], **{f"maxtext_env_{k}": v for k, v in vers.items()}}
     if vers.get("maxtext") is None:
         return VerifyResult(
-            "unavailable",
+            VerifyStatus.UNAVAILABLE,
             f"MaxText is not installed for {python} (Python >= 3.12: pip install 'maxtext[tpu]')",
             estimate=est_json,
             **base,
@@ -646,17 +665,17 @@ def _verify_maxtext(
     hit = _cached(db, key) if use_cache else None
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
     if hit is None and cached_only:
-        return VerifyResult("unavailable", "not compiled yet (asap verify)", estimate=est_json, **base)
+        return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
         run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
         cached = True
     else:
         out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
         if out["cancelled"]:
-            return VerifyResult("cancelled", "verification cancelled", estimate=est_json, **base)
+            return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
         if out["timed_out"]:
             return VerifyResult(
-                "error",
+                VerifyStatus.ERROR,
                 f"MaxText's compile took longer than {timeout_s:.0f} s and was stopped",
                 estimate=est_json,
                 **base,
@@ -668,10 +687,10 @@ def _verify_maxtext(
         if runs or (run.error is not None and run.error.get("kind") in ("oom", "placement")):
             _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
     if run.error is not None and run.error.get("kind") == "no-maxtext":
-        return VerifyResult("unavailable", str(run.error["message"]), estimate=est_json, **base)
+        return VerifyResult(VerifyStatus.UNAVAILABLE, str(run.error["message"]), estimate=est_json, **base)
     res = _result(run, layers, sl, est_json, placement_findings, base, cached)
     res.program = "maxtext"
-    if res.status == "ok":
+    if res.status == VerifyStatus.OK:
         res.message += " (MaxText's own train step)"
     return res
 
@@ -692,10 +711,15 @@ def _result(
         if kind == "placement":
             if placement_findings:
                 return VerifyResult(
-                    "unplaceable", placement_findings[0].message, detail=raw, cached=cached, estimate=est_json, **base
+                    VerifyStatus.UNPLACEABLE,
+                    placement_findings[0].message,
+                    detail=raw,
+                    cached=cached,
+                    estimate=est_json,
+                    **base,
                 )
             return VerifyResult(
-                "unplaceable",
+                VerifyStatus.UNPLACEABLE,
                 f"JAX cannot place this mesh on {sl.name} (ASAP's static check did not predict it): {raw}",
                 detail=raw,
                 cached=cached,
@@ -711,7 +735,7 @@ def _result(
             needs = f"{at_least}{_size(needed)}" if needed else "more than it has"
             reduced = f" (with {layers} of {layers_total} layers)" if layers < layers_total else ""
             return VerifyResult(
-                "does-not-fit",
+                VerifyStatus.DOES_NOT_FIT,
                 f"does not fit: needs {needs} of {_size(avail)} per chip on {sl.name}"
                 f" ({what}{reduced}, as the TPU compiler reports it)",
                 detail=raw,
@@ -722,14 +746,18 @@ def _result(
                 **base,
             )
         if kind == "no-libtpu":
-            return VerifyResult("unavailable", f"libtpu is not installed: {ENABLE_HINT}", estimate=est_json, **base)
-        return VerifyResult("error", f"the compile failed: {raw}", detail=raw, estimate=est_json, **base)
+            return VerifyResult(
+                VerifyStatus.UNAVAILABLE, f"libtpu is not installed: {ENABLE_HINT}", estimate=est_json, **base
+            )
+        return VerifyResult(VerifyStatus.ERROR, f"the compile failed: {raw}", detail=raw, estimate=est_json, **base)
     if not run.runs:
         tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
         why = f" (exit {run.returncode})" + (f": {tail[0][:300]}" if tail else "")
         if run.returncode < 0:
             why = f" (killed by signal {-run.returncode}; a memory limit?)"
-        return VerifyResult("error", "the compiler process stopped without a result" + why, estimate=est_json, **base)
+        return VerifyResult(
+            VerifyStatus.ERROR, "the compiler process stopped without a result" + why, estimate=est_json, **base
+        )
     compiled = combine(run.runs, layers_total, limit)
     how = (
         f", extrapolated from {' and '.join(map(str, compiled.layers_compiled))} of {layers_total} layers"
@@ -737,7 +765,7 @@ def _result(
         else ""
     )
     verdict = "fits" if compiled.fits else "does not fit"
-    status = "ok" if compiled.fits else "does-not-fit"
+    status = VerifyStatus.OK if compiled.fits else VerifyStatus.DOES_NOT_FIT
     msg = (
         f"verified by the TPU compiler: {_size(compiled.memory_per_chip_bytes)} of "
         f"{_size(compiled.hbm_limit_bytes)} per chip, {verdict}{how}"

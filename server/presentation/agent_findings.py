@@ -7,13 +7,14 @@ the config (server/config/apply.py), re-validated before it is offered. No edito
 from __future__ import annotations
 
 from server.agents.report import AnalysisReport, ProposalView
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config import axes
 from server.config.apply import ApplyError, apply_text, proposal_edits
 from server.config.resolve import Reader
 from server.services.analysis import Analysis, analyze
 
-DIAGNOSIS_CODE = "ASAP300"
+DIAGNOSIS_CODE = DiagCode.AGENTS
 STALE = "[stale: the config changed since this analysis; save to refresh] "
 _SEVERITY = {
     "communication": Severity.WARNING,

@@ -81,7 +81,7 @@ def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[
         md = _model_md(an)
     else:
         return None
-    notes = [f for f in an.diagnostics if f.key == key and f.code != "ASAP120"]
+    notes = [f for f in an.diagnostics if f.key == key and f.code != codes.DiagCode.ESTIMATE]
     if notes:
         md += "\n\n" + "\n".join(_note_line(f, f.code in explained) for f in notes)
     return md, span

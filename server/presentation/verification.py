@@ -17,9 +17,11 @@ import filelock
 from server.agents.report import AnalysisReport
 from server.agents.tools import mesh_overrides
 from server.common import store
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 from server.common.progress import CancelToken, Progress
 from server.compile import verify as verify_mod
+from server.compile.verify import VerifyStatus
 from server.config.resolve import Config
 from server.services.analysis import Analysis
 
@@ -109,10 +111,10 @@ def verify_all(
 
 
 # -- what the editor shows -------------------------------------------------------------------------------
-VERIFIED = "ASAP400"
-DOES_NOT_FIT = "ASAP401"
-DISAGREES = "ASAP402"
-UNAVAILABLE = "ASAP403"
+VERIFIED = DiagCode.COMPILER_VERIFIED
+DOES_NOT_FIT = DiagCode.COMPILER_DOES_NOT_FIT
+DISAGREES = DiagCode.COMPILER_DISAGREES
+UNAVAILABLE = DiagCode.COMPILER_UNAVAILABLE
 STALE = "[stale: the config changed since this compile; verify again] "
 
 
@@ -136,17 +138,17 @@ def findings(results: list[dict[str, Any]], an: Analysis, stale: bool) -> list[F
     key, span = _mesh_anchor(an)
     prefix = STALE if stale else ""
 
-    def at(code: str, sev: Severity, msg: str) -> Finding:
+    def at(code: DiagCode, sev: Severity, msg: str) -> Finding:
         return Finding(code, sev, prefix + msg, key, an.config.path, span, data={"verify": r["status"]})
 
     st = r["status"]
-    if st in ("unplaceable", "invalid", "cancelled"):
+    if st in (VerifyStatus.UNPLACEABLE, VerifyStatus.INVALID, VerifyStatus.CANCELLED):
         return []
-    if st in ("unavailable", "error"):
+    if st in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR):
         return [at(UNAVAILABLE, Severity.INFORMATION, f"TPU compiler: {r['message']}")]
     out = [
         at(DOES_NOT_FIT, Severity.ERROR, f"TPU compiler: {r['message']}")
-        if st == "does-not-fit"
+        if st == VerifyStatus.DOES_NOT_FIT
         else at(VERIFIED, Severity.INFORMATION, r["message"][:1].upper() + r["message"][1:])
     ]
     for d in r["disagreements"]:
@@ -157,9 +159,9 @@ def findings(results: list[dict[str, Any]], an: Analysis, stale: bool) -> list[F
 def summary(r: dict[str, Any]) -> str:
     """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ..."""
     c = r.get("compiled")
-    if r["status"] == "ok" and c:
+    if r["status"] == VerifyStatus.OK and c:
         return f"fits, {c['memory_per_chip_bytes'] / 2**30:.1f} of {c['hbm_limit_bytes'] / 2**30:.2f} GiB"
-    if r["status"] == "does-not-fit":
+    if r["status"] == VerifyStatus.DOES_NOT_FIT:
         need = r.get("needs_bytes")
         have = r.get("available_bytes")
         return f"does not fit, needs {need / 2**30:.1f} of {have / 2**30:.2f} GiB" if need and have else "does not fit"
