@@ -178,3 +178,13 @@ def test_codes_hover_explains_a_diagnostic_where_no_key_is():
     assert explain.hover(an, f.span.line, f.span.column) is None  # no document, so no key to explain
     found = explain.hover(an, f.span.line, f.span.column, an.diagnostics)
     assert found is not None and found[0].startswith("**ASAP001** Invalid YAML") and found[1] == f.span
+
+
+def test_batch_hover_shows_the_estimates_tokens_per_step():
+    text = HEAD + "ici_fsdp_parallelism: -1\nmax_target_length: 4096\ngradient_accumulation_steps: 2\n"
+    an = analyze(None, text)
+    assert an.estimate is not None
+    found = explain.hover(an, 1, 3)  # per_device_batch_size
+    assert found is not None
+    assert f"- Tokens per step: {an.estimate.tokens_per_step:,.0f} (max_target_length 4096)" in found[0]
+    assert "- Tokens per step: 8,388,608 " in found[0]  # 4 x 256 devices x 4096 x 2

@@ -37,6 +37,12 @@ FORMULAS = {
 }
 
 
+def step_tokens(pdbs: float, seq: int, devices: int, grad_accum: int = 1) -> float:
+    """Tokens one optimizer step trains on: per_device_batch_size x max_target_length x devices x
+    gradient_accumulation_steps (Estimate.tokens_per_step; the batch hover shows the same number)."""
+    return pdbs * seq * devices * grad_accum
+
+
 class EstimateError(ValueError):
     """Why a config cannot be estimated, and the key to show it at."""
 
@@ -62,7 +68,7 @@ class Estimate:
 
     @property
     def tokens_per_step(self) -> float:
-        return self.pdbs * self.seq * self.layout.slice.devices * self.grad_accum
+        return step_tokens(self.pdbs, self.seq, self.layout.slice.devices, self.grad_accum)
 
     @property
     def model_flops_per_step(self) -> float:

@@ -16,7 +16,7 @@ from server.common.findings import Finding, Severity, Span
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
 from server.config.placement import jax_physical_shape
 from server.config.slices import GB, SOURCES, Slice
-from server.perf.estimate import Estimate
+from server.perf.estimate import Estimate, step_tokens
 from server.presentation import verification
 from server.presentation.agent_findings import mesh_label
 from server.profiles import profile as prof
@@ -271,8 +271,8 @@ def _batch_md(an: Analysis) -> str:
             + (f" × {gas} accumulation steps" if isinstance(gas, int) and gas > 1 else "")
         )
         if isinstance(seq, int):
-            tokens = micro * seq * (gas if isinstance(gas, int) else 1)
-            lines.append(f"- Tokens per step: {tokens:,} (max_target_length {seq})")
+            tokens = step_tokens(pdbs, seq, sl.devices, gas if isinstance(gas, int) else 1)
+            lines.append(f"- Tokens per step: {tokens:,.0f} (max_target_length {seq})")
         if chk.consistent:
             batch_axes = [a.name for a in AXES if a.shards_batch]
             shards = math.prod(chk.degree(a) or 1 for a in batch_axes)
