@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from server.config.slices import CHIPS, SOURCES, TOPOLOGIES, SliceError, known_names, parse_slice
+from server.config.slices import (
+    CHIPS,
+    SOURCES,
+    TOPOLOGIES,
+    SliceError,
+    known_names,
+    name_chips,
+    name_generation,
+    parse_slice,
+)
 
 
 @pytest.mark.parametrize(
@@ -97,3 +106,13 @@ def test_ridge_points_match_the_domain_brief():
     assert round(CHIPS["v5e"].hbm_ridge) == 241
     assert round(CHIPS["v5p"].hbm_ridge) == 166
     assert round(CHIPS["v6e"].hbm_ridge) == 560
+
+
+def test_name_generation_and_chips_follow_parse_slice_rules():
+    assert name_generation("v5litepod-16") == "v5e" and name_generation("v5p:4x4x8") == "v5p"
+    assert name_generation("not a slice") is None
+    assert name_chips("v5e-256") == 256 and name_chips("v5p-512") == 256 and name_chips("v4-128") == 64
+    assert name_chips("tpu7x-8") == parse_slice("tpu7x-8").chips == 4
+    assert name_chips("v5e:16x16") == 256
+    assert name_chips("v5e-7") == 7  # by the name's rule, though no such slice is in the table
+    assert name_chips("v9z-16") is None and name_chips("") is None

@@ -509,6 +509,29 @@ def _wrap(topology: tuple[int, ...], rank: int) -> tuple[bool, ...]:
 _NAME = re.compile(r"^\s*(?P<gen>[a-z0-9]+?)(?:-(?P<n>\d+)|:(?P<topo>\d+(?:x\d+){1,2}))\s*$", re.I)
 
 
+def name_generation(name: str) -> str | None:
+    """The generation a slice name ('v5e-256', 'v5p:4x4x8', 'v5litepod-16') is of, aliases resolved, as
+    parse_slice reads it; None when it is not a slice name. The generation need not be in the table."""
+    m = _NAME.match(str(name))
+    if not m:
+        return None
+    gen = m["gen"].lower()
+    return ALIASES.get(gen, gen)
+
+
+def name_chips(name: str) -> int | None:
+    """How many chips a slice name stands for by parse_slice's rule ('<gen>-N': N over the generation's
+    name_units_per_chip; '<gen>:AxB': the product), whether or not the slice is in the topology table;
+    None when it is not a slice name of a known generation."""
+    m = _NAME.match(str(name))
+    gen = name_generation(name)
+    if m is None or gen not in CHIPS:
+        return None
+    if m["topo"]:
+        return math.prod(int(d) for d in m["topo"].split("x"))
+    return int(m["n"]) // CHIPS[gen].name_units_per_chip
+
+
 def known_names(gen: str) -> list[str]:
     chip = CHIPS[gen]
     return [f"{gen}-{c * chip.name_units_per_chip}" for c in sorted(TOPOLOGIES[gen])]
@@ -519,10 +542,9 @@ def parse_slice(name: str, num_slices: int = 1) -> Slice:
     if not isinstance(num_slices, int) or isinstance(num_slices, bool) or num_slices < 1:
         raise SliceError(f"number of slices must be a whole number >= 1, got {num_slices!r}")
     m = _NAME.match(str(name))
-    if not m:
+    gen = name_generation(name)
+    if m is None or gen is None:
         raise SliceError(f"'{name}' is not a TPU slice name; expected e.g. v5e-256, v5p-512, v6e-16, v4-128, tpu7x-8")
-    gen = m["gen"].lower()
-    gen = ALIASES.get(gen, gen)
     if gen == CPU and gen not in CHIPS:
         raise SliceError(
             f"'{name}': the cpu slice exists only once its peaks were measured on this machine "

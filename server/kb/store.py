@@ -34,6 +34,7 @@ import numpy as np
 import sqlite_utils
 
 from server.common import store as cache_store
+from server.config import slices
 from server.kb.embed import Embedder
 from server.kb.embed import default as default_embedder
 from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
@@ -156,7 +157,8 @@ def family_of(model_name: str) -> str:
 
 
 def generation_of(slice_name: str) -> str | None:
-    gen = slice_name.split("-")[0].split(":")[0].lower()
+    """The slice's generation (server/config/slices.py's name rules) when the knowledge base records it."""
+    gen = slices.name_generation(slice_name)
     return gen if gen in GENERATIONS else None
 
 
@@ -562,9 +564,4 @@ class KnowledgeStore:
 
 
 def _chips(slice_name: str) -> int:
-    m = re.search(r"-(\d+)$", slice_name)
-    if not m:
-        return 0
-    n = int(m.group(1))
-    gen = generation_of(slice_name)
-    return n // 2 if gen in ("v4", "v5p") else n  # v4/v5p names count TensorCores
+    return slices.name_chips(slice_name) or 0  # 0: not a slice name (no size to compare)
