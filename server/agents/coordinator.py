@@ -180,8 +180,8 @@ def _mesh_json(an: Analysis) -> dict[str, Any] | None:
     if an.check.slice is None or not an.check.consistent:
         return None
     return {
-        "ici": {d.axis.name: int(d.degree or 1) for d in an.check.ici},
-        "dcn": {d.axis.name: int(d.degree or 1) for d in an.check.dcn},
+        "ici": an.check.degrees("ici"),
+        "dcn": an.check.degrees("dcn"),
     }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from server.agents.tools import Context, compact
 from server.agents.types import Diagnosis, Proposal
+from server.config.axes import mesh_label
 from server.kb.store import Situation
 from server.perf.estimate import Estimate
 from server.perf.layout import Layout
@@ -181,10 +182,7 @@ def _addresses(c: _Cand, cur: Estimate | None, diag: Diagnosis) -> bool:
 
 
 def _change_words(c: _Cand, cur: Estimate | None) -> str:
-    ici, dcn = compact(c.est.layout.ici), compact(c.est.layout.dcn)
-    words = "ICI " + (" x ".join(f"{a}={d}" for a, d in ici.items()) or "all 1")
-    if dcn:
-        words += "; DCN " + " x ".join(f"{a}={d}" for a, d in dcn.items())
+    words = mesh_label(c.est.layout.ici, c.est.layout.dcn, ici_prefix="ICI ")
     for k, v in c.other.items():
         old = cur.pdbs if (k == "per_device_batch_size" and cur is not None) else None
         words += f"; {k} {old:g} -> {v}" if old is not None else f"; {k} -> {v}"

@@ -113,8 +113,8 @@ class Context:
             est = estimate(cfg, chk)
         except EstimateError as e:
             return Evaluation(compact(ici), compact(dcn), other, False, [str(e)])
-        resolved_ici = {d.axis.name: int(d.degree or 1) for d in chk.ici}
-        resolved_dcn = {d.axis.name: int(d.degree or 1) for d in chk.dcn}
+        resolved_ici = chk.degrees("ici")
+        resolved_dcn = chk.degrees("dcn")
         return Evaluation(compact(resolved_ici), compact(resolved_dcn), other, True, [], est, cfg)
 
     def enumeration(self, other: dict[str, Any] | None = None) -> Enumeration:

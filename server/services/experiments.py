@@ -113,8 +113,8 @@ _TABLES: dict[str, dict[str, type]] = {
 
 def _mesh_of(an: Analysis) -> dict[str, dict[str, int]]:
     return {
-        "ici": {d.axis.name: int(d.degree or 1) for d in an.check.ici if int(d.degree or 1) != 1},
-        "dcn": {d.axis.name: int(d.degree or 1) for d in an.check.dcn if int(d.degree or 1) != 1},
+        "ici": an.check.degrees("ici", drop_ones=True),
+        "dcn": an.check.degrees("dcn", drop_ones=True),
     }
 
 

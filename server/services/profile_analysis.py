@@ -41,8 +41,8 @@ def mesh_of(chk: MeshCheck) -> list[prof.MeshAxis] | None:
     """The config's device mesh in MaxText's axis order (sizes = ICI x DCN), None if not consistent."""
     if chk.slice is None or not chk.consistent:
         return None
-    ici = {d.axis.name: int(d.degree or 1) for d in chk.ici}
-    dcn = {d.axis.name: int(d.degree or 1) for d in chk.dcn}
+    ici = chk.degrees("ici")
+    dcn = chk.degrees("dcn")
     return [prof.MeshAxis(a.name, ici.get(a.name, 1), dcn.get(a.name, 1)) for a in AXES]
 
 
