@@ -138,13 +138,7 @@ def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
     weight = dtype("weight_dtype", "float32")
     mu = cfg.get("mu_dtype") or weight
     return RefSpec(
-        emb=s.emb,
-        q_heads=s.q_heads,
-        kv_heads=s.kv_heads,
-        head_dim=s.head_dim,
-        mlp=s.mlp,
-        layers=s.layers,
-        vocab=s.vocab,
+        **s.dims(),
         n_mlp_in=min(2, s.n_mlp_in),
         tied_embedding=s.tied_embedding,
         batch=max(1, int(pdbs * sl.devices)),  # MaxText's global batch of one microbatch
@@ -441,6 +435,12 @@ def _cached(db: Any, key: str) -> dict[str, Any] | None:
     return dict(hit) if hit is not None else None
 
 
+def _cached_run(db: Any, key: str) -> _Run | None:
+    """A compile kept in the store, as the run it came from; None when there is none."""
+    hit = _cached(db, key)
+    return None if hit is None else _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
+
+
 def _store(db: Any, key: str, payload: dict[str, Any]) -> None:
     _CACHE.put(db, key, payload)
 
@@ -583,12 +583,11 @@ def verify(
     }
     key = cache_key(job, vers)
     db = _open_db(db, use_cache)
-    hit = _cached(db, key) if use_cache else None
+    hit = _cached_run(db, key) if use_cache else None
     if hit is None and cached_only:
         return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
-        run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
-        cached = True
+        run, cached = hit, True
     else:
         run = run_worker(job, progress, cancel, timeout_s, max_memory, hlo_dir)
         cached = False
@@ -661,14 +660,13 @@ def _verify_maxtext(
     job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
     mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
     key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
-    db = _open_db(db, use_cache)
-    hit = _cached(db, key) if use_cache else None
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    db = _open_db(db, use_cache)
+    hit = _cached_run(db, key) if use_cache else None
     if hit is None and cached_only:
         return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
     if hit is not None:
-        run = _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
-        cached = True
+        run, cached = hit, True
     else:
         out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
         if out["cancelled"]:

@@ -114,13 +114,7 @@ class TrainSpec:
         if remat not in REMAT:
             raise SpecError(f"{path}: remat_policy {remat!r} is not implemented here (one of {', '.join(REMAT)})")
         return cls(
-            emb=s.emb,
-            q_heads=s.q_heads,
-            kv_heads=s.kv_heads,
-            head_dim=s.head_dim,
-            mlp=s.mlp,
-            layers=s.layers,
-            vocab=s.vocab,
+            **s.dims(),
             pdbs=int(pdbs),
             seq=int(cfg.get("max_target_length", 2048)),
             remat=remat,

@@ -72,6 +72,19 @@ class Shape:
     def moe(self) -> bool:
         return self.experts > 1
 
+    def dims(self) -> dict[str, Any]:
+        """The decoder's dimensions (ints) a train step is built from: the compiler's reference model
+        (server/compile/ref_model.py RefSpec) and the CPU step (server/lab/cpu_train.py TrainSpec) take them."""
+        return {
+            "emb": self.emb,
+            "q_heads": self.q_heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "mlp": self.mlp,
+            "layers": self.layers,
+            "vocab": self.vocab,
+        }
+
     @property
     def routed_layers(self) -> int:
         """Decoder layers that route tokens to experts (DeepSeek's dense-first layers and Llama 4's

@@ -748,6 +748,30 @@ def _deepseek4(c: Derived, ffn_all: float, emb: float, t: _Trace, parts: dict[st
     return attn * 3 / 10**12, weights * 3 / 10**12
 
 
+def _vit_encoder(b: float, seq: float, hidden: int, inter: int, layers: int) -> tuple[float, float]:
+    """The ViT encoder's forward FLOPs in MaxText's vision formulas (maxtext_utils.py, Gemma 3 and Llama 4 alike):
+    (qkv + output projection + MLP) x layers, and the attention's 4 b s^2 h x layers apart."""
+    qkv = 3 * (2 * b * seq * hidden * hidden)
+    attn_layer = 4 * b * seq * seq * hidden
+    proj = 2 * b * seq * hidden * hidden
+    mlp = 2 * (2 * b * seq * hidden * inter)
+    attn = attn_layer * layers
+    encoder = (+qkv + proj + mlp) * layers
+    return encoder, attn
+
+
+def _vision_tflops(learnable: float, attn: float, projector: float, frozen: bool) -> tuple[float, float, float]:
+    """(total, learnable weights, attention) TFLOPs of a vision tower: with the encoder frozen only the
+    projector trains (its backward pass, 2 x its forward, is added); else forward and backward, 3 x, throughout."""
+    if frozen:
+        learnable += 2 * projector
+    else:
+        learnable *= 3
+        attn *= 3
+    lw, at = learnable / 1e12, attn / 1e12
+    return lw + at, lw, at
+
+
 def _gemma3_vision(c: Derived) -> tuple[float, float, float]:
     """calculate_gemma3_vision_layers_tflops_per_device (maxtext_utils.py:823-875): SigLIP tower,
     its dims hard-coded in MaxText (patch 14, width 1152, MLP 4304, 27 layers, pooling 4)."""
@@ -759,22 +783,11 @@ def _gemma3_vision(c: Derived) -> tuple[float, float, float]:
     nh = nw = size // patch
     seq = nh * nw
     patch_embed = 2 * b * seq * (ch * patch * patch) * hidden
-    qkv = 3 * (2 * b * seq * hidden * hidden)
-    attn_layer = 4 * b * seq * seq * hidden
-    proj = 2 * b * seq * hidden * hidden
-    mlp = 2 * (2 * b * seq * hidden * inter)
-    attn = attn_layer * layers
-    encoder = (+qkv + proj + mlp) * layers
+    encoder, attn = _vit_encoder(b, seq, hidden, inter, layers)
     pooled = (nh // pool) * (nw // pool)
     embedder = 2 * b * pooled * hidden * c.emb_dim
-    learnable = patch_embed + encoder + embedder
-    if c.freeze_vision_encoder_params:  # :864-868; only the projector trains
-        learnable += 2 * embedder
-    else:
-        learnable *= 3
-        attn *= 3
-    lw, at = learnable / 1e12, attn / 1e12
-    return lw + at, lw, at
+    # :864-868: frozen, only the projector trains
+    return _vision_tflops(patch_embed + encoder + embedder, attn, embedder, c.freeze_vision_encoder_params)
 
 
 def _llama4_vision(c: Derived) -> tuple[float, float, float]:
@@ -790,23 +803,14 @@ def _llama4_vision(c: Derived) -> tuple[float, float, float]:
     shuffled = n_patches * c.pixel_shuffle_ratio_for_vit**2
     patch_embed = 2 * b * n_patches * (ch * patch * patch) * hidden
     seq = n_patches + 1  # class token
-    qkv = 3 * (2 * b * seq * hidden * hidden)
-    attn_layer = 4 * b * seq * seq * hidden
-    proj = 2 * b * seq * hidden * hidden
-    mlp = 2 * (2 * b * seq * hidden * inter)
-    attn = attn_layer * layers
-    encoder = (+qkv + proj + mlp) * layers
+    encoder, attn = _vit_encoder(b, seq, hidden, inter, layers)
     fc1 = 2 * b * shuffled * inter * fc1_out
     fc2 = 2 * b * shuffled * fc1_out * fc2_out
     projector = 2 * b * shuffled * fc1_out * c.base_emb_dim
-    learnable = patch_embed + encoder + (fc1 + fc2) + projector
-    if c.freeze_vision_encoder_params:  # :927-931
-        learnable += 2 * projector
-    else:
-        learnable *= 3
-        attn *= 3
-    lw, at = learnable / 1e12, attn / 1e12
-    return lw + at, lw, at
+    # :927-931
+    return _vision_tflops(
+        patch_embed + encoder + (fc1 + fc2) + projector, attn, projector, c.freeze_vision_encoder_params
+    )
 
 
 # --- the formula -------------------------------------------------------------------------------

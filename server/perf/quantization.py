@@ -51,6 +51,20 @@ _WEIGHT_ONLY = (
     "operands have 2-8 bits); "
 )
 
+
+def _listed_not_a_mode(name: str) -> Mode:
+    """A weight-only mode MaxText's quantization doc lists that its code at e591f30cb does not accept."""
+    return Mode(
+        name,
+        "bf16",
+        (),
+        False,
+        "not a mode at e591f30cb: AQT's _get_quant_config L621-643 raises 'Invalid value', Qwix's "
+        "get_qt_provider L862-871 returns no provider (no quantization)",
+        _WEIGHT_ONLY + "MaxText's quantization doc still lists it",
+    )
+
+
 _NANOO = "a recipe for AMD MI300/MI325 GPUs (fp8 'fnuz' formats, not TPU7x's e4m3fn/e5m2): priced in bf16"
 
 MODES: dict[str, Mode] = {
@@ -66,24 +80,8 @@ MODES: dict[str, Mode] = {
             "with AQT and quantization_local_shard_count: 0 the weight gradient stays bf16 (default -1, base.yml L156)",
         ),
         Mode("int4", "int4", PASSES, False, "Qwix L839-840, " + _QWIX_RULE),
-        Mode(
-            "int8w",
-            "bf16",
-            (),
-            False,
-            "not a mode at e591f30cb: AQT's _get_quant_config L621-643 raises 'Invalid value', Qwix's "
-            "get_qt_provider L862-871 returns no provider (no quantization)",
-            _WEIGHT_ONLY + "MaxText's quantization doc still lists it",
-        ),
-        Mode(
-            "int4w",
-            "bf16",
-            (),
-            False,
-            "not a mode at e591f30cb: AQT's _get_quant_config L621-643 raises 'Invalid value', Qwix's "
-            "get_qt_provider L862-871 returns no provider (no quantization)",
-            _WEIGHT_ONLY + "MaxText's quantization doc still lists it",
-        ),
+        _listed_not_a_mode("int8w"),
+        _listed_not_a_mode("int4w"),
         Mode(
             "intmp",
             "bf16",
