@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 
 from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
 
 from server.agents.types import Experiment
 from server.common.findings import Severity
@@ -45,22 +46,26 @@ def kb_path(ls: AsapServer) -> Path | None:
     return Path(ls.settings.kb_path).expanduser() if ls.settings.kb_path else None
 
 
+def _open_file(ls: AsapServer, uri: str) -> tuple[TextDocument, Path] | None:
+    """The open document of a file (not an untitled buffer), with its path."""
+    doc = ls.workspace.text_documents.get(uri)
+    path = to_fs_path(uri)
+    return (doc, Path(path)) if doc is not None and path else None
+
+
 # -- the agents ---------------------------------------------------------------------------------------------
 def start_agents(ls: AsapServer, uri: str) -> None:
     """Diagnosis and proposals in the background (on open and save, never on a keystroke)."""
-    st = ls.state(uri)
-    if st.agents_task is not None:
-        st.agents_task.cancel()
-    st.agents_task = asyncio.ensure_future(run_agents(ls, uri))
+    ls.state(uri).restart("agents", run_agents(ls, uri))
 
 
 async def run_agents(ls: AsapServer, uri: str) -> None:
     from server.agents.coordinator import run_report
 
-    doc = ls.workspace.text_documents.get(uri)
-    path = to_fs_path(uri)
-    if doc is None or not path:
+    opened = _open_file(ls, uri)
+    if opened is None:
         return
+    doc, path = opened
     version, text = doc.version, doc.source
     exp, kb, llm = experiment(ls, uri, text), kb_path(ls), ls.settings.llm
     loop = asyncio.get_running_loop()
@@ -71,7 +76,7 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
             an = await loop.run_in_executor(None, ls.analyze_text, uri, text)
         if not an.config.is_maxtext or an.check.slice is None:
             return
-        task = st.agents_task
+        task = st.jobs.get("agents")
         # a cancel from the progress bar drops this run (the worker finishes alone)
         cancel = task.cancel if task is not None else None
         async with client_progress(ls, "ASAP: diagnosing and pricing meshes", Path(path).name, on_cancel=cancel):
@@ -96,17 +101,14 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
 # -- the TPU compiler ---------------------------------------------------------------------------------------
 def start_verify(ls: AsapServer, uri: str) -> None:
     """The TPU compiler's verdict on the current mesh and the fresh proposals, in the background."""
-    st = ls.state(uri)
-    if st.verify_task is not None:
-        st.verify_task.cancel()
-    st.verify_task = asyncio.ensure_future(run_verify(ls, uri))
+    ls.state(uri).restart("verify", run_verify(ls, uri))
 
 
 async def run_verify(ls: AsapServer, uri: str) -> None:
-    doc = ls.workspace.text_documents.get(uri)
-    path = to_fs_path(uri)
-    if doc is None or not path:
+    opened = _open_file(ls, uri)
+    if opened is None:
         return
+    doc, path = opened
     version = doc.version
     an = ls.analyze_doc(doc)
     if not an.config.is_maxtext or an.check.slice is None:

@@ -192,9 +192,7 @@ class AsapServer(LanguageServer):
         st = self.state(uri)
         if invalidate:
             st.analysis = None
-        if st.refresh_task is not None:
-            st.refresh_task.cancel()
-        st.refresh_task = asyncio.ensure_future(self.refresh(uri, delay))
+        st.restart("refresh", self.refresh(uri, delay))
 
     def reanalyze_all(self) -> None:
         for uri in list(self.workspace.text_documents):

@@ -9,6 +9,7 @@ marked as such, or not at all) and never applied to the text as it is now.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -38,14 +39,17 @@ class DocumentState:
     agents: Versioned[AnalysisReport] | None = None  # the agents' diagnosis and proposals
     verified: Versioned[list[dict[str, Any]]] | None = None  # the TPU compiler's, per target
     new_outcome: dict[str, Any] | None = None  # an outcome recorded by itself, to announce once
-    refresh_task: asyncio.Task[None] | None = field(default=None, repr=False)
-    agents_task: asyncio.Task[None] | None = field(default=None, repr=False)
-    verify_task: asyncio.Task[None] | None = field(default=None, repr=False)
+    jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)  # "refresh", "agents", "verify"
 
-    def tasks(self) -> list[asyncio.Task[None]]:
-        return [t for t in (self.refresh_task, self.agents_task, self.verify_task) if t is not None]
+    def restart(self, job: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `work` as this document's `job`, cancelling the run of it still in flight (its result is stale)."""
+        old = self.jobs.pop(job, None)
+        if old is not None:
+            old.cancel()
+        task = self.jobs[job] = asyncio.ensure_future(work)
+        return task
 
     def close(self) -> None:
         """Cancel every job on this document (their results are not wanted any more)."""
-        for t in self.tasks():
+        for t in self.jobs.values():
             t.cancel()
