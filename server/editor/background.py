@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Literal
 
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
@@ -53,12 +54,14 @@ def _open_file(ls: AsapServer, uri: str) -> tuple[TextDocument, Path] | None:
     return (doc, Path(path)) if doc is not None and path else None
 
 
+def start(ls: AsapServer, uri: str, job: Literal["agents", "verify"]) -> None:
+    """(Re)start a document's job in the background: "agents", the diagnosis and proposals (on open, save and
+    Analyze; never on a keystroke), or "verify", the TPU compiler's verdict on the current mesh and the fresh
+    proposals."""
+    ls.state(uri).restart(job, (run_agents if job == "agents" else run_verify)(ls, uri))
+
+
 # -- the agents ---------------------------------------------------------------------------------------------
-def start_agents(ls: AsapServer, uri: str) -> None:
-    """Diagnosis and proposals in the background (on open and save, never on a keystroke)."""
-    ls.state(uri).restart("agents", run_agents(ls, uri))
-
-
 async def run_agents(ls: AsapServer, uri: str) -> None:
     from server.agents.coordinator import run_report
 
@@ -95,15 +98,10 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     if st.analysis is not None and st.analysis.version == current.version:  # else the pending refresh publishes
         ls.publish(current, st.analysis.value)
     if ls.settings.verify == "auto" and current.version == version:
-        start_verify(ls, uri)
+        start(ls, uri, "verify")
 
 
 # -- the TPU compiler ---------------------------------------------------------------------------------------
-def start_verify(ls: AsapServer, uri: str) -> None:
-    """The TPU compiler's verdict on the current mesh and the fresh proposals, in the background."""
-    ls.state(uri).restart("verify", run_verify(ls, uri))
-
-
 async def run_verify(ls: AsapServer, uri: str) -> None:
     opened = _open_file(ls, uri)
     if opened is None:

@@ -83,12 +83,12 @@ async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -
 
 def verify(ls: AsapServer, uri: str) -> None:
     """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify")."""
-    background.start_verify(ls, uri)
+    background.start(ls, uri, "verify")
 
 
 def run_agents(ls: AsapServer, uri: str) -> None:
     """Re-run the agents on the open document now (the code lens' "Analyze")."""
-    background.start_agents(ls, uri)
+    background.start(ls, uri, "agents")
 
 
 def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:

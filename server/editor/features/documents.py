@@ -12,7 +12,7 @@ from server.editor.server import DEBOUNCE_S, AsapServer
 def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
     ls.failed.clear()  # reopening a config retries a profile that failed or was cancelled
     ls.schedule(params.text_document.uri)
-    background.start_agents(ls, params.text_document.uri)
+    background.start(ls, params.text_document.uri, "agents")
 
 
 def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
@@ -21,7 +21,7 @@ def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
 
 def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:
     ls.schedule(params.text_document.uri, invalidate=True)  # parents on disk may have changed too
-    background.start_agents(ls, params.text_document.uri)
+    background.start(ls, params.text_document.uri, "agents")
 
 
 def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
