@@ -32,6 +32,7 @@ from pygls.lsp.client import LanguageClient
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from server.editor.contract import ServerCommand  # noqa: E402
 from server.lsp import DEBOUNCE_S  # noqa: E402
 from server.presentation import explain  # noqa: E402
 from server.services.analysis import analyze  # noqa: E402
@@ -376,7 +377,7 @@ async def run(iterations: int, time_limit: float, background: bool) -> None:
         t_pub, current = await wait_publish(client, version)
         if background:  # start the agents (diagnosis + proposals) on this text, as a save or "Analyze" does
             await client.workspace_execute_command_async(
-                lsp.ExecuteCommandParams(command="asap.server.runAgents", arguments=[uri])
+                lsp.ExecuteCommandParams(command=ServerCommand.RUN_AGENTS, arguments=[uri])
             )
         # (b) hover on the mesh key
         th = time.perf_counter()

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 from profiles.synth import write_profile
+from pygls.exceptions import JsonRpcException
 from support.configs import LOOP_CONFIG as CONFIG
+
+from server.editor.contract import COMMAND_ERROR
 
 from .conftest import AGENTS, AsapClient, Doc, wait_for_log
 
@@ -30,9 +33,10 @@ async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClie
     (diag,) = [d for d in diags if d.code == AGENTS]
     assert "communication-bound (profile" in diag.message
 
-    # nothing applied yet: an explicit outcome request says so
-    with pytest.raises(Exception, match="no proposal was applied"):
+    # nothing applied yet: an explicit outcome request says so, with the code the extension branches on
+    with pytest.raises(JsonRpcException, match="no proposal was applied") as refused:
         await command(shared, "asap.server.recordOutcome", doc.uri, None)
+    assert refused.value.code == COMMAND_ERROR and refused.value.data == {"code": "outcomeRefused"}
 
     actions = await doc.code_actions([diag])
     titles = [a.title for a in actions]
@@ -61,4 +65,21 @@ async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClie
     write_profile(other, "comm", hosts=2, seed=3)
     with pytest.raises(Exception, match="another run"):
         await command(shared, "asap.server.recordOutcome", doc.uri, str(other))
+    doc.close()
+
+
+@module_loop
+async def test_outcome_without_a_profile_says_which_error(shared: AsapClient, tmp_path: Path):
+    """No profile linked and none given: the error's code is noProfileLinked, which the extension answers by asking
+    for one (extension/src/outcome.ts); a profile that does not exist is badProfile or outcomeRefused, not that."""
+    cfg = tmp_path / "nolink.yml"
+    cfg.write_text(CONFIG.replace("# asap: profile=runs/before\n", ""))
+    doc = Doc(shared, cfg).open()
+    await doc.diagnostics(version=1)
+    with pytest.raises(JsonRpcException) as none_linked:
+        await command(shared, "asap.server.recordOutcome", doc.uri, None)
+    assert none_linked.value.code == COMMAND_ERROR and none_linked.value.data == {"code": "noProfileLinked"}
+    with pytest.raises(JsonRpcException) as missing:
+        await command(shared, "asap.server.recordOutcome", doc.uri, str(tmp_path / "no-such-run"))
+    assert missing.value.data["code"] in ("badProfile", "outcomeRefused"), missing.value.data
     doc.close()
