@@ -24,7 +24,7 @@ from server.perf.layout import Layout
 from server.perf.remat import POLICIES
 
 D, H, KV, HD, F, L, V = 256, 4, 2, 64, 1024, 2, 1000
-SMALL = Shape("small", emb=D, q_heads=H, kv_heads=KV, head_dim=HD, mlp=F, layers=L, vocab=V)
+SMALL = Shape(name="small", emb=D, q_heads=H, kv_heads=KV, head_dim=HD, mlp=F, layers=L, vocab=V)
 BPP = BytesPerParam(4, 4, 8)  # MaxText's defaults: fp32 weights, fp32 gradients, two fp32 Adam moments
 
 

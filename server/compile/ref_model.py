@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from server.common.dims import DecoderDims
+
 # MaxText base.yml logical_axis_rules (training part), in order: flax takes, for each array dimension,
 # the first rule naming it whose mesh axes are not yet used by another dimension of the same array.
 LOGICAL_AXIS_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -118,16 +120,9 @@ def logical_to_mesh(
 
 
 @dataclass(frozen=True)
-class RefSpec:
+class RefSpec(DecoderDims):
     """Everything the reference train step depends on (plain data: it crosses to the worker as JSON)."""
 
-    emb: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    mlp: int
-    layers: int
-    vocab: int
     n_mlp_in: int  # 2: gated (silu x linear), 1: a single input matrix
     tied_embedding: bool
     batch: int  # global batch (sequences) of one microbatch

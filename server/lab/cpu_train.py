@@ -41,6 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.common.dims import DecoderDims
+
 # The mesh the step builds: MaxText's mesh_axes order (base.yml) for the axes this model implements.
 MESH_AXES = ("data", "fsdp", "fsdp_transpose", "context", "tensor")
 UNSUPPORTED_AXES = ("diloco", "pipeline", "context_usp_ulysses", "tensor_sequence", "expert", "autoregressive")
@@ -52,14 +54,7 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class TrainSpec:
-    emb: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    mlp: int
-    layers: int
-    vocab: int
+class TrainSpec(DecoderDims):
     pdbs: int
     seq: int
     remat: str

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from server.common.dims import DecoderDims
 from server.config.resolve import Config
 from server.config.slices import ChipSpec
 from server.perf.remat import RematPolicy, resolve
@@ -42,17 +43,10 @@ class ArithError(ValueError):
 
 
 @dataclass(frozen=True)
-class Shape:
-    """The model as MaxText builds it (after global_parameter_scale)."""
+class Shape(DecoderDims):
+    """The model as MaxText builds it (after global_parameter_scale): its decoder dimensions, then the rest."""
 
     name: str
-    emb: int
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    mlp: int
-    layers: int
-    vocab: int
     experts: int = 1
     experts_per_tok: int = 1
     moe_mlp: int = 0
@@ -71,19 +65,6 @@ class Shape:
     @property
     def moe(self) -> bool:
         return self.experts > 1
-
-    def dims(self) -> dict[str, Any]:
-        """The decoder's dimensions (ints) a train step is built from: the compiler's reference model
-        (server/compile/ref_model.py RefSpec) and the CPU step (server/lab/cpu_train.py TrainSpec) take them."""
-        return {
-            "emb": self.emb,
-            "q_heads": self.q_heads,
-            "kv_heads": self.kv_heads,
-            "head_dim": self.head_dim,
-            "mlp": self.mlp,
-            "layers": self.layers,
-            "vocab": self.vocab,
-        }
 
     @property
     def routed_layers(self) -> int:
