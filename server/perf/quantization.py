@@ -25,7 +25,7 @@ ironwood-performance).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from server.config.slices import ChipSpec, MatmulPeak
 
@@ -65,6 +65,15 @@ def _listed_not_a_mode(name: str) -> Mode:
     )
 
 
+# Qwix's fp4 mode, under either of its names.
+_FP4 = Mode(
+    "fp4",
+    "fp4",
+    PASSES,
+    False,
+    "Qwix L845-846, " + _QWIX_RULE,
+    "no TPU publishes an fp4 rate: runs at the bf16 peak",
+)
 _NANOO = "a recipe for AMD MI300/MI325 GPUs (fp8 'fnuz' formats, not TPU7x's e4m3fn/e5m2): priced in bf16"
 
 MODES: dict[str, Mode] = {
@@ -135,22 +144,8 @@ MODES: dict[str, Mode] = {
             False,
             "AQT L638-639, _get_aqt_fp8_default_config L522-571: fwd e4m3, dlhs and drhs e5m2",
         ),
-        Mode(
-            "fp4",
-            "fp4",
-            PASSES,
-            False,
-            "Qwix L845-846, " + _QWIX_RULE,
-            "no TPU publishes an fp4 rate: runs at the bf16 peak",
-        ),
-        Mode(
-            "fp4_e2m1",
-            "fp4",
-            PASSES,
-            False,
-            "Qwix L845-846, " + _QWIX_RULE,
-            "no TPU publishes an fp4 rate: runs at the bf16 peak",
-        ),
+        _FP4,
+        replace(_FP4, name="fp4_e2m1"),  # the same branch of Qwix (L845-846) under its other name
         Mode(
             "nanoo_fp8",
             "bf16",
