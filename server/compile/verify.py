@@ -438,11 +438,27 @@ def _cached(db: Any, key: str) -> dict[str, Any] | None:
 def _cached_run(db: Any, key: str) -> _Run | None:
     """A compile kept in the store, as the run it came from; None when there is none."""
     hit = _cached(db, key)
-    return None if hit is None else _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}))
+    if hit is None:
+        return None
+    return _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}), cached=True)
 
 
-def _store(db: Any, key: str, payload: dict[str, Any]) -> None:
-    _CACHE.put(db, key, payload)
+@dataclass
+class _Cache:
+    """One verification's compile cache: ASAP's store (opened on the first lookup; None: keep nothing), whether
+    it is read at all (use_cache), and whether only a compile it keeps may answer (cached_only: never compile)."""
+
+    db: Any
+    use: bool
+    only: bool
+
+    def lookup(self, key: str) -> _Run | None:
+        """The compile kept under `key`; None when there is none or the cache is not read."""
+        self.db = _open_db(self.db, self.use)
+        return _cached_run(self.db, key) if self.use else None
+
+    def keep(self, key: str, run: _Run) -> None:
+        _CACHE.put(self.db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
 
 
 # -- the child process --------------------------------------------------------------------------------
@@ -454,6 +470,7 @@ class _Run:
     timed_out: bool = False
     returncode: int = 0
     stderr: str = ""
+    cached: bool = False  # read from the verification cache, not compiled by this call
 
 
 def run_worker(
@@ -544,6 +561,7 @@ def verify(
         msg = "; ".join(f.message for f in blocking) or "the mesh does not resolve for the slice"
         return VerifyResult(VerifyStatus.INVALID, msg, **base)
     allow_split = cfg.get("allow_split_physical_axes", False) is True
+    cache = _Cache(db, use_cache, cached_only)
     if maxtext_python:
         return _verify_maxtext(
             maxtext_python,
@@ -555,9 +573,7 @@ def verify(
             timeout_s,
             progress,
             cancel,
-            db,
-            use_cache,
-            cached_only,
+            cache,
         )
     try:
         spec = ref_spec(cfg, sl)
@@ -582,15 +598,11 @@ def verify(
         "layers": plan,
     }
     key = cache_key(job, vers)
-    db = _open_db(db, use_cache)
-    hit = _cached_run(db, key) if use_cache else None
-    if hit is None and cached_only:
-        return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
-    if hit is not None:
-        run, cached = hit, True
-    else:
+    run = cache.lookup(key)
+    if run is None:
+        if cache.only:
+            return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
         run = run_worker(job, progress, cancel, timeout_s, max_memory, hlo_dir)
-        cached = False
         if cancel is not None and cancel.cancelled:
             return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
         if run.timed_out:
@@ -602,8 +614,8 @@ def verify(
             )
         deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
         if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
-            _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
-    return _result(run, spec.layers, sl, est_json, placement_findings, base, cached)
+            cache.keep(key, run)
+    return _result(run, spec.layers, sl, est_json, placement_findings, base)
 
 
 def _estimate_or_none(cfg: Config, chk: MeshCheck) -> dict[str, Any] | None:
@@ -635,9 +647,7 @@ def _verify_maxtext(
     timeout_s: float,
     progress: Progress | None,
     cancel: CancelToken | None,
-    db: Any,
-    use_cache: bool,
-    cached_only: bool = False,
+    cache: _Cache,
 ) -> VerifyResult:
     """MaxText's own train_compile of the saved config (server/compile/verify_maxtext.py), read like the reference."""
     from server.compile import verify_maxtext
@@ -661,13 +671,10 @@ def _verify_maxtext(
     mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
     key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
-    db = _open_db(db, use_cache)
-    hit = _cached_run(db, key) if use_cache else None
-    if hit is None and cached_only:
-        return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
-    if hit is not None:
-        run, cached = hit, True
-    else:
+    run = cache.lookup(key)
+    if run is None:
+        if cache.only:
+            return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
         out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
         if out["cancelled"]:
             return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
@@ -681,12 +688,11 @@ def _verify_maxtext(
         runs = [{**out["run"], "layers": layers}] if "run" in out else []
         run = _Run(runs=runs, error=out.get("error"), versions={"jax": vers.get("jax"), "libtpu": vers.get("libtpu")})
         run.stderr = out.get("tail", "")
-        cached = False
         if runs or (run.error is not None and run.error.get("kind") in ("oom", "placement")):
-            _store(db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
+            cache.keep(key, run)
     if run.error is not None and run.error.get("kind") == "no-maxtext":
         return VerifyResult(VerifyStatus.UNAVAILABLE, str(run.error["message"]), estimate=est_json, **base)
-    res = _result(run, layers, sl, est_json, placement_findings, base, cached)
+    res = _result(run, layers, sl, est_json, placement_findings, base)
     res.program = "maxtext"
     if res.status == VerifyStatus.OK:
         res.message += " (MaxText's own train step)"
@@ -700,9 +706,9 @@ def _result(
     est_json: dict[str, Any] | None,
     placement_findings: list[Any],
     base: dict[str, Any],
-    cached: bool,
 ) -> VerifyResult:
     err = run.error
+    cached = run.cached
     limit = compiler_hbm_bytes(sl)
     if err is not None:
         kind, raw = err.get("kind"), str(err.get("message", ""))
