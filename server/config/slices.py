@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 GiB = 1024**3
 GB = 10**9
@@ -122,190 +122,188 @@ class ChipSpec:
         return MatmulPeak(self.peak_bf16_flops, dtype == "bf16", self.sources.get("peak_bf16_flops", ""))
 
 
+Sourced = tuple[float, str]  # a spec number and the key of SOURCES it comes from
+
+
+class _Topology(NamedTuple):
+    """How a generation's slices are wired and named, from one source (ChipSpec's fields of the same names)."""
+
+    torus_rank: Literal[2, 3]
+    name_counts: Literal["cores", "chips", "devices"]
+    units_per_chip: int  # ChipSpec.name_units_per_chip
+    devices_per_chip: int
+    source: str
+
+
+def _tpu(
+    generation: str,
+    device_kind: str,
+    *,
+    peak_bf16_flops: Sourced,
+    hbm_bytes: Sourced,
+    compiler_hbm_bytes: Sourced,
+    hbm_bw: Sourced,
+    ici_link_bw: Sourced,
+    ici_links: Sourced,
+    dcn_bw: Sourced,
+    pcie_bw: Sourced,
+    mxu_efficiency: Sourced,
+    tensorcores: Sourced,
+    mxu_dim: Sourced,
+    topology: _Topology,
+    matmul_peaks: dict[str, MatmulPeak],
+) -> ChipSpec:
+    """One TPU generation's spec, each number given with its source (ChipSpec.sources keeps them, by field)."""
+    numbers = {
+        "peak_bf16_flops": peak_bf16_flops,
+        "hbm_bytes": hbm_bytes,
+        "compiler_hbm_bytes": compiler_hbm_bytes,
+        "hbm_bw": hbm_bw,
+        "ici_link_bw": ici_link_bw,
+        "ici_links": ici_links,
+        "dcn_bw": dcn_bw,
+        "pcie_bw": pcie_bw,
+        "mxu_efficiency": mxu_efficiency,
+        "tensorcores": tensorcores,
+        "mxu_dim": mxu_dim,
+    }
+    return ChipSpec(
+        generation=generation,
+        device_kind=device_kind,
+        peak_bf16_flops=peak_bf16_flops[0],
+        hbm_bytes=int(hbm_bytes[0]),
+        compiler_hbm_bytes=compiler_hbm_bytes[0],
+        hbm_bw=hbm_bw[0],
+        ici_link_bw=ici_link_bw[0],
+        ici_links=int(ici_links[0]),
+        torus_rank=topology.torus_rank,
+        name_counts=topology.name_counts,
+        name_units_per_chip=topology.units_per_chip,
+        devices_per_chip=topology.devices_per_chip,
+        dcn_bw=dcn_bw[0],
+        pcie_bw=pcie_bw[0],
+        mxu_efficiency=mxu_efficiency[0],
+        tensorcores=int(tensorcores[0]),
+        mxu_dim=int(mxu_dim[0]),
+        matmul_peaks=matmul_peaks,
+        sources={**{k: src for k, (_, src) in numbers.items()}, "topology": topology.source},
+    )
+
+
 CHIPS: dict[str, ChipSpec] = {
-    "v4": ChipSpec(
-        generation="v4",
-        device_kind="TPU v4",
-        peak_bf16_flops=275e12,
-        hbm_bytes=32 * GiB,
-        compiler_hbm_bytes=31.75 * GiB,
-        hbm_bw=1200 * GB,
-        ici_link_bw=45e9,
-        ici_links=6,
-        torus_rank=3,
-        name_counts="cores",
-        name_units_per_chip=2,
-        devices_per_chip=1,
-        dcn_bw=6.25e9,
-        pcie_bw=1.6e10,
-        mxu_efficiency=0.80,
-        tensorcores=2,
+    "v4": _tpu(
+        "v4",
+        "TPU v4",
+        peak_bf16_flops=(275e12, "gcp-v4"),
+        hbm_bytes=(32 * GiB, "gcp-v4"),
+        compiler_hbm_bytes=(31.75 * GiB, "libtpu-hbm"),
+        hbm_bw=(1200 * GB, "scaling-book"),
+        ici_link_bw=(45e9, "scaling-book"),
+        ici_links=(6, "gcp-v4"),
+        dcn_bw=(6.25e9, "scaling-book"),
+        pcie_bw=(1.6e10, "scaling-book"),
+        mxu_efficiency=(0.80, "calibrated-mxu"),
+        tensorcores=(2, "gcp-v4"),
+        mxu_dim=(128, "scaling-book"),
+        topology=_Topology(
+            torus_rank=3, name_counts="cores", units_per_chip=2, devices_per_chip=1, source="maxtext-accel"
+        ),
         matmul_peaks={
             "int8": MatmulPeak(275e12, True, "gcp-v4-int8"),
             "fp8": MatmulPeak(275e12, False, "no-fp8-mxu"),
             "int4": MatmulPeak(275e12, False, "no-int4-v4"),
         },
-        sources={
-            "peak_bf16_flops": "gcp-v4",
-            "hbm_bytes": "gcp-v4",
-            "compiler_hbm_bytes": "libtpu-hbm",
-            "hbm_bw": "scaling-book",
-            "ici_link_bw": "scaling-book",
-            "ici_links": "gcp-v4",
-            "dcn_bw": "scaling-book",
-            "pcie_bw": "scaling-book",
-            "mxu_efficiency": "calibrated-mxu",
-            "tensorcores": "gcp-v4",
-            "mxu_dim": "scaling-book",
-            "topology": "maxtext-accel",
-        },
     ),
-    "v5e": ChipSpec(
-        generation="v5e",
-        device_kind="TPU v5 lite",
-        peak_bf16_flops=197e12,
-        hbm_bytes=16 * GiB,
-        compiler_hbm_bytes=15.75 * GiB,
-        hbm_bw=819 * GB,
-        ici_link_bw=45e9,
-        ici_links=4,
-        torus_rank=2,
-        name_counts="chips",
-        name_units_per_chip=1,
-        devices_per_chip=1,
-        dcn_bw=3.125e9,
-        pcie_bw=1.6e10,
-        mxu_efficiency=0.95,
+    "v5e": _tpu(
+        "v5e",
+        "TPU v5 lite",
+        peak_bf16_flops=(197e12, "gcp-v5e"),
+        hbm_bytes=(16 * GiB, "gib-hbm"),
+        compiler_hbm_bytes=(15.75 * GiB, "libtpu-hbm"),
+        hbm_bw=(819 * GB, "gcp-v5e"),
+        ici_link_bw=(45e9, "scaling-book"),
+        ici_links=(4, "scaling-book"),
+        dcn_bw=(3.125e9, "scaling-book"),
+        pcie_bw=(1.6e10, "scaling-book"),
+        mxu_efficiency=(0.95, "calibrated-mxu"),
+        tensorcores=(1, "gcp-v5e"),
+        mxu_dim=(128, "scaling-book"),
+        topology=_Topology(
+            torus_rank=2, name_counts="chips", units_per_chip=1, devices_per_chip=1, source="maxtext-accel"
+        ),
         matmul_peaks={
             "int8": MatmulPeak(394e12, True, "scaling-book-int8"),
             "fp8": MatmulPeak(197e12, False, "no-fp8-mxu"),
             "int4": MatmulPeak(788e12, True, "jax-tpu-info"),
         },
-        sources={
-            "peak_bf16_flops": "gcp-v5e",
-            "hbm_bytes": "gib-hbm",
-            "compiler_hbm_bytes": "libtpu-hbm",
-            "hbm_bw": "gcp-v5e",
-            "ici_link_bw": "scaling-book",
-            "ici_links": "scaling-book",
-            "dcn_bw": "scaling-book",
-            "pcie_bw": "scaling-book",
-            "mxu_efficiency": "calibrated-mxu",
-            "tensorcores": "gcp-v5e",
-            "mxu_dim": "scaling-book",
-            "topology": "maxtext-accel",
-        },
     ),
-    "v5p": ChipSpec(
-        generation="v5p",
-        device_kind="TPU v5",
-        peak_bf16_flops=459e12,
-        hbm_bytes=95 * GiB,
-        compiler_hbm_bytes=95.74 * GiB,
-        hbm_bw=2765 * GB,
-        ici_link_bw=90e9,
-        ici_links=6,
-        torus_rank=3,
-        name_counts="cores",
-        name_units_per_chip=2,
-        devices_per_chip=1,
-        dcn_bw=6.25e9,
-        pcie_bw=1.6e10,
-        mxu_efficiency=0.85,
-        tensorcores=2,
+    "v5p": _tpu(
+        "v5p",
+        "TPU v5",
+        peak_bf16_flops=(459e12, "gcp-v5p"),
+        hbm_bytes=(95 * GiB, "gcp-v5p"),
+        compiler_hbm_bytes=(95.74 * GiB, "libtpu-hbm"),
+        hbm_bw=(2765 * GB, "gcp-v5p"),
+        ici_link_bw=(90e9, "scaling-book"),
+        ici_links=(6, "gcp-v5p"),
+        dcn_bw=(6.25e9, "scaling-book"),
+        pcie_bw=(1.6e10, "scaling-book"),
+        mxu_efficiency=(0.85, "calibrated-mxu"),
+        tensorcores=(2, "gcp-v5p"),
+        mxu_dim=(128, "scaling-book"),
+        topology=_Topology(
+            torus_rank=3, name_counts="cores", units_per_chip=2, devices_per_chip=1, source="maxtext-accel"
+        ),
         matmul_peaks={
             "int8": MatmulPeak(918e12, True, "scaling-book-int8"),
             "fp8": MatmulPeak(459e12, False, "gcp-fp8"),
             "int4": MatmulPeak(1836e12, True, "jax-tpu-info"),
         },
-        sources={
-            "peak_bf16_flops": "gcp-v5p",
-            "hbm_bytes": "gcp-v5p",
-            "compiler_hbm_bytes": "libtpu-hbm",
-            "hbm_bw": "gcp-v5p",
-            "ici_link_bw": "scaling-book",
-            "ici_links": "gcp-v5p",
-            "dcn_bw": "scaling-book",
-            "pcie_bw": "scaling-book",
-            "mxu_efficiency": "calibrated-mxu",
-            "tensorcores": "gcp-v5p",
-            "mxu_dim": "scaling-book",
-            "topology": "maxtext-accel",
-        },
     ),
-    "v6e": ChipSpec(
-        generation="v6e",
-        device_kind="TPU v6 lite",
-        peak_bf16_flops=918e12,
-        hbm_bytes=32 * GiB,
-        compiler_hbm_bytes=31.25 * GiB,
-        hbm_bw=1638 * GB,
-        ici_link_bw=100e9,
-        ici_links=4,
-        torus_rank=2,  # 800 GB/s bidirectional per chip over 4 links
-        name_counts="chips",
-        name_units_per_chip=1,
-        devices_per_chip=1,
-        dcn_bw=12.5e9,
-        pcie_bw=3.2e10,
-        mxu_efficiency=0.70,
-        mxu_dim=256,
+    "v6e": _tpu(
+        "v6e",
+        "TPU v6 lite",
+        peak_bf16_flops=(918e12, "gcp-v6e"),
+        hbm_bytes=(32 * GiB, "gib-hbm"),
+        compiler_hbm_bytes=(31.25 * GiB, "libtpu-hbm"),
+        hbm_bw=(1638 * GB, "gcp-v6e"),
+        ici_link_bw=(100e9, "derived-ici"),  # 800 GB/s bidirectional per chip over 4 links
+        ici_links=(4, "scaling-book"),
+        dcn_bw=(12.5e9, "scaling-book"),
+        pcie_bw=(3.2e10, "scaling-book"),
+        mxu_efficiency=(0.70, "calibrated-mxu"),
+        tensorcores=(1, "gcp-v6e"),
+        mxu_dim=(256, "scaling-book"),
+        topology=_Topology(
+            torus_rank=2, name_counts="chips", units_per_chip=1, devices_per_chip=1, source="maxtext-accel"
+        ),
         matmul_peaks={
             "int8": MatmulPeak(1836e12, True, "gcp-v6e"),
             "fp8": MatmulPeak(918e12, False, "gcp-fp8"),
             "int4": MatmulPeak(3672e12, True, "jax-tpu-info"),
         },
-        sources={
-            "peak_bf16_flops": "gcp-v6e",
-            "hbm_bytes": "gib-hbm",
-            "compiler_hbm_bytes": "libtpu-hbm",
-            "hbm_bw": "gcp-v6e",
-            "ici_link_bw": "derived-ici",
-            "ici_links": "scaling-book",
-            "dcn_bw": "scaling-book",
-            "pcie_bw": "scaling-book",
-            "mxu_efficiency": "calibrated-mxu",
-            "tensorcores": "gcp-v6e",
-            "mxu_dim": "scaling-book",
-            "topology": "maxtext-accel",
-        },
     ),
-    "tpu7x": ChipSpec(
-        generation="tpu7x",
-        device_kind="TPU7x",
-        peak_bf16_flops=2307e12,
-        hbm_bytes=192 * GiB,
-        compiler_hbm_bytes=98956046499.84,  # 92.16 GiB a device (libtpu 0.0.52)
-        hbm_bw=7380 * GB,
-        ici_link_bw=100e9,
-        ici_links=6,
-        torus_rank=3,  # 1200 GB/s bidirectional per chip over 6 links
-        name_counts="devices",
-        name_units_per_chip=2,
-        devices_per_chip=2,
-        dcn_bw=12.5e9,
-        pcie_bw=3.2e10,
-        mxu_efficiency=0.80,
-        mxu_dim=256,
-        tensorcores=2,
+    "tpu7x": _tpu(
+        "tpu7x",
+        "TPU7x",
+        peak_bf16_flops=(2307e12, "gcp-tpu7x"),
+        hbm_bytes=(192 * GiB, "gcp-tpu7x"),
+        compiler_hbm_bytes=(98956046499.84, "libtpu-hbm"),  # 92.16 GiB a device (libtpu 0.0.52)
+        hbm_bw=(7380 * GB, "gcp-tpu7x"),
+        ici_link_bw=(100e9, "derived-ici"),  # 1200 GB/s bidirectional per chip over 6 links
+        ici_links=(6, "torus-3d"),
+        dcn_bw=(12.5e9, "gcp-tpu7x"),
+        pcie_bw=(3.2e10, "assumed-pcie"),
+        mxu_efficiency=(0.80, "calibrated-mxu"),
+        tensorcores=(2, "gcp-tpu7x"),
+        mxu_dim=(256, "scaling-book"),
+        topology=_Topology(
+            torus_rank=3, name_counts="devices", units_per_chip=2, devices_per_chip=2, source="maxtext-accel"
+        ),
         matmul_peaks={
             "int8": MatmulPeak(2307e12, False, "no-int8-tpu7x"),
             "fp8": MatmulPeak(4614e12, True, "gcp-fp8"),
             "int4": MatmulPeak(2307e12, False, "no-int8-tpu7x"),
-        },
-        sources={
-            "peak_bf16_flops": "gcp-tpu7x",
-            "hbm_bytes": "gcp-tpu7x",
-            "compiler_hbm_bytes": "libtpu-hbm",
-            "hbm_bw": "gcp-tpu7x",
-            "ici_link_bw": "derived-ici",
-            "ici_links": "torus-3d",
-            "dcn_bw": "gcp-tpu7x",
-            "pcie_bw": "assumed-pcie",
-            "mxu_efficiency": "calibrated-mxu",
-            "tensorcores": "gcp-tpu7x",
-            "mxu_dim": "scaling-book",
-            "topology": "maxtext-accel",
         },
     ),
 }
