@@ -15,8 +15,9 @@ from itertools import combinations
 from typing import Any
 
 from server.config.placement import Placement, jax_physical_shape, place
+from server.config.resolve import Config
 from server.config.slices import Slice
-from server.perf.estimate import Estimate, Inputs, price, step_flops
+from server.perf.estimate import Estimate, Inputs, inputs, price, step_flops
 from server.perf.layout import BATCH_SHARDING, Layout
 
 # Axes a training mesh uses (inference-only and DiLoCo axes are left out).
@@ -139,3 +140,54 @@ def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enume
     ranked.sort(key=lambda c: c.step_s)
     too_big.sort(key=lambda c: c.estimate.memory.total)
     return Enumeration(ranked, too_big, generated, rejected)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One of the fastest valid meshes of a config's slice, priced against the config's own mesh
+    (`asap estimate --top N`)."""
+
+    rank: int  # 1 = fastest
+    label: str  # Layout.label(): 'ICI fsdp=16 x tensor=16; DCN data=2'
+    ici: dict[str, int]  # axes whose degree is not 1
+    dcn: dict[str, int]
+    mfu: float
+    step_s: float
+    bottleneck: str  # compute | hbm | communication
+    hbm_bytes: float  # per device
+    speedup: float  # the config's step time over this one's
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "label": self.label,
+            "ici": self.ici,
+            "dcn": self.dcn,
+            "mfu": self.mfu,
+            "step_s": self.step_s,
+            "bottleneck": self.bottleneck,
+            "hbm_bytes": self.hbm_bytes,
+            "speedup": self.speedup,
+        }
+
+
+def top_alternatives(cfg: Config, est: Estimate, n: int) -> list[Alternative]:
+    """The `n` fastest meshes of `est`'s slice that launch and fit (`enumerate_meshes`, honouring the config's
+    `allow_split_physical_axes`), fastest first, with their speedup over `est`. Raises EstimateError when the
+    config's inputs cannot be read."""
+    allow_split = bool(cfg.get("allow_split_physical_axes", False))
+    en = enumerate_meshes(inputs(cfg), est.layout.slice, allow_split)
+    return [
+        Alternative(
+            rank=i,
+            label=c.layout.label(),
+            ici={k: v for k, v in c.layout.ici.items() if v != 1},
+            dcn={k: v for k, v in c.layout.dcn.items() if v != 1},
+            mfu=c.estimate.mfu,
+            step_s=c.estimate.time.step_s,
+            bottleneck=c.estimate.time.bottleneck()[0],
+            hbm_bytes=c.estimate.memory.total,
+            speedup=est.time.step_s / c.estimate.time.step_s,
+        )
+        for i, c in enumerate(en.ranked[:n], 1)
+    ]

@@ -1,0 +1,60 @@
+"""`asap estimate --top N`'s alternatives (server/perf/enumeration.py top_alternatives): the N fastest valid meshes
+of the slice, ranked and priced against the config's own mesh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.config.axes import mesh_label
+from server.config.mesh import check
+from server.config.resolve import Config, load, with_overrides
+from server.perf.enumeration import enumerate_meshes, top_alternatives
+from server.perf.estimate import Estimate, estimate, inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _estimate(name: str, **mesh: int) -> tuple[Config, Estimate]:
+    path = ROOT / "examples" / name
+    cfg = load(path, path.read_text())
+    if mesh:
+        cfg = with_overrides(cfg, mesh)
+    return cfg, estimate(cfg, check(cfg))
+
+
+def test_top_alternatives_are_ranked_priced_and_sorted() -> None:
+    cfg, est = _estimate("llama2-7b-v5e-256.yml", ici_fsdp_parallelism=16, ici_tensor_parallelism=16)
+    rows = top_alternatives(cfg, est, 5)
+    assert [r.rank for r in rows] == [1, 2, 3, 4, 5]
+    steps = [r.step_s for r in rows]
+    assert steps == sorted(steps)
+    for r in rows:
+        assert r.speedup == pytest.approx(est.time.step_s / r.step_s)
+        assert all(v != 1 for v in [*r.ici.values(), *r.dcn.values()])  # only the axes that shard
+        assert r.label == mesh_label(r.ici, r.dcn, ici_prefix="ICI ")
+        assert r.bottleneck in ("compute", "hbm", "communication") and 0 < r.mfu < 1 and r.hbm_bytes > 0
+    assert rows[0].speedup > 1  # 16-way tensor parallelism is not the fastest mesh of the slice
+    # the same candidates, in the same order, as the mesh enumeration's
+    ranked = enumerate_meshes(inputs(cfg), est.layout.slice).ranked[:5]
+    assert [r.label for r in rows] == [c.layout.label() for c in ranked]
+
+
+def test_top_alternatives_json_rows_and_limits() -> None:
+    cfg, est = _estimate("llama3-8b-v6e-16.yml")
+    rows = top_alternatives(cfg, est, 2)
+    assert list(rows[0].to_json()) == [
+        "rank",
+        "label",
+        "ici",
+        "dcn",
+        "mfu",
+        "step_s",
+        "bottleneck",
+        "hbm_bytes",
+        "speedup",
+    ]
+    assert top_alternatives(cfg, est, 0) == []
+    everything = top_alternatives(cfg, est, 10_000)
+    assert len(everything) == len(enumerate_meshes(inputs(cfg), est.layout.slice).ranked)
