@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -565,3 +566,26 @@ class KnowledgeStore:
 
 def _chips(slice_name: str) -> int:
     return slices.name_chips(slice_name) or 0  # 0: not a slice name (no size to compare)
+
+
+@dataclass(frozen=True)
+class AddedRecord:
+    """What `add_record` did: the record, where it now lives and the rebuilt index's counts (`build()`)."""
+
+    record: Record
+    path: Path
+    stats: dict[str, Any]
+
+
+def add_record(store: KnowledgeStore, src: Path, force: bool = False) -> AddedRecord:
+    """Validate the optimization record `src`, copy it to `<kb>/history/<id>.yaml` and rebuild the index.
+    Raises RecordError when the record is malformed, KbError when another file already holds its id (unless
+    `force`: then it is replaced), OSError when `src` cannot be read. A file already in place is only reindexed."""
+    rec = load_record(src)
+    dest = store.root / "history" / f"{rec.id}.yaml"
+    if dest.exists() and not force and dest.resolve() != src.resolve():
+        raise KbError(f"{dest} already exists (use --force to replace it)")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.resolve() != src.resolve():
+        shutil.copyfile(src, dest)
+    return AddedRecord(rec, dest, store.build())
