@@ -85,3 +85,29 @@ def test_estimate_rejects_an_unplaceable_mesh_with_the_located_error():
     assert r.returncode == 1 and "ASAP106" in r.stderr
     r = asap("estimate", str(EXAMPLES / "llama2-7b-v5e-256.yml"), "--mesh", "ici_fsdp_parallelism")
     assert r.returncode == 2 and "key=value" in r.stderr
+
+
+def test_estimate_top_human_lists_the_json_alternatives_in_order():
+    args = ("estimate", str(EXAMPLES / "llama3-8b-v6e-16.yml"), "--top", "3")
+    human, doc = asap(*args), json.loads(asap(*args, "--json").stdout)
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    at = lines.index("  fastest valid meshes on v6e-16 (of every assignment that launches and fits):")
+    rows = lines[at + 1 :]
+    assert len(rows) == 3 == len(doc["alternatives"])
+    for line, alt in zip(rows, doc["alternatives"], strict=True):
+        assert line.startswith(f"    {alt['rank']}. {alt['label']:<48} MFU {alt['mfu']:.1%}")
+        assert line.endswith(f"{alt['bottleneck']}-bound  x{alt['speedup']:.2f}")
+
+
+def test_shared_flags_are_declared_once_and_keep_their_help():
+    from server.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+    with_json = {name for name, p in sub.items() if any(a.dest == "json" for a in p._actions)}
+    assert with_json == {"check", "estimate", "profile", "analyze", "verify", "outcome", "stats", "models"}
+    helps = " ".join(asap("check", "--help").stdout.split())
+    assert "--json machine-readable output (see README)" in helps
+    assert "--slice NAME slice to assume when a config declares none (e.g. v5e-256)" in helps
+    source = (ROOT / "server" / "cli" / "main.py").read_text()
+    assert source.count('"--json"') == 1 and source.count('"--maxtext-path"') == 1
