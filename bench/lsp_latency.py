@@ -318,7 +318,7 @@ async def run(iterations: int, time_limit: float, background: bool) -> None:
     # -- in-process baseline --------------------------------------------------------------
     reader = lambda p: p.read_text(encoding="utf-8")  # noqa: E731
     an = analyze(path, text, reader)  # warm: imports, JAX placement
-    codes = sorted(f.code for f in an.findings)
+    codes = sorted(str(f.code) for f in an.findings)
     print(f"findings in the config: {codes}")
     core_analyze = timeit(lambda: analyze(path, text, reader), iterations)
     core_hover = timeit(lambda: explain.hover(an, fsdp_line, 2), iterations)
