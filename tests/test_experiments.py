@@ -59,23 +59,21 @@ def test_outcome_of_the_applied_proposal(loop, tmp_path: Path) -> None:  # type:
     measured = experiments.measure(an, tmp_path / "runs" / "after")
     out = experiments.record_outcome(an, cfg, measured)
     p1 = doc.proposals[0]
-    assert out["rank"] == 1 and out["experiment_id"] == doc.experiment and out["application_id"] == applied["id"]
-    assert out["predicted_step_s"] == pytest.approx(p1.expected.step_s)
-    assert out["measured_step_s"] == pytest.approx(GROUND_TRUTH["compute"].step_time_ms_mean / 1e3)
-    assert out["step_error"] == pytest.approx(
-        (out["predicted_step_s"] - out["measured_step_s"]) / out["measured_step_s"]
-    )
+    assert out.rank == 1 and out.experiment_id == doc.experiment and out.application_id == applied["id"]
+    assert out.predicted_step_s == pytest.approx(p1.expected.step_s)
+    assert out.measured_step_s == pytest.approx(GROUND_TRUTH["compute"].step_time_ms_mean / 1e3)
+    assert out.step_error == pytest.approx((out.predicted_step_s - out.measured_step_s) / out.measured_step_s)
     base = GROUND_TRUTH["comm"].step_time_ms_mean
-    assert out["measured_speedup"] == pytest.approx(base / GROUND_TRUTH["compute"].step_time_ms_mean)
-    assert out["delivered"] == (out["measured_speedup"] > 1)
-    assert (out["bottleneck_before"], out["bottleneck_after"], out["bottleneck_moved"]) == (
+    assert out.measured_speedup == pytest.approx(base / GROUND_TRUTH["compute"].step_time_ms_mean)
+    assert out.delivered == (out.measured_speedup > 1)
+    assert (out.bottleneck_before, out.bottleneck_after, out.bottleneck_moved) == (
         "communication",
         "compute",
         True,
     )
     # the outcome is a knowledge record: retrievable by search and by situation
-    record = Path(out["record"])
-    assert record.parent == experiments.outcomes_dir() and record.stem == f"outcome-{out['id']}"
+    record = Path(out.record)
+    assert record.parent == experiments.outcomes_dir() and record.stem == f"outcome-{out.id}"
     kb = KnowledgeStore(path=tmp_path / "kb.sqlite").ensure()
     hits = kb.search("ASAP proposal applied measured outcome v5e-4", k=5)
     assert any(h.doc_id == record.stem for h in hits), [h.doc_id for h in hits]

@@ -37,3 +37,45 @@ export function errorCode(err: unknown): ErrorCode | undefined {
   const code = e.code === COMMAND_ERROR ? e.data?.code : undefined;
   return (Object.values(ERROR_CODES) as unknown[]).includes(code) ? (code as ErrorCode) : undefined;
 }
+
+/** asap.server.roofline's answer. */
+export interface RooflineReply {
+  title: string;
+  spec: Record<string, unknown>;
+  fresh: boolean;
+}
+
+/** asap.server.linkProfile's answer. */
+export interface LinkProfileReply {
+  links_file: string;
+  profile: string | null;
+}
+
+/** An applied proposal's outcome: predicted against measured. A row of the `outcomes` table, plus the path of the knowledge record written for it; the editor's Record Outcome reply and `asap outcome --json`. */
+export interface OutcomeReply {
+  id: string;
+  experiment_id: string;
+  application_id: string;
+  rank: number;
+  created: number;
+  generation: string | null;
+  slice: string | null;
+  profile: string;
+  predicted_step_s: number;
+  measured_step_s: number;
+  step_error: number;
+  predicted_mfu: number | null;
+  measured_mfu: number | null;
+  predicted_hbm_bytes: number | null;
+  measured_hbm_bytes: number | null;
+  memory_error: number | null;
+  baseline_step_s: number | null;
+  predicted_speedup: number | null;
+  measured_speedup: number | null;
+  delivered: boolean | null;
+  stated_confidence: number;
+  bottleneck_before: string | null;
+  bottleneck_after: string;
+  bottleneck_moved: boolean;
+  record: string;
+}

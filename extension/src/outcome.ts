@@ -1,19 +1,15 @@
 /** "ASAP: Record Outcome": what the applied proposal did, from a profile of the changed config. */
 import * as vscode from 'vscode';
 
-import { ERROR_CODES, errorCode, SERVER_COMMANDS } from './contract';
+import { ERROR_CODES, errorCode, type OutcomeReply, SERVER_COMMANDS } from './contract';
 import type { RunServerCommand } from './linkProfile';
 import type { Logger } from './log';
 
-export interface Outcome {
-  rank: number;
-  predicted_step_s: number;
-  measured_step_s: number;
-  predicted_speedup: number | null;
-  measured_speedup: number | null;
-  bottleneck_before: string | null;
-  bottleneck_after: string;
-}
+/** What the one-line summary reads of the server's outcome (contract.ts OutcomeReply). */
+export type Outcome = Pick<
+  OutcomeReply,
+  'rank' | 'predicted_step_s' | 'measured_step_s' | 'predicted_speedup' | 'measured_speedup' | 'bottleneck_before' | 'bottleneck_after'
+>;
 
 /** One line: measured against predicted, and where the bottleneck went. */
 export function outcomeText(o: Outcome): string {
@@ -58,7 +54,7 @@ export async function recordOutcome(run: RunServerCommand, log: Logger): Promise
       return false;
     }
   }
-  const text = outcomeText(out as Outcome);
+  const text = outcomeText(out as OutcomeReply);
   log.info(text);
   void vscode.window.showInformationMessage(text);
   return true;

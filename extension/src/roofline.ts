@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 
 import * as vscode from 'vscode';
 
-import { SERVER_COMMANDS } from './contract';
+import { type RooflineReply, SERVER_COMMANDS } from './contract';
 import type { RunServerCommand } from './linkProfile';
 import type { Logger } from './log';
 import type { FromWebview, ToWebview } from './rooflineMessages';
@@ -94,7 +94,7 @@ class RooflinePanel {
     const theme = chartTheme(vscode.window.activeColorTheme.kind);
     let msg: ToWebview;
     try {
-      const res = (await this.run(SERVER_COMMANDS.roofline, [this.uri, theme])) as { spec: unknown; fresh: boolean; title: string };
+      const res = (await this.run(SERVER_COMMANDS.roofline, [this.uri, theme])) as RooflineReply;
       this.panel.title = res.title;
       const note = res.fresh
         ? "Current mesh and the agents' proposals, priced by ASAP's estimate; hover a point for its source."

@@ -230,7 +230,7 @@ def cmd_outcome(args: argparse.Namespace) -> int:
         print(f"asap outcome: {e}", file=sys.stderr)
         return 1
     if args.json:
-        _print_json(out)
+        _print_json(out.model_dump())
     else:
         print(render.outcome(out))
     return 0

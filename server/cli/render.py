@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from server.perf.model_summary import ModelSummary
     from server.profiles import profile as prof
     from server.services.analysis import Analysis
+    from server.services.experiments import Outcome
 
 
 def gib(b: float | None) -> str:
@@ -273,21 +274,21 @@ def verification(entry: dict[str, Any]) -> str:
 
 
 # -- asap outcome, asap stats --------------------------------------------------------------------------------
-def outcome(out: dict[str, Any]) -> str:
+def outcome(out: Outcome) -> str:
     """An applied proposal's outcome (`experiments.record_outcome`): predicted against measured."""
-    sp, psp = out["measured_speedup"], out["predicted_speedup"]
+    sp, psp = out.measured_speedup, out.predicted_speedup
     lines = [
-        f"outcome of proposal {out['rank']} (experiment {out['experiment_id']}) on {out['slice']}",
-        f"  step time: predicted {out['predicted_step_s']:.4g} s, measured {out['measured_step_s']:.4g} s "
-        f"({out['step_error']:+.1%} error)",
+        f"outcome of proposal {out.rank} (experiment {out.experiment_id}) on {out.slice}",
+        f"  step time: predicted {out.predicted_step_s:.4g} s, measured {out.measured_step_s:.4g} s "
+        f"({out.step_error:+.1%} error)",
     ]
     if sp is not None:
-        verdict = "delivered" if out["delivered"] else "not delivered"
+        verdict = "delivered" if out.delivered else "not delivered"
         lines.append(f"  speedup:   predicted x{psp:.2f}, measured x{sp:.2f}: {verdict}")
     else:
         lines.append("  speedup:   no measured baseline (the analysis had no profile of the mesh before)")
-    lines.append(f"  bottleneck: {out['bottleneck_before']} -> {out['bottleneck_after']}")
-    lines.append(f"  knowledge record: {out['record']}")
+    lines.append(f"  bottleneck: {out.bottleneck_before} -> {out.bottleneck_after}")
+    lines.append(f"  knowledge record: {out.record}")
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from server.agents.report import AnalysisReport
 from server.services.analysis import Analysis
+from server.services.experiments import Outcome
 from server.services.profile_analysis import ProfileResult
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ class DocumentState:
     profile: ProfileResult | None = None  # the linked profile's result (for the last analysis)
     agents: Versioned[AnalysisReport] | None = None  # the agents' diagnosis and proposals
     verified: Versioned[list[dict[str, Any]]] | None = None  # the TPU compiler's, per target
-    new_outcome: dict[str, Any] | None = None  # an outcome recorded by itself, to announce once
+    new_outcome: Outcome | None = None  # an outcome recorded by itself, to announce once
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)  # "refresh", "agents", "verify"
 
     def restart(self, job: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:

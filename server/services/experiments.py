@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+from pydantic import BaseModel, ConfigDict
 
 from server.common import store
 from server.services.analysis import Analysis
@@ -257,6 +258,42 @@ class Measured:
     memory_bytes: float | None = None  # per chip, when the TPU compiler verified the applied mesh
 
 
+Number = int | float  # kept as written: an int stays an int in the JSON
+
+
+class Outcome(BaseModel):
+    """An applied proposal's outcome: predicted against measured. A row of the `outcomes` table, plus the path of
+    the knowledge record written for it; the editor's Record Outcome reply and `asap outcome --json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    experiment_id: str
+    application_id: str
+    rank: int
+    created: Number
+    generation: str | None
+    slice: str | None
+    profile: str
+    predicted_step_s: Number
+    measured_step_s: Number
+    step_error: Number
+    predicted_mfu: Number | None
+    measured_mfu: Number | None
+    predicted_hbm_bytes: Number | None
+    measured_hbm_bytes: Number | None
+    memory_error: Number | None
+    baseline_step_s: Number | None
+    predicted_speedup: Number | None
+    measured_speedup: Number | None
+    delivered: bool | None
+    stated_confidence: Number
+    bottleneck_before: str | None
+    bottleneck_after: str
+    bottleneck_moved: bool
+    record: str  # the knowledge record (kb/history schema) written for it
+
+
 def record_outcome(
     an: Analysis,
     config: Path,
@@ -264,8 +301,8 @@ def record_outcome(
     exp_id: str | None = None,
     rank: int | None = None,
     db: sqlite_utils.Database | None = None,
-) -> dict[str, Any]:
-    """Match the profile to the applied proposal, record predicted vs measured; the outcome row (as JSON)."""
+) -> Outcome:
+    """Match the profile to the applied proposal, record predicted vs measured; the outcome."""
     d = _db(db)
     if measured.mismatch:
         raise OutcomeError("the profile is of another run: " + "; ".join(measured.mismatch))
@@ -320,7 +357,7 @@ def record_outcome(
     }
     d.table("outcomes").insert(row, pk="id")
     row["record"] = str(write_record(row, ex, prop))
-    return row
+    return Outcome.model_validate(row)
 
 
 def write_record(outcome: dict[str, Any], ex: dict[str, Any], prop: dict[str, Any]) -> Path:
@@ -582,7 +619,7 @@ def pending(an: Analysis, config: Path, measured: Measured, db: sqlite_utils.Dat
 
 def record_if_pending(
     an: Analysis, config: Path, report: Any, pf: Any, findings: list[Any], maxtext_python: str | None = None
-) -> dict[str, Any] | None:
+) -> Outcome | None:
     """The outcome of an applied proposal from a profile that arrived after it was applied (the editor's linked or
     discovered profile), recorded; None when the profile is not such a run or is already recorded. Raises
     OutcomeError when the profile has no training steps."""
@@ -593,16 +630,16 @@ def record_if_pending(
     return record_outcome(an, config, measured)
 
 
-def describe(outcome: dict[str, Any]) -> str:
+def describe(outcome: Outcome) -> str:
     """One line for a notification: what proposal N did, against what ASAP predicted."""
-    sp, psp = outcome["measured_speedup"], outcome["predicted_speedup"]
+    sp, psp = outcome.measured_speedup, outcome.predicted_speedup
     speed = (
         f"measured x{sp:.2f} against the predicted x{psp:.2f}"
         if sp is not None and psp is not None
-        else f"step {outcome['measured_step_s'] * 1e3:.1f} ms against the predicted "
-        f"{outcome['predicted_step_s'] * 1e3:.1f} ms"
+        else f"step {outcome.measured_step_s * 1e3:.1f} ms against the predicted "
+        f"{outcome.predicted_step_s * 1e3:.1f} ms"
     )
     return (
-        f"outcome of proposal {outcome['rank']} recorded: {speed}; bottleneck {outcome['bottleneck_before']} -> "
-        f"{outcome['bottleneck_after']}"
+        f"outcome of proposal {outcome.rank} recorded: {speed}; bottleneck {outcome.bottleneck_before} -> "
+        f"{outcome.bottleneck_after}"
     )

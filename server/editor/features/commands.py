@@ -13,7 +13,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from server.editor import background
-from server.editor.contract import CommandError, ErrorCode, ServerCommand
+from server.editor.contract import CommandError, ErrorCode, LinkProfileReply, RooflineReply, ServerCommand
 from server.editor.progress import client_progress
 from server.editor.server import AsapServer
 from server.profiles import profile_convert, profile_link
@@ -68,7 +68,7 @@ async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -
             ErrorCode.NO_PROFILE_LINKED, "no profile is linked to this config: link the run's profile, or pass its path"
         )
 
-    def record() -> dict[str, Any]:
+    def record() -> experiments.Outcome:
         try:
             return experiments.record_outcome(an, path, experiments.measure(an, target))
         except experiments.OutcomeError as e:
@@ -78,7 +78,7 @@ async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -
 
     out = await asyncio.get_running_loop().run_in_executor(None, record)
     log.info("%s: %s", path.name, experiments.describe(out))
-    return out
+    return out.model_dump()
 
 
 def verify(ls: AsapServer, uri: str) -> None:
@@ -116,7 +116,7 @@ def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
         proposals=report.proposals if report is not None else [],
     )
     name = Path(to_fs_path(uri) or uri).name
-    return {"title": f"ASAP roofline: {name}", "spec": chart, "fresh": report is not None}
+    return RooflineReply(title=f"ASAP roofline: {name}", spec=chart, fresh=report is not None).model_dump()
 
 
 def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
@@ -139,7 +139,7 @@ def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[s
     ls.failed.clear()
     ls.schedule(uri, invalidate=True)
     log.info("profile link of %s -> %s (%s)", path, target, written)
-    return {"links_file": str(written), "profile": str(target) if target else None}
+    return LinkProfileReply(links_file=str(written), profile=str(target) if target else None).model_dump()
 
 
 COMMANDS: dict[ServerCommand, Callable[..., Any]] = {
