@@ -38,13 +38,8 @@ def compiled(mem_gib: float, limit_gib: float = 31.25) -> Compiled:
     )
 
 
-def entry(res: VerifyResult, rank: int | None = None) -> dict:
-    return {
-        "label": "current mesh" if rank is None else f"proposal {rank}",
-        "rank": rank,
-        "overrides": {},
-        "result": res.to_json(),
-    }
+def entry(res: VerifyResult, rank: int | None = None) -> verification.VerifiedTarget:
+    return verification.VerifiedTarget("current mesh" if rank is None else f"proposal {rank}", rank, {}, res)
 
 
 def test_targets_are_the_current_mesh_then_each_proposal_in_full() -> None:
@@ -112,7 +107,7 @@ def test_proposals_hover_gains_a_compiler_column() -> None:
     others = [line for line in md.splitlines() if line.startswith("| ") and "not compiled" in line]
     assert len(others) == len([p for p in doc.proposals if p.rank != p1.rank])
     assert (
-        verification.summary(VerifyResult(VerifyStatus.OK, "", compiled=compiled(14.1)).to_json())
+        verification.summary(VerifyResult(VerifyStatus.OK, "", compiled=compiled(14.1)))
         == "fits, 14.1 of 31.25 GiB"
     )
 

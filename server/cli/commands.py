@@ -168,6 +168,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from server.compile.verify import VerifyStatus
     from server.presentation import verification
 
     read = _read_config(args.config)
@@ -202,14 +203,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
-        _print_json(out[0]["result"] if len(out) == 1 else {"results": out})
+        _print_json(out[0].result.to_json() if len(out) == 1 else {"results": [e.to_json() for e in out]})
     else:
         for entry in out:
             print(render.verification(entry))
-    statuses = [e["result"]["status"] for e in out]
-    if any(s in ("unavailable", "error") for s in statuses):
+    statuses = [e.result.status for e in out]
+    if any(s in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR) for s in statuses):
         return 2
-    return 1 if statuses[0] != "ok" else 0
+    return 1 if statuses[0] != VerifyStatus.OK else 0
 
 
 def cmd_outcome(args: argparse.Namespace) -> int:

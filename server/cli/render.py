@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from server.perf.enumeration import Alternative
     from server.perf.estimate import Estimate
     from server.perf.model_summary import ModelSummary
+    from server.presentation.verification import VerifiedTarget
     from server.profiles import profile as prof
     from server.services.analysis import Analysis
     from server.services.experiments import Outcome
@@ -240,13 +241,13 @@ def analysis(doc: AnalysisReport) -> None:
 
 
 # -- asap verify ---------------------------------------------------------------------------------------------
-def verification(entry: dict[str, Any]) -> str:
+def verification(entry: VerifiedTarget) -> str:
     """One verified mesh (an entry of `verification.verify_all`): status, message, and the compiler's memory and
-    collectives beside the estimate's."""
-    r = entry["result"]
-    changes = ", ".join(f"{k}={v}" for k, v in entry["overrides"].items() if v != 1) or "as written"
-    out = [f"== {entry['label']} ({changes}) on {r['slice'] or '?'}: {r['status']}", f"   {r['message']}"]
-    c, e = r["compiled"], r["estimate"]
+    collectives beside the estimate's (bytes rounded as the JSON rounds them)."""
+    r = entry.result
+    changes = ", ".join(f"{k}={v}" for k, v in entry.overrides.items() if v != 1) or "as written"
+    out = [f"== {entry.label} ({changes}) on {r.slice or '?'}: {r.status}", f"   {r.message}"]
+    c, e = r.compiled, r.estimate
     if c is None:
         if e is not None:
             out.append(
@@ -254,22 +255,22 @@ def verification(entry: dict[str, Any]) -> str:
             )
         return "\n".join(out)
     out.append(f"   {'':<26}{'estimate':>14}{'compiler':>14}")
-    out.append(
-        f"   {'memory per chip':<26}{gib(e and e['memory_per_chip_bytes']):>14}{gib(c['memory_per_chip_bytes']):>14}"
-    )
-    for part in sorted(c["components"]):
-        out.append(f"   {'  ' + part:<26}{'':>14}{gib(c['components'][part]):>14}")
-    axes = sorted(set(c["collectives_by_axis"]) | set((e or {}).get("collectives_by_axis", {})))
+    est_mem = e["memory_per_chip_bytes"] if e else None
+    out.append(f"   {'memory per chip':<26}{gib(est_mem):>14}{gib(round(c.memory_per_chip_bytes)):>14}")
+    for part in sorted(c.components):
+        out.append(f"   {'  ' + part:<26}{'':>14}{gib(round(c.components[part])):>14}")
+    by_axis = {a: {k: round(v) for k, v in d.items()} for a, d in c.collectives_by_axis().items()}
+    axes = sorted(set(by_axis) | set((e or {}).get("collectives_by_axis", {})))
     for a in axes:
         ev = sum((e or {}).get("collectives_by_axis", {}).get(a, {}).values()) if e else None
-        cv = sum(c["collectives_by_axis"].get(a, {}).values())
+        cv = sum(by_axis.get(a, {}).values())
         out.append(f"   {'collectives on ' + a:<26}{gib(ev):>14}{gib(cv):>14}")
-    how = f", extrapolated from {c['layers_compiled']} of {c['layers']} layers" if c["extrapolated"] else ""
+    how = f", extrapolated from {c.layers_compiled} of {c.layers} layers" if c.extrapolated else ""
     out.append(
-        f"   compiled in {c['compile_s']:.1f} s{how}{' (cached)' if r['cached'] else ''}; "
-        f"libtpu {r['versions'].get('libtpu')}, jax {r['versions'].get('jax')}"
+        f"   compiled in {round(c.compile_s, 2):.1f} s{how}{' (cached)' if r.cached else ''}; "
+        f"libtpu {r.versions.get('libtpu')}, jax {r.versions.get('jax')}"
     )
-    out.extend(f"   ! {d['message']}" for d in r["disagreements"])
+    out.extend(f"   ! {d['message']}" for d in r.disagreements)
     return "\n".join(out)
 
 

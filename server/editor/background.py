@@ -139,7 +139,7 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
         log.info("verification of %s cancelled", path)
         return
     for e in results:
-        log.info("TPU compiler, %s of %s: %s", e["label"], Path(path).name, e["result"]["message"])
+        log.info("TPU compiler, %s of %s: %s", e.label, path.name, e.result.message)
     ls.state(uri).verified = Versioned(version, results)
     ls.publish_current(uri)
     ls.refresh_code_lenses()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from server.agents.report import AnalysisReport
+from server.presentation.verification import VerifiedTarget
 from server.services.analysis import Analysis
 from server.services.experiments import Outcome
 from server.services.profile_analysis import ProfileResult
@@ -38,7 +39,7 @@ class DocumentState:
     analysis: Versioned[Analysis] | None = None  # static checks and estimate
     profile: ProfileResult | None = None  # the linked profile's result (for the last analysis)
     agents: Versioned[AnalysisReport] | None = None  # the agents' diagnosis and proposals
-    verified: Versioned[list[dict[str, Any]]] | None = None  # the TPU compiler's, per target
+    verified: Versioned[list[VerifiedTarget]] | None = None  # the TPU compiler's, per target
     new_outcome: Outcome | None = None  # an outcome recorded by itself, to announce once
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)  # "refresh", "agents", "verify"
 

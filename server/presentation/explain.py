@@ -8,7 +8,6 @@ import math
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from server.agents.report import AnalysisReport
 from server.common import codes
@@ -19,6 +18,7 @@ from server.config.slices import GB, SOURCES, Slice
 from server.perf.estimate import Estimate, step_tokens
 from server.presentation import verification
 from server.presentation.agent_findings import mesh_label
+from server.presentation.verification import VerifiedTarget
 from server.profiles import profile as prof
 from server.services.analysis import Analysis
 from server.services.profile_analysis import ProfileResult
@@ -432,7 +432,7 @@ def profile_md(report: prof.Report, source: str) -> str:
     return "\n".join(out)
 
 
-def agent_md(result: AnalysisReport, stale: bool, verified: list[dict[str, Any]] | None = None) -> str:
+def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget] | None = None) -> str:
     """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic). `verified`: the
     TPU compiler's verification of the current mesh and the proposals (server/presentation/verification.py), when
     run."""
@@ -446,7 +446,7 @@ def agent_md(result: AnalysisReport, stale: bool, verified: list[dict[str, Any]]
     if result.calibration:
         out += ["", f"*{result.calibration}*"]
     props = result.proposals
-    by_rank = {e["rank"]: e["result"] for e in verified or []}
+    by_rank = {e.rank: e.result for e in verified or []}
     if props:
         compiler = bool(verified)
         head = "| # | mesh and changes | expected | confidence |" + (" TPU compiler |" if compiler else "")

@@ -72,6 +72,20 @@ def one_at_a_time(wait: Progress | None = None) -> Iterator[None]:
             lock.release()
 
 
+@dataclass(frozen=True)
+class VerifiedTarget:
+    """One target compiled: its label, the proposal's rank (None: the config's own mesh), the mesh keys it set,
+    and the verifier's result."""
+
+    label: str
+    rank: int | None
+    overrides: dict[str, Any]
+    result: verify_mod.VerifyResult
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "rank": self.rank, "overrides": self.overrides, "result": self.result.to_json()}
+
+
 def verify_all(
     source: Config | Path,
     todo: list[Target],
@@ -81,11 +95,11 @@ def verify_all(
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
     maxtext_python: str | None = None,
-) -> list[dict[str, Any]]:
-    """Each target compiled in turn (cached ones answer at once): [{label, rank, overrides, result}].
+) -> list[VerifiedTarget]:
+    """Each target compiled in turn (cached ones answer at once).
     With `maxtext_python`, MaxText's own train_compile of the saved config is compiled instead of ASAP's
     reference program."""
-    out: list[dict[str, Any]] = []
+    out: list[VerifiedTarget] = []
     for i, t in enumerate(todo):
         if cancel is not None and cancel.cancelled:
             break
@@ -106,7 +120,7 @@ def verify_all(
                 cancel=cancel,
                 maxtext_python=maxtext_python,
             )
-        out.append({"label": t.label, "rank": t.rank, "overrides": t.overrides, "result": res.to_json()})
+        out.append(VerifiedTarget(t.label, t.rank, t.overrides, res))
     return out
 
 
@@ -123,46 +137,46 @@ def _mesh_anchor(an: Analysis) -> tuple[str | None, Span]:
     return (e.key, e.key_span) if e is not None else (None, Span.point(0))
 
 
-def current_entry(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return next((e for e in results if e["rank"] is None), None)
+def current_entry(results: list[VerifiedTarget]) -> VerifiedTarget | None:
+    return next((e for e in results if e.rank is None), None)
 
 
-def findings(results: list[dict[str, Any]], an: Analysis, stale: bool) -> list[Finding]:
+def findings(results: list[VerifiedTarget], an: Analysis, stale: bool) -> list[Finding]:
     """The current mesh's verification as diagnostics on the mesh block: verified (ASAP400), does not fit
     (ASAP401), each disagreement with the estimate (ASAP402), or why it could not run (ASAP403). An
     unplaceable mesh already has its static error (ASAP106)."""
     entry = current_entry(results)
     if entry is None:
         return []
-    r = entry["result"]
+    r = entry.result
     key, span = _mesh_anchor(an)
     prefix = STALE if stale else ""
 
     def at(code: DiagCode, sev: Severity, msg: str) -> Finding:
-        return Finding(code, sev, prefix + msg, key, an.config.path, span, data={"verify": r["status"]})
+        return Finding(code, sev, prefix + msg, key, an.config.path, span, data={"verify": str(r.status)})
 
-    st = r["status"]
+    st = r.status
     if st in (VerifyStatus.UNPLACEABLE, VerifyStatus.INVALID, VerifyStatus.CANCELLED):
         return []
     if st in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR):
-        return [at(UNAVAILABLE, Severity.INFORMATION, f"TPU compiler: {r['message']}")]
+        return [at(UNAVAILABLE, Severity.INFORMATION, f"TPU compiler: {r.message}")]
     out = [
-        at(DOES_NOT_FIT, Severity.ERROR, f"TPU compiler: {r['message']}")
+        at(DOES_NOT_FIT, Severity.ERROR, f"TPU compiler: {r.message}")
         if st == VerifyStatus.DOES_NOT_FIT
-        else at(VERIFIED, Severity.INFORMATION, r["message"][:1].upper() + r["message"][1:])
+        else at(VERIFIED, Severity.INFORMATION, r.message[:1].upper() + r.message[1:])
     ]
-    for d in r["disagreements"]:
+    for d in r.disagreements:
         out.append(at(DISAGREES, Severity.WARNING, f"Estimate vs TPU compiler: {d['message']}"))
     return out
 
 
-def summary(r: dict[str, Any]) -> str:
+def summary(r: verify_mod.VerifyResult) -> str:
     """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ..."""
-    c = r.get("compiled")
-    if r["status"] == VerifyStatus.OK and c:
-        return f"fits, {c['memory_per_chip_bytes'] / 2**30:.1f} of {c['hbm_limit_bytes'] / 2**30:.2f} GiB"
-    if r["status"] == VerifyStatus.DOES_NOT_FIT:
-        need = r.get("needs_bytes")
-        have = r.get("available_bytes")
+    c = r.compiled
+    if r.status == VerifyStatus.OK and c:
+        mem, limit = round(c.memory_per_chip_bytes), round(c.hbm_limit_bytes)  # as the JSON has them
+        return f"fits, {mem / 2**30:.1f} of {limit / 2**30:.2f} GiB"
+    if r.status == VerifyStatus.DOES_NOT_FIT:
+        need, have = r.needs_bytes, r.available_bytes
         return f"does not fit, needs {need / 2**30:.1f} of {have / 2**30:.2f} GiB" if need and have else "does not fit"
-    return r["status"]
+    return str(r.status)

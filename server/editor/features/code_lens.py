@@ -32,7 +32,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     verified = st.verified.fresh(doc.version) if st.verified is not None else None
     entry = verification.current_entry(verified) if verified is not None else None
     if entry is not None:
-        lenses.append(lens(f"TPU compiler: {verification.summary(entry['result'])}"))
+        lenses.append(lens(f"TPU compiler: {verification.summary(entry.result)}"))
     lenses.append(lens("Analyze", ServerCommand.RUN_AGENTS, doc.uri))
     if an.estimate is not None:
         lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
