@@ -106,10 +106,7 @@ def test_proposals_hover_gains_a_compiler_column() -> None:
     assert row.endswith("| does not fit, needs 40.0 of 31.25 GiB |")
     others = [line for line in md.splitlines() if line.startswith("| ") and "not compiled" in line]
     assert len(others) == len([p for p in doc.proposals if p.rank != p1.rank])
-    assert (
-        verification.summary(VerifyResult(VerifyStatus.OK, "", compiled=compiled(14.1)))
-        == "fits, 14.1 of 31.25 GiB"
-    )
+    assert verification.summary(VerifyResult(VerifyStatus.OK, "", compiled=compiled(14.1))) == "fits, 14.1 of 31.25 GiB"
 
 
 def test_compiles_wait_for_another_process_holding_the_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
