@@ -20,7 +20,7 @@ from server.config.source import YamlSyntaxError
 from server.perf.enumeration import top_alternatives
 from server.perf.estimate import EstimateError, estimate
 from server.profiles.profile import ProfileError
-from server.services.analysis import analyze
+from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import analyze_tools
 
 
@@ -36,6 +36,18 @@ def _read_config(name: str) -> tuple[Path, str] | None:
     except OSError as e:
         print(f"asap: cannot read {name}: {e.strerror}", file=sys.stderr)
         return None
+
+
+def _analysed(args: argparse.Namespace, mesh: bool = False) -> tuple[Path, str, Analysis, dict[str, Any]] | None:
+    """`args.config` read and analysed for `args.slice`, with `args.mesh` parsed when `mesh` (else {}); None after
+    saying why the config cannot be read or the mesh does not parse (exit status 2)."""
+    read = _read_config(args.config)
+    if read is None:
+        return None
+    path, text = read
+    an = analyze(path, text, default_slice=args.slice)
+    overrides = _mesh_arg(args.mesh) if mesh else {}
+    return None if overrides is None else (path, text, an, overrides)
 
 
 def _mesh_arg(text: str | None) -> dict[str, Any] | None:
@@ -65,15 +77,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    read = _read_config(args.config)
-    if read is None:
+    loaded = _analysed(args, mesh=True)
+    if loaded is None:
         return 2
-    path, text = read
-    an = analyze(path, text, default_slice=args.slice)
+    path, _, an, overrides = loaded
     cfg = an.config
-    overrides = _mesh_arg(args.mesh)
-    if overrides is None:
-        return 2
     if overrides:
         cfg = with_overrides(cfg, overrides)
     chk = check(cfg, args.slice)
@@ -171,14 +179,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from server.compile.verify import VerifyStatus
     from server.presentation import verification
 
-    read = _read_config(args.config)
-    if read is None:
+    loaded = _analysed(args, mesh=True)
+    if loaded is None:
         return 2
-    path, text = read
-    an = analyze(path, text, default_slice=args.slice)
-    base = _mesh_arg(args.mesh)
-    if base is None:
-        return 2
+    path, text, an, base = loaded
     todo = [verification.Target("current mesh" if not base else "mesh", base)]
     if args.proposals:
         from server.agents.coordinator import run_report
@@ -216,14 +220,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_outcome(args: argparse.Namespace) -> int:
     from server.services import experiments
 
-    read = _read_config(args.config)
-    if read is None:
+    loaded = _analysed(args)
+    if loaded is None:
         return 2
-    path, text = read
+    path, _, an, _ = loaded
     if (args.experiment is None) != (args.proposal is None):
         print("asap outcome: --experiment and --proposal go together", file=sys.stderr)
         return 2
-    an = analyze(path, text, default_slice=args.slice)
     try:
         measured = experiments.measure(an, Path(args.profile))
         out = experiments.record_outcome(an, path, measured, args.experiment, args.proposal)
