@@ -163,11 +163,8 @@ class AsapServer(LanguageServer):
             findings += agent_findings.diagnosis_findings(st.agents.value, an, stale=stale)
         if st.verified is not None:
             findings += verification.findings(st.verified.value, an, stale=st.verified.version != doc.version)
-        return [
-            f
-            for f in findings
-            if (f.file is None or _same(f.file, doc)) and (self.settings.show_estimate or f.code != DiagCode.ESTIMATE)
-        ]
+        here = _InDocument(doc)
+        return [f for f in findings if here(f.file) and (self.settings.show_estimate or f.code != DiagCode.ESTIMATE)]
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
         if self.shutting_down:  # background work finishing after shutdown has no one to tell
@@ -252,5 +249,21 @@ class AsapServer(LanguageServer):
         log.error("internal error (%s): %s", getattr(source, "__name__", source), error, exc_info=error)
 
 
-def _same(file: Path, doc: TextDocument) -> bool:
-    return doc.path is not None and file.resolve() == Path(doc.path).resolve()
+class _InDocument:
+    """Whether a finding's file is this document (None: it is): by path, resolving links only when the paths
+    differ as written (resolving costs system calls per finding, on every publish)."""
+
+    def __init__(self, doc: TextDocument) -> None:
+        self.path = Path(doc.path) if doc.path is not None else None
+        self._resolved: Path | None = None
+
+    def __call__(self, file: Path | None) -> bool:
+        if file is None:
+            return True
+        if self.path is None:
+            return False
+        if file == self.path:
+            return True
+        if self._resolved is None:
+            self._resolved = self.path.resolve()
+        return file.resolve() == self._resolved
