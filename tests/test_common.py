@@ -81,7 +81,7 @@ def test_childproc_hands_over_events_and_lines_in_order() -> None:
 def test_childproc_timeout_kills_the_child_and_what_it_started() -> None:
     started: list[int] = []
     out = childproc.run(
-        _python(_FAMILY), env=_env(), on_event=lambda e: started.append(_watch(e["pid"])), timeout_s=3.0
+        _python(_FAMILY), env=_env(), on_event=lambda e: started.append(_watch(e["pid"])), timeout_s=1.5
     )
     assert out.timed_out and not out.cancelled
     assert out.returncode == -9  # SIGKILL

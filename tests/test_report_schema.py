@@ -6,6 +6,7 @@ to the same JSON; a document with a renamed or missing key is rejected by both."
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import subprocess
 import sys
@@ -33,6 +34,12 @@ def validator() -> jsonschema.protocols.Validator:
 
 
 def analyze_json(config: Path, *extra: str) -> dict[str, Any]:
+    """The CLI's real `asap analyze --json` document (a fresh copy: callers may change it)."""
+    return copy.deepcopy(_analyze_json(config, *extra))
+
+
+@functools.cache
+def _analyze_json(config: Path, *extra: str) -> dict[str, Any]:
     r = subprocess.run(
         [sys.executable, "-m", "server.cli.main", "analyze", str(config), "--json", *extra],
         capture_output=True,
