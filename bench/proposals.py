@@ -10,6 +10,11 @@ Matching is exact on the ICI and DCN degree of every axis (the tuned -1 resolved
 same FSDP degree as fsdp_transpose does not count as fsdp. Targets (issue 6): the tuned mesh among the three
 for every reference, first for at least 80%; analyze under 2 s with a cached profile. A benchmark: always
 exits 0.
+
+Two trivial baselines are scored on the same starts (issue 16): "always pure FSDP" (the one mesh fsdp = every
+device of a slice, data parallelism over the slices), and "the enumeration's fastest meshes without the knowledge
+base" (server/perf/enumeration.py top_alternatives: the three fastest meshes the cost model prices, with no agent
+and no knowledge store).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT  # noqa: E402
 from server.agents.coordinator import run  # noqa: E402
 from server.agents.types import Experiment  # noqa: E402
 from server.config.axes import AXES  # noqa: E402
+from server.perf.enumeration import top_alternatives  # noqa: E402
 from server.services.analysis import analyze  # noqa: E402
 
 # The DOMAIN.md §4 development references (v6e-256 tuned configs, the v6e tiering results, the v4 runs).
@@ -76,11 +82,58 @@ def naive(ref: object, kind: str) -> str:
     return config_text(type(ref)(**{**ref.__dict__, "config": cfg}))  # type: ignore[attr-defined]
 
 
+Mesh = tuple[dict[str, int], dict[str, int]]
+
+
+class Score:
+    """How often a rule's meshes hold the tuned one: among them, and first; strictly and with fsdp_transpose folded."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.found, self.first, self.found_alike, self.first_alike = name, 0, 0, 0, 0
+
+    def add(self, meshes: list[Mesh], tuned: Mesh) -> None:
+        ranks = [i for i, m in enumerate(meshes, 1) if m == tuned]
+        alike = [
+            i for i, (ici, dcn) in enumerate(meshes, 1) if (fold(ici), fold(dcn)) == (fold(tuned[0]), fold(tuned[1]))
+        ]
+        self.found += bool(ranks)
+        self.first += ranks[:1] == [1]
+        self.found_alike += bool(alike)
+        self.first_alike += alike[:1] == [1]
+
+    def line(self, total: int) -> str:
+        return (
+            f"{self.name:<46} among its meshes {self.found:>2}/{total}, first {self.first:>2}/{total}; "
+            f"fsdp_transpose folded: among {self.found_alike:>2}/{total}, first {self.first_alike:>2}/{total}"
+        )
+
+
+def pure_fsdp(text: str) -> list[Mesh]:
+    """The baseline "always pure FSDP": fsdp over every device of a slice, data parallelism over the slices."""
+    sl = analyze(None, text).check.slice
+    if sl is None:
+        return []
+    return [({"fsdp": sl.devices_per_slice}, {"data": sl.num_slices} if sl.num_slices > 1 else {})]
+
+
+def fastest_priced(path: Path, text: str) -> list[Mesh]:
+    """The baseline "the enumeration's three fastest meshes", no agents and no knowledge base."""
+    an = analyze(path, text)
+    if an.estimate is None:
+        return []
+    return [(a.ici, a.dcn) for a in top_alternatives(an.config, an.estimate, 3)]
+
+
 def main() -> None:
     refs = [r for r in (*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT) if any(r.name.startswith(d) for d in DEV)]
     print(f"{'reference':<60} {'start':<7} {'tuned mesh':<42} rank  speedup(tuned) top-1")
     found = first = total = found_alike = first_alike = 0
     special_found = special_total = 0
+    asap_score, fsdp_score, fastest_score = (
+        Score("ASAP (agents, offline)"),
+        Score("B1 always pure FSDP"),
+        Score("B2 enumeration's 3 fastest, no knowledge base"),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for ref in refs:
             tuned = resolved(config_text(ref))
@@ -90,6 +143,9 @@ def main() -> None:
                 p = Path(tmp) / "c.yml"
                 p.write_text(text)
                 res = run(Experiment(p, text))  # with the knowledge store, as users run it
+                asap_score.add([(pr.ici, pr.dcn) for pr in res.proposals if not pr.keep_current], tuned)
+                fsdp_score.add(pure_fsdp(text), tuned)
+                fastest_score.add(fastest_priced(p, text), tuned)
                 rank = next(
                     (pr.rank for pr in res.proposals if (pr.ici, pr.dcn) == tuned and not pr.keep_current), None
                 )
@@ -127,6 +183,9 @@ def main() -> None:
         f"with either; the cost model cannot tell them apart): among the 3 {found_alike}/{total}, first "
         f"{first_alike}/{total}"
     )
+    print("\nthe same starts, ASAP beside two trivial baselines (a rule scores its own meshes: B1 has one):")
+    for sc in (asap_score, fsdp_score, fastest_score):
+        print("  " + sc.line(total))
     # -- end-to-end time: `asap analyze` as a user runs it (a new process each time) -------------------------
     import subprocess
 
