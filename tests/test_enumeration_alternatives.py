@@ -36,9 +36,30 @@ def test_top_alternatives_are_ranked_priced_and_sorted() -> None:
         assert r.label == mesh_label(r.ici, r.dcn, ici_prefix="ICI ")
         assert r.bottleneck in ("compute", "hbm", "communication") and 0 < r.mfu < 1 and r.hbm_bytes > 0
     assert rows[0].speedup > 1  # 16-way tensor parallelism is not the fastest mesh of the slice
-    # the same candidates, in the same order, as the mesh enumeration's
-    ranked = enumerate_meshes(inputs(cfg), est.layout.slice).ranked[:5]
-    assert [r.label for r in rows] == [c.layout.label() for c in ranked]
+    # the mesh enumeration's candidates in its order, one row per mesh the cost model can tell apart
+    ranked = enumerate_meshes(inputs(cfg), est.layout.slice).ranked
+    labels = [c.layout.label() for c in ranked]
+    assert [labels.index(r.label) for r in rows] == sorted(labels.index(r.label) for r in rows)
+    assert {r.label for r in rows}.isdisjoint({e for r in rows for e in r.equivalent})
+
+
+def test_fsdp_and_fsdp_transpose_splits_are_one_row_in_the_configs_spelling() -> None:
+    """fsdp=256, fsdp_transpose=256 and fsdp=16 x fsdp_transpose=16 are priced the same: one row, written as the
+    config writes FSDP, with the others listed as equivalent (issue 16: 'one row per mesh')."""
+    cfg, est = _estimate("llama2-7b-v5e-256.yml")  # fsdp over the slice, no fsdp_transpose
+    rows = top_alternatives(cfg, est, 8)
+    first = rows[0]
+    assert first.ici == {"fsdp": 256}
+    assert set(first.equivalent) == {"ICI fsdp_transpose=256", "ICI fsdp=16 x fsdp_transpose=16"}
+    for r in rows:  # no row repeats another's mesh with FSDP split differently
+        folded = {a: d for a, d in r.ici.items() if a != "fsdp_transpose"}
+        assert "fsdp_transpose" not in r.ici, r.label  # the config does not use fsdp_transpose
+        assert folded == r.ici
+    meshes = [tuple(sorted(r.ici.items())) for r in rows]
+    assert len(meshes) == len(set(meshes))
+    # a config that uses fsdp_transpose gets its spelling
+    tcfg, test = _estimate("llama2-7b-v5e-256.yml", ici_fsdp_parallelism=1, ici_fsdp_transpose_parallelism=256)
+    assert top_alternatives(tcfg, test, 1)[0].ici == {"fsdp_transpose": 256}
 
 
 def test_top_alternatives_json_rows_and_limits() -> None:
@@ -54,7 +75,9 @@ def test_top_alternatives_json_rows_and_limits() -> None:
         "bottleneck",
         "hbm_bytes",
         "speedup",
+        "equivalent",
     ]
     assert top_alternatives(cfg, est, 0) == []
     everything = top_alternatives(cfg, est, 10_000)
-    assert len(everything) == len(enumerate_meshes(inputs(cfg), est.layout.slice).ranked)
+    ranked = enumerate_meshes(inputs(cfg), est.layout.slice).ranked
+    assert len(everything) + sum(len(r.equivalent) for r in everything) == len(ranked)  # every candidate, once

@@ -14,7 +14,7 @@ from server.config.axes import AXES
 from server.config.mesh import check
 from server.config.resolve import Config, with_overrides
 from server.kb.store import KnowledgeStore
-from server.perf.enumeration import Enumeration, enumerate_meshes
+from server.perf.enumeration import Enumeration, enumerate_meshes, one_per_mesh
 from server.perf.estimate import Estimate, EstimateError, estimate, inputs
 from server.profiles.profile import Report
 from server.services.analysis import Analysis
@@ -160,8 +160,9 @@ class Context:
     def tool_enumerate_meshes(self, top: int = 10, other_changes: dict[str, Any] | None = None) -> dict[str, Any]:
         en = self.enumeration(other_changes)
         cur = self.current
+        uses_transpose = cur is not None and cur.layout.ici.get("fsdp_transpose", 1) > 1
         out = []
-        for c in en.ranked[: max(1, min(top, 30))]:
+        for c, same in one_per_mesh(en.ranked, uses_transpose)[: max(1, min(top, 30))]:
             e = c.estimate
             out.append(
                 {
@@ -172,6 +173,7 @@ class Context:
                     "bottleneck": e.time.bottleneck()[0],
                     "hbm_bytes": e.memory.total,
                     "speedup": (e.tokens_per_s / cur.tokens_per_s) if cur else None,
+                    "equivalent": [{"ici": compact(o.layout.ici), "dcn": compact(o.layout.dcn)} for o in same],
                 }
             )
         return {"candidates": out, "valid_and_fitting": len(en.ranked), "over_hbm": len(en.too_big)}

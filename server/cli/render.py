@@ -103,11 +103,13 @@ def estimate(path: Path, est: Estimate) -> str:
 def alternatives(slice_name: str, rows: Sequence[Alternative]) -> str:
     """`--top N`: the fastest valid meshes of the slice, with their speedup over the config's."""
     lines = [f"  fastest valid meshes on {slice_name} (of every assignment that launches and fits):"]
-    lines.extend(
-        f"    {r.rank}. {r.label:<48} MFU {r.mfu:.1%}  step {r.step_s * 1e3:,.0f} ms  "
-        f"{r.bottleneck}-bound  x{r.speedup:.2f}"
-        for r in rows
-    )
+    for r in rows:
+        lines.append(
+            f"    {r.rank}. {r.label:<48} MFU {r.mfu:.1%}  step {r.step_s * 1e3:,.0f} ms  "
+            f"{r.bottleneck}-bound  x{r.speedup:.2f}"
+        )
+        if r.equivalent:
+            lines.append(f"       equivalent (priced the same): {'; '.join(r.equivalent)}")
     return "\n".join(lines)
 
 

@@ -156,6 +156,7 @@ class Alternative:
     bottleneck: str  # compute | hbm | communication
     hbm_bytes: float  # per device
     speedup: float  # the config's step time over this one's
+    equivalent: tuple[str, ...] = ()  # labels of the meshes the cost model cannot tell from this one
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -168,15 +169,46 @@ class Alternative:
             "bottleneck": self.bottleneck,
             "hbm_bytes": self.hbm_bytes,
             "speedup": self.speedup,
+            "equivalent": list(self.equivalent),
         }
+
+
+def _folded(mesh: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    """A mesh with fsdp_transpose folded into fsdp (both shard a weight's embed dimension over the same devices)."""
+    out = {a: d for a, d in mesh.items() if a != "fsdp_transpose"}
+    out["fsdp"] = out.get("fsdp", 1) * mesh.get("fsdp_transpose", 1)
+    return tuple(sorted((a, d) for a, d in out.items() if d != 1))
+
+
+def one_per_mesh(cands: list[Candidate], uses_transpose: bool) -> list[tuple[Candidate, list[Candidate]]]:
+    """Candidates the cost model cannot tell apart as one row each: the same mesh once fsdp_transpose is folded
+    into fsdp, priced at the same step time and memory (splits of one FSDP degree between the two axes, placed
+    alike). Each group is kept at its best rank and written in the config's spelling: fsdp, unless the config
+    itself uses fsdp_transpose (then the split with the most of it); the others are its equivalents."""
+    groups: dict[tuple[Any, ...], list[Candidate]] = {}
+    for c in cands:
+        key = (
+            _folded(c.layout.ici),
+            _folded(c.layout.dcn),
+            round(c.step_s, 12),
+            round(c.estimate.memory.total),
+        )
+        groups.setdefault(key, []).append(c)
+    out = []
+    for members in groups.values():
+        pick = (max if uses_transpose else min)(members, key=lambda c: c.layout.ici.get("fsdp_transpose", 1))
+        out.append((pick, [c for c in members if c is not pick]))
+    return out
 
 
 def top_alternatives(cfg: Config, est: Estimate, n: int) -> list[Alternative]:
     """The `n` fastest meshes of `est`'s slice that launch and fit (`enumerate_meshes`, honouring the config's
-    `allow_split_physical_axes`), fastest first, with their speedup over `est`. Raises EstimateError when the
-    config's inputs cannot be read."""
+    `allow_split_physical_axes`), fastest first, one row per mesh the cost model can tell apart (`one_per_mesh`),
+    with their speedup over `est`. Raises EstimateError when the config's inputs cannot be read."""
     allow_split = bool(cfg.get("allow_split_physical_axes", False))
     en = enumerate_meshes(inputs(cfg), est.layout.slice, allow_split)
+    uses_transpose = est.layout.ici.get("fsdp_transpose", 1) > 1 or est.layout.dcn.get("fsdp_transpose", 1) > 1
+    rows = one_per_mesh(en.ranked, uses_transpose)
     return [
         Alternative(
             rank=i,
@@ -188,6 +220,7 @@ def top_alternatives(cfg: Config, est: Estimate, n: int) -> list[Alternative]:
             bottleneck=c.estimate.time.bottleneck()[0],
             hbm_bytes=c.estimate.memory.total,
             speedup=est.time.step_s / c.estimate.time.step_s,
+            equivalent=tuple(e.layout.label() for e in same),
         )
-        for i, c in enumerate(en.ranked[:n], 1)
+        for i, (c, same) in enumerate(rows[: max(0, n)], 1)
     ]
