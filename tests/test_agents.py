@@ -220,3 +220,35 @@ def test_calibration_splits_on_collectives_except_for_a_cpu_only_profile(tmp_pat
         assert cal.kc == cal.kx == pytest.approx(2.0) and "CPU-only" in (cal.note or "")
     else:
         assert cal.kx > cal.kc
+
+
+# Over the usable HBM but inside the band where the estimate cannot decide (TIGHT_BAND): 15.98 of 15.75 GiB.
+TIGHT = """\
+model_name: llama2-7b
+compile_topology: v5e-16
+per_device_batch_size: 5
+max_target_length: 4096
+ici_fsdp_parallelism: -1
+remat_policy: full
+"""
+
+
+def test_a_tight_mesh_is_a_warning_everywhere_and_no_proposal_needs_more_hbm(tmp_path: Path, capsys):
+    """One memory rule (issue 16): 'tight' is a warning in check, estimate and analyze alike, never "does not
+    launch"; and while the current mesh is tight, no proposal needs more HBM than it does."""
+    an = analyze(tmp_path / "c.yml", TIGHT)
+    mem = an.estimate.memory
+    assert mem.verdict == "tight" and mem.total > mem.usable and mem.launches  # over usable, inside the band
+    codes = {f.code for f in an.diagnostics}
+    assert "ASAP122" in codes and "ASAP121" not in codes  # a warning, not the error
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(TIGHT)
+    assert main(["check", str(cfg)]) == 0
+    assert main(["estimate", str(cfg)]) == 0  # tight: exit 0 as in check (1 is for "does not fit")
+    capsys.readouterr()
+    res = analyze_text(tmp_path, TIGHT)
+    assert res.proposals, "a tight mesh still gets proposals"
+    for p in res.proposals:
+        assert p.speedup == p.speedup, f"proposal {p.rank} priced against a current mesh that 'does not launch'"
+        assert p.hbm_bytes <= mem.total, (p.rank, p.hbm_bytes, mem.total)
+    assert "does not launch" not in (res.diagnosis.summary if res.diagnosis else "")

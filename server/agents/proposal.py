@@ -137,7 +137,9 @@ def candidates(ctx: Context, diag: Diagnosis, cal: Calibration) -> tuple[list[_C
         "ici": {d.axis.name: int(d.raw) for d in chk.ici if isinstance(d.raw, int)},
         "dcn": {d.axis.name: int(d.raw) for d in chk.dcn if isinstance(d.raw, int)},
     }
-    cur_tput = (cur.tokens_per_step / cal.step(cur)) if cur is not None and cur.memory.fits else None
+    cur_tput = (cur.tokens_per_step / cal.step(cur)) if cur is not None and cur.memory.launches else None
+    # a current mesh at or over the HBM limit: no proposal may need more memory than it does
+    hbm_cap = cur.memory.total if cur is not None and cur.memory.verdict != "fits" else math.inf
     best: dict[tuple[Any, ...], _Cand] = {}
     for other in _variants(ctx, diag):
         try:
@@ -146,6 +148,8 @@ def candidates(ctx: Context, diag: Diagnosis, cal: Calibration) -> tuple[list[_C
             continue
         for c in en.ranked:
             e = c.estimate
+            if e.memory.total > hbm_cap:
+                continue
             step = cal.step(e)
             tput = e.tokens_per_step / step
             fam = _family(c.layout, other)
@@ -292,7 +296,7 @@ def propose(ctx: Context, diag: Diagnosis, cal: Calibration) -> list[Proposal]:
     cur_fam = _family(cur.layout, {}) if cur is not None else None
     out: list[Proposal] = []
     best = ranked[0]
-    keep = cur is not None and cur.memory.fits and cur_tput is not None and best.speedup < CLEARLY_BETTER
+    keep = cur is not None and cur.memory.launches and cur_tput is not None and best.speedup < CLEARLY_BETTER
     if keep and cur is not None:
         step = cal.step(cur)
         out.append(

@@ -37,7 +37,7 @@ class Evaluation:
 
     @property
     def fits(self) -> bool:
-        return self.estimate is not None and self.estimate.memory.fits
+        return self.estimate is not None and self.estimate.memory.launches
 
     def to_json(self, current: Estimate | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {

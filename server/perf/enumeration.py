@@ -36,7 +36,7 @@ class Candidate:
 
     @property
     def fits(self) -> bool:
-        return self.estimate.memory.verdict != "does not fit"
+        return self.estimate.memory.launches
 
 
 @dataclass

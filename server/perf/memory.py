@@ -263,6 +263,12 @@ class Memory:
         return "tight" if self.total <= high * self.usable else "does not fit"
 
     @property
+    def launches(self) -> bool:
+        """ASAP's one memory rule for "does this mesh launch": anything but 'does not fit'. A 'tight' mesh (within
+        the band where the estimate cannot decide) is a warning everywhere, never "does not launch"."""
+        return self.verdict != "does not fit"
+
+    @property
     def headroom(self) -> float:
         return self.usable - self.total
 
