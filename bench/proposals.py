@@ -35,7 +35,7 @@ from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT  # noqa: E402
 from server.agents.coordinator import run  # noqa: E402
 from server.agents.types import Experiment  # noqa: E402
 from server.config.axes import AXES  # noqa: E402
-from server.perf.enumeration import top_alternatives  # noqa: E402
+from server.perf.enumeration import fold_fsdp, top_alternatives  # noqa: E402
 from server.services.analysis import analyze  # noqa: E402
 
 # The DOMAIN.md §4 development references (v6e-256 tuned configs, the v6e tiering results, the v4 runs).
@@ -57,19 +57,8 @@ MESH_KEYS = {a.ici_key for a in AXES} | {a.dcn_key for a in AXES}
 
 
 def resolved(text: str) -> tuple[dict[str, int], dict[str, int]]:
-    an = analyze(None, text)
-    chk = an.check
-    ici = {d.axis.name: int(d.degree or 1) for d in chk.ici if int(d.degree or 1) != 1}
-    dcn = {d.axis.name: int(d.degree or 1) for d in chk.dcn if int(d.degree or 1) != 1}
-    return ici, dcn
-
-
-def fold(mesh: dict[str, int]) -> dict[str, int]:
-    """fsdp_transpose folded into fsdp."""
-    out = {a: d for a, d in mesh.items() if a != "fsdp_transpose"}
-    if "fsdp_transpose" in mesh:
-        out["fsdp"] = out.get("fsdp", 1) * mesh["fsdp_transpose"]
-    return out
+    chk = analyze(None, text).check
+    return chk.degrees("ici", drop_ones=True), chk.degrees("dcn", drop_ones=True)
 
 
 def naive(ref: object, kind: str) -> str:
@@ -91,11 +80,11 @@ class Score:
     def __init__(self, name: str) -> None:
         self.name, self.found, self.first, self.found_alike, self.first_alike = name, 0, 0, 0, 0
 
-    def add(self, meshes: list[Mesh], tuned: Mesh) -> None:
+    def add(self, meshes: list[Mesh | None], tuned: Mesh) -> None:
+        """`meshes` in rank order; None for a rank that proposes no change (keep the current mesh)."""
+        folded = (fold_fsdp(tuned[0]), fold_fsdp(tuned[1]))
         ranks = [i for i, m in enumerate(meshes, 1) if m == tuned]
-        alike = [
-            i for i, (ici, dcn) in enumerate(meshes, 1) if (fold(ici), fold(dcn)) == (fold(tuned[0]), fold(tuned[1]))
-        ]
+        alike = [i for i, m in enumerate(meshes, 1) if m is not None and (fold_fsdp(m[0]), fold_fsdp(m[1])) == folded]
         self.found += bool(ranks)
         self.first += ranks[:1] == [1]
         self.found_alike += bool(alike)
@@ -127,8 +116,7 @@ def fastest_priced(path: Path, text: str) -> list[Mesh]:
 def main() -> None:
     refs = [r for r in (*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT) if any(r.name.startswith(d) for d in DEV)]
     print(f"{'reference':<60} {'start':<7} {'tuned mesh':<42} rank  speedup(tuned) top-1")
-    found = first = total = found_alike = first_alike = 0
-    special_found = special_total = 0
+    total = special_found = special_total = 0
     asap_score, fsdp_score, fastest_score = (
         Score("ASAP (agents, offline)"),
         Score("B1 always pure FSDP"),
@@ -143,26 +131,14 @@ def main() -> None:
                 p = Path(tmp) / "c.yml"
                 p.write_text(text)
                 res = run(Experiment(p, text))  # with the knowledge store, as users run it
-                asap_score.add([(pr.ici, pr.dcn) for pr in res.proposals if not pr.keep_current], tuned)
+                asap_score.add([None if pr.keep_current else (pr.ici, pr.dcn) for pr in res.proposals], tuned)
                 fsdp_score.add(pure_fsdp(text), tuned)
                 fastest_score.add(fastest_priced(p, text), tuned)
                 rank = next(
                     (pr.rank for pr in res.proposals if (pr.ici, pr.dcn) == tuned and not pr.keep_current), None
                 )
-                alike = next(
-                    (
-                        pr.rank
-                        for pr in res.proposals
-                        if (fold(pr.ici), fold(pr.dcn)) == (fold(tuned[0]), fold(tuned[1]))
-                    ),
-                    None,
-                )
-                found_alike += alike is not None
-                first_alike += alike == 1
                 tuned_speed = next((pr.speedup for pr in res.proposals if (pr.ici, pr.dcn) == tuned), None)
                 total += 1
-                found += rank is not None
-                first += rank == 1
                 if special:
                     special_total += 1
                     special_found += rank is not None
@@ -173,6 +149,7 @@ def main() -> None:
                 top_label = " x ".join(f"{a}={d}" for a, d in top.ici.items()) if top else "-"
                 sp = "-" if tuned_speed is None or tuned_speed != tuned_speed else f"x{tuned_speed:.2f}"
                 print(f"{ref.name[:60]:<60} {kind:<7} {label[:42]:<42} {rank or '-':>4}  {sp:>8}  {top_label}")
+    found, first = asap_score.found, asap_score.first
     print(
         f"\ntuned mesh among the 3 proposals: {found}/{total} ({found / total:.0%}; target 100%); "
         f"first: {first}/{total} ({first / total:.0%}; target >= 80%); among the 3 for references with tensor, "
@@ -180,8 +157,8 @@ def main() -> None:
     )
     print(
         "counting fsdp and fsdp_transpose of the same degree as one mesh (MaxText shards a weight's embed dimension "
-        f"with either; the cost model cannot tell them apart): among the 3 {found_alike}/{total}, first "
-        f"{first_alike}/{total}"
+        f"with either; the cost model cannot tell them apart): among the 3 {asap_score.found_alike}/{total}, first "
+        f"{asap_score.first_alike}/{total}"
     )
     print("\nthe same starts, ASAP beside two trivial baselines (a rule scores its own meshes: B1 has one):")
     for sc in (asap_score, fsdp_score, fastest_score):

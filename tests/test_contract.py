@@ -17,7 +17,7 @@ GENERATED = ROOT / "extension" / "src" / "contract.ts"
 
 
 def test_generated_typescript_is_current():
-    assert GENERATED.read_text(encoding="utf-8") == contract.typescript(), "run tools/write_contract.py"
+    assert GENERATED.read_text(encoding="utf-8") == contract.typescript(), "run tools/write_generated.py"
 
 
 def test_server_registers_every_server_command_and_no_other():

@@ -62,9 +62,9 @@ def check(doc: dict[str, Any], validator: jsonschema.protocols.Validator) -> Ana
 def test_committed_schema_is_the_generated_one() -> None:
     assert json.loads(SCHEMA.read_text(encoding="utf-8")) == json_schema()
     r = subprocess.run(
-        [sys.executable, "tools/write_schema.py", "--check"], capture_output=True, text=True, cwd=ROOT, timeout=60
+        [sys.executable, "tools/write_generated.py", "--check"], capture_output=True, text=True, cwd=ROOT, timeout=60
     )
-    assert r.returncode == 0, r.stdout + r.stderr + " (run tools/write_schema.py)"
+    assert r.returncode == 0, r.stdout + r.stderr + " (run tools/write_generated.py)"
 
 
 @pytest.mark.parametrize("config", EXAMPLES, ids=[p.name for p in EXAMPLES])

@@ -4,7 +4,7 @@ JSON that `Result.to_json()` (server/agents/types.py) and the nested `to_json()`
 attributes instead of string keys and a change of shape fails validation instead of a reader far away.
 
 The published JSON schema (schema/analyze.schema.json) is generated from `AnalysisReport` by
-tools/write_schema.py; tests/test_report_schema.py keeps the two equal and checks real CLI output against it.
+tools/write_generated.py; tests/test_report_schema.py keeps the two equal and checks real CLI output against it.
 
 Conventions: every model forbids keys it does not list and is strict about types (a string is not a chip
 count), so drift is caught where the document is parsed; `Number` keeps an int an int and a float a float, so
@@ -440,5 +440,5 @@ class AnalysisReport(_Doc):
 
 def json_schema() -> dict[str, Any]:
     """The published JSON schema of the document (JSON Schema 2020-12): schema/analyze.schema.json, written by
-    tools/write_schema.py."""
+    tools/write_generated.py."""
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **AnalysisReport.model_json_schema()}

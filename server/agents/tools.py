@@ -160,9 +160,8 @@ class Context:
     def tool_enumerate_meshes(self, top: int = 10, other_changes: dict[str, Any] | None = None) -> dict[str, Any]:
         en = self.enumeration(other_changes)
         cur = self.current
-        uses_transpose = cur is not None and cur.layout.ici.get("fsdp_transpose", 1) > 1
         out = []
-        for c, same in one_per_mesh(en.ranked, uses_transpose)[: max(1, min(top, 30))]:
+        for c, same in one_per_mesh(en.ranked, cur.layout if cur is not None else None)[: max(1, min(top, 30))]:
             e = c.estimate
             out.append(
                 {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
@@ -17,7 +17,6 @@ from server.agents.types import Experiment
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken
 from server.editor.progress import client_progress
-from server.editor.server import AsapServer
 from server.editor.state import Versioned
 from server.presentation import verification
 from server.profiles import profile_convert
@@ -26,6 +25,9 @@ from server.profiles.profile_convert import ProfileFiles
 from server.services import experiments, profile_analysis
 from server.services.analysis import Analysis
 from server.services.profile_analysis import ProfileResult
+
+if TYPE_CHECKING:  # the server calls these jobs; they only take it as an argument
+    from server.editor.server import AsapServer
 
 log = logging.getLogger("asap")
 

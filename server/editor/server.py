@@ -26,7 +26,7 @@ from server.agents.report import AnalysisReport
 from server.common.codes import DiagCode
 from server.common.findings import Finding
 from server.config import models
-from server.editor import lsp_convert
+from server.editor import background, lsp_convert
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Versioned
 from server.presentation import agent_findings, verification
@@ -197,8 +197,6 @@ class AsapServer(LanguageServer):
 
     async def refresh(self, uri: str, delay: float = 0.0) -> None:
         """Analyze a snapshot off the event loop; publish and cache it unless the document moved on."""
-        from server.editor import background
-
         if delay:
             await asyncio.sleep(delay)  # debounce: a newer change cancels this task
         doc = self.workspace.text_documents.get(uri)

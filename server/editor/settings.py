@@ -32,7 +32,7 @@ class Settings(BaseModel):
     @field_validator("default_slice", "kb_path", mode="after")
     @classmethod
     def _blank_is_unset(cls, v: str | None) -> str | None:
-        return v.strip() or None if v is not None else None
+        return (v.strip() or None) if v is not None else None
 
     @field_validator("maxtext_python", "maxtext_path", mode="after")
     @classmethod

@@ -173,23 +173,27 @@ class Alternative:
         }
 
 
-def _folded(mesh: dict[str, int]) -> tuple[tuple[str, int], ...]:
-    """A mesh with fsdp_transpose folded into fsdp (both shard a weight's embed dimension over the same devices)."""
+def fold_fsdp(mesh: dict[str, int]) -> dict[str, int]:
+    """A mesh with fsdp_transpose folded into fsdp (both shard a weight's embed dimension over the same devices),
+    the axes that shard only."""
     out = {a: d for a, d in mesh.items() if a != "fsdp_transpose"}
     out["fsdp"] = out.get("fsdp", 1) * mesh.get("fsdp_transpose", 1)
-    return tuple(sorted((a, d) for a, d in out.items() if d != 1))
+    return {a: d for a, d in out.items() if d != 1}
 
 
-def one_per_mesh(cands: list[Candidate], uses_transpose: bool) -> list[tuple[Candidate, list[Candidate]]]:
+def one_per_mesh(cands: list[Candidate], current: Layout | None) -> list[tuple[Candidate, list[Candidate]]]:
     """Candidates the cost model cannot tell apart as one row each: the same mesh once fsdp_transpose is folded
     into fsdp, priced at the same step time and memory (splits of one FSDP degree between the two axes, placed
-    alike). Each group is kept at its best rank and written in the config's spelling: fsdp, unless the config
-    itself uses fsdp_transpose (then the split with the most of it); the others are its equivalents."""
+    alike). Each group is kept at its best rank and written in the spelling of the `current` config: fsdp, unless
+    it uses fsdp_transpose itself (then the split with the most of it); the others are its equivalents."""
+    uses_transpose = current is not None and (
+        current.ici.get("fsdp_transpose", 1) > 1 or current.dcn.get("fsdp_transpose", 1) > 1
+    )
     groups: dict[tuple[Any, ...], list[Candidate]] = {}
     for c in cands:
         key = (
-            _folded(c.layout.ici),
-            _folded(c.layout.dcn),
+            tuple(sorted(fold_fsdp(c.layout.ici).items())),
+            tuple(sorted(fold_fsdp(c.layout.dcn).items())),
             round(c.step_s, 12),
             round(c.estimate.memory.total),
         )
@@ -207,8 +211,7 @@ def top_alternatives(cfg: Config, est: Estimate, n: int) -> list[Alternative]:
     with their speedup over `est`. Raises EstimateError when the config's inputs cannot be read."""
     allow_split = bool(cfg.get("allow_split_physical_axes", False))
     en = enumerate_meshes(inputs(cfg), est.layout.slice, allow_split)
-    uses_transpose = est.layout.ici.get("fsdp_transpose", 1) > 1 or est.layout.dcn.get("fsdp_transpose", 1) > 1
-    rows = one_per_mesh(en.ranked, uses_transpose)
+    rows = one_per_mesh(en.ranked, est.layout)
     return [
         Alternative(
             rank=i,

@@ -40,9 +40,7 @@ async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
     exp, kb, llm = background.experiment(ls, uri, doc.source), background.kb_path(ls), ls.settings.llm
     loop = asyncio.get_running_loop()
     async with client_progress(ls, "ASAP: analyzing", path.name) as progress:
-        report, cached = await loop.run_in_executor(
-            None, lambda: run_report(exp, llm, lambda m: progress.report(m), kb_path=kb)
-        )
+        report, cached = await loop.run_in_executor(None, lambda: run_report(exp, llm, progress.report, kb_path=kb))
     log.info("analysis of %s (%s)", path, "cached" if cached else report.backend.name)
     return report.to_json()
 
