@@ -77,6 +77,14 @@ attempt() {
   D=$OUT/run
   mkdir -p "$D/user/User" "$D/home" "$D/ext/asap-dev.asap-0.1.0"
   cp -r "$ROOT/examples" "$D/ws"
+  # The interpreter twice over: the asap.python user setting below, and a workspace .venv the extension finds by
+  # itself. code-server can start the extension host before it has read the user settings (seen here, with CI's
+  # symptom of the last submission, no first diagnostic in 90 s:
+  # the ASAP channel logged "asap.python is not set" and no configuration change followed), and a test of the
+  # editor must not hang on that race.
+  mkdir -p "$D/ws/.venv/bin"
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$D/ws/.venv/bin/python"
+  chmod +x "$D/ws/.venv/bin/python"
   cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$D/ext/asap-dev.asap-0.1.0/"
   PY="$PY" node -e '
     const settings = {
