@@ -11,7 +11,7 @@ from server.config.axes import mesh_label
 from server.config.mesh import check
 from server.config.resolve import Config, load, with_overrides
 from server.perf.enumeration import enumerate_meshes, top_alternatives
-from server.perf.estimate import Estimate, estimate, inputs
+from server.perf.estimate import Estimate, Inputs, estimate, inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,3 +81,29 @@ def test_top_alternatives_json_rows_and_limits() -> None:
     everything = top_alternatives(cfg, est, 10_000)
     ranked = enumerate_meshes(inputs(cfg), est.layout.slice).ranked
     assert len(everything) + sum(len(r.equivalent) for r in everything) == len(ranked)  # every candidate, once
+
+
+def _model_inputs(model: str, pdbs: int, seq: int) -> Inputs:
+    from server.services.analysis import analyze
+
+    text = f"model_name: {model}\nper_device_batch_size: {pdbs}\nmax_target_length: {seq}\n"
+    return inputs(analyze(None, text).config)
+
+
+def test_split_only_meshes_are_marked_needs_split() -> None:
+    """With allow_split the enumeration holds both the meshes placed on whole physical axes and those JAX places
+    only by splitting one (needs_split); without it, only the former."""
+    from server.config.slices import parse_slice
+
+    inp = _model_inputs("llama2-7b", 4, 4096)
+    sl = parse_slice("v6e-256")  # 16x16
+    split = enumerate_meshes(inp, sl, allow_split=True)
+    by_label = {c.layout.label(): c for c in [*split.ranked, *split.too_big]}
+    assert by_label["ICI fsdp=64 x tensor=4"].needs_split
+    assert not by_label["ICI fsdp=16 x tensor=16"].needs_split
+    assert not by_label["ICI fsdp=256"].needs_split
+    whole = enumerate_meshes(inp, sl)
+    whole_labels = {c.layout.label() for c in [*whole.ranked, *whole.too_big]}
+    assert not any(c.needs_split for c in [*whole.ranked, *whole.too_big])
+    assert "ICI fsdp=64 x tensor=4" not in whole_labels
+    assert whole_labels == {label for label, c in by_label.items() if not c.needs_split}

@@ -38,6 +38,13 @@ class Candidate:
     def fits(self) -> bool:
         return self.estimate.memory.launches
 
+    @property
+    def needs_split(self) -> bool:
+        """Placed only with `allow_split_physical_axes: true`: JAX cannot place this mesh on whole physical axes
+        of the slice (always False in an enumeration without it)."""
+        pl = self.layout.placement
+        return pl is not None and pl.split
+
 
 @dataclass
 class Enumeration:
