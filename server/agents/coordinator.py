@@ -7,6 +7,7 @@ content key, the knowledge index, the backend).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -21,14 +22,14 @@ from pydantic import ValidationError
 from server import __version__
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
-from server.agents.report import AnalysisReport
+from server.agents.report import AnalysisReport, NothingFitsView
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.common import store as cache_store
 from server.common.findings import Severity
 from server.profiles import profile_convert
 from server.profiles.profile import ProfileError, Report
-from server.services import experiments
+from server.services import experiments, nothing_fits
 from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import analyze_tools
 from server.services.profile_analysis import run as run_profile
@@ -68,13 +69,20 @@ def _profile(an: Analysis, exp: Experiment, notes: list[str], progress: Progress
         return None, ""
 
 
+@functools.cache
+def _shape_key() -> str:
+    """The document's shape (its JSON schema), hashed: a key added with a default still parses from an old entry."""
+    return hashlib.sha256(json.dumps(AnalysisReport.model_json_schema(), sort_keys=True).encode()).hexdigest()
+
+
 def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
-    """Everything a result depends on: ASAP's version, the backend, the config's path and its and its parents'
-    text, the slice override, the profile files (path, size, mtime) and the knowledge content."""
+    """Everything a result depends on: ASAP's version and the document's shape, the backend, the config's path and
+    its and its parents' text, the slice override, the profile files (path, size, mtime) and the knowledge content."""
     from server.kb.store import content_hash, kb_dir
     from server.profiles import profile_link
 
     h = hashlib.sha256(f"{__version__}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
+    h.update(_shape_key().encode())  # a stored document of another shape is analysed again, not read as this one
     h.update((exp.text or "").encode())
     for p in an.config.chain:
         with contextlib.suppress(OSError):
@@ -122,6 +130,7 @@ def run_report(
         log.warning("analysis cache unavailable: %s", e)
         db = None
     report = run(exp, llm, progress, client, kb_path=kb_path).report()
+    report.nothing_fits = _nothing_fits(an, progress)
     _calibrate(report)
     if db is not None and an.config.is_maxtext:  # the experiment log: this analysis, its predictions, an id
         try:
@@ -134,6 +143,20 @@ def run_report(
                 {"key": key, "created": time.time(), "result": json.dumps(report.to_json())}, pk="key"
             )
     return report, False
+
+
+def _nothing_fits(an: Analysis, progress: Progress | None) -> NothingFitsView | None:
+    """When no mesh of the slice launches: what would fit, each option priced (server/services/nothing_fits.py)."""
+    if an.estimate is not None and an.estimate.memory.launches:
+        return None  # the config's own mesh launches
+    if progress:
+        progress("looking for what would fit")
+    try:
+        nf = nothing_fits.for_analysis(an)
+    except Exception:
+        log.exception("nothing_fits failed")
+        return None
+    return None if nf is None else NothingFitsView.from_json(nf.to_json())
 
 
 def _calibrate(report: AnalysisReport) -> None:

@@ -411,6 +411,54 @@ class ProposalView(_Doc):
     stated_confidence: Number | SkipJsonSchema[None] = _absent()
 
 
+class FitOptionView(_Doc):
+    """One change that would make a config fit where nothing does, priced on its fastest mesh that launches
+    (server/services/nothing_fits.py `FitOption.to_json()`)."""
+
+    kind: str  # per_device_batch_size | remat_policy | host_offload | split_physical_axes | slice
+    changes: dict[str, JsonValue]  # YAML keys to set besides the mesh
+    slice: str
+    chips: int  # per slice
+    ici: dict[str, int]  # axes whose degree is not 1
+    dcn: dict[str, int]
+    step_s: Number
+    tokens_per_s: Number  # tokens per second
+    tokens_per_step: Number
+    mfu: Number
+    hbm_bytes: int  # per device
+    usable_bytes: int
+    verdict: str  # fits | tight
+    basis: str
+    note: str
+
+
+class LeastMeshView(_Doc):
+    """The mesh of the slice that needs the least HBM per device as configured, and by how much it is over."""
+
+    ici: dict[str, int]
+    dcn: dict[str, int]
+    hbm_bytes: int
+    usable_bytes: int
+    over_bytes: int
+    state_bytes: int  # weights, their bf16 casts, gradients and optimizer state: no batch or remat changes them
+
+
+class NothingFitsView(_Doc):
+    """No mesh of the slice launches for the config (`NothingFits.to_json()`): the least-memory mesh, the options
+    that would fit, each priced, and what was tried and did not."""
+
+    summary: str
+    slice: str
+    chips: int
+    model: str
+    per_device_batch_size: Number
+    remat_policy: str
+    allow_split_physical_axes: bool
+    least: LeastMeshView
+    options: list[FitOptionView]
+    tried: list[str]
+
+
 class BackendView(_Doc):
     name: str  # offline | claude
     fallback_reason: str | None
@@ -419,8 +467,9 @@ class BackendView(_Doc):
 
 class AnalysisReport(_Doc):
     """The `asap analyze --json` document: the config's slice, mesh and findings, the estimate, the linked
-    profile, the diagnosis and the proposals, and how they were made. `experiment` is its id in ASAP's
-    experiment log (server/services/experiments.py), present once it is logged."""
+    profile, the diagnosis and the proposals, what would fit when no mesh of the slice does (`nothing_fits`), and
+    how they were made. `experiment` is its id in ASAP's experiment log (server/services/experiments.py), present
+    once it is logged."""
 
     OMIT_IF_NONE = frozenset({"experiment"})
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, title="ASAP analysis")
@@ -433,6 +482,8 @@ class AnalysisReport(_Doc):
     diagnosis: DiagnosisView | None
     calibration: str | None
     proposals: list[ProposalView]
+    # None when some mesh of the slice launches; filled by the Coordinator (server/services/nothing_fits.py)
+    nothing_fits: NothingFitsView | None = None
     backend: BackendView
     notes: list[str]
     experiment: str | SkipJsonSchema[None] = _absent()

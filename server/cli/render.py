@@ -16,7 +16,9 @@ from server.config.axes import mesh_label
 from server.perf import roofline
 
 if TYPE_CHECKING:
-    from server.agents.report import AnalysisReport
+    from rich.console import Console
+
+    from server.agents.report import AnalysisReport, NothingFitsView
     from server.kb.records import Record
     from server.kb.store import Result
     from server.perf.enumeration import Alternative
@@ -220,6 +222,8 @@ def analysis(doc: AnalysisReport) -> None:
             con.print(f"  keys: {', '.join(d.keys)}")
     if doc.calibration:
         con.print(f"[dim]{doc.calibration}[/dim]")
+    if doc.nothing_fits is not None:
+        _nothing_fits(con, doc.nothing_fits)
     if doc.proposals:
         t = Table(title="Proposals", show_lines=False)
         for col in ("#", "mesh and changes", "step", "MFU", "speedup", "confidence"):
@@ -240,6 +244,26 @@ def analysis(doc: AnalysisReport) -> None:
     con.print(f"\nbackend: {b.name}" + (f" ({b.fallback_reason})" if b.fallback_reason else ""))
     for n in doc.notes:
         con.print(f"[dim]note: {n}[/dim]")
+
+
+def _nothing_fits(con: Console, nf: NothingFitsView) -> None:
+    """No mesh of the slice fits: the least-memory mesh, then what would fit, each priced, then what did not."""
+    from rich.markup import escape
+
+    from server.presentation.agent_findings import fit_option_text
+
+    con.print(f"\n[bold red]{escape(nf.summary)}[/bold red]")
+    con.print(f"  the least-memory mesh: {mesh_label(nf.least.ici, nf.least.dcn, ici_prefix='ICI ')}")
+    if nf.options:
+        con.print("  What would fit (each on its fastest mesh that launches):")
+        for o in nf.options:
+            con.print(f"  - {escape(fit_option_text(o))}")
+            if o.note:
+                con.print(f"    {escape(o.note)}")
+    else:
+        con.print("  Nothing ASAP can price fits on its own.")
+    for t in nf.tried:
+        con.print(f"  [dim]tried: {escape(t)}[/dim]")
 
 
 # -- asap verify ---------------------------------------------------------------------------------------------

@@ -1,12 +1,12 @@
 """The agents' result (the typed `asap analyze --json` document, server/agents/report.py) as editor findings
-and quick fixes: the diagnosis
-as a finding on each key it implicates, and each proposal as a fix whose edits are the minimal rewrite of
-the config (server/config/apply.py), re-validated before it is offered. No editor types here.
+and quick fixes: the diagnosis as a finding on each key it implicates (with what would fit when no mesh does), and
+each proposal as a fix whose edits are the minimal rewrite of the config (server/config/apply.py), re-validated
+before it is offered. No editor types here.
 """
 
 from __future__ import annotations
 
-from server.agents.report import AnalysisReport, ProposalView
+from server.agents.report import AnalysisReport, FitOptionView, NothingFitsView, ProposalView
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config import axes
@@ -38,6 +38,29 @@ def proposal_title(p: ProposalView) -> str:
     return f"Apply proposal {p.rank}: {mesh_label(p)} ({expected}, confidence {p.confidence:.0%})"
 
 
+def fit_option_text(o: FitOptionView, short: bool = False) -> str:
+    """One way to fit where nothing does, as people read it: 'per_device_batch_size: 2 on v5e-16 with fsdp=16:
+    step 3,012 ms, 21,756 tokens/s, MFU 55.0%, HBM 16.6 of 15.8 GiB (tight)'; `short`: the changes, the mesh and
+    the step time only."""
+    changes = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in o.changes.items())
+    where = f" ({o.chips} chips)" if "compile_topology" in o.changes else f" on {o.slice}"
+    head = f"{changes}{where} with {axes.mesh_label(o.ici, o.dcn)}"
+    if short:
+        return f"{head} ({o.step_s * 1e3:,.0f} ms a step)"
+    tight = " (tight)" if o.verdict == "tight" else ""
+    return (
+        f"{head}: step {o.step_s * 1e3:,.0f} ms, {o.tokens_per_s:,.0f} tokens/s, MFU {o.mfu:.1%}, "
+        f"HBM {o.hbm_bytes / 2**30:.1f} of {o.usable_bytes / 2**30:.1f} GiB{tight}"
+    )
+
+
+def nothing_fits_text(nf: NothingFitsView) -> str:
+    """The headline and the options in one sentence each (the diagnostic where there is no proposal)."""
+    if not nf.options:
+        return f"{nf.summary}. Nothing ASAP can price fits: {'; '.join(nf.tried)}"
+    return f"{nf.summary}. What would fit: {'; '.join(fit_option_text(o, short=True) for o in nf.options)}"
+
+
 def lens_title(report: AnalysisReport) -> str:
     """The agents' verdict in one line (the code lens above the mesh block)."""
     if any(p.keep_current for p in report.proposals):
@@ -45,6 +68,8 @@ def lens_title(report: AnalysisReport) -> str:
     props = [p for p in report.proposals if not p.keep_current]
     if props and props[0].expected.speedup is not None:
         return f"ASAP: proposal 1 {mesh_label(props[0])} x{props[0].expected.speedup:.2f} (quick fix)"
+    if not props and report.nothing_fits is not None:
+        return f"ASAP: no mesh of {report.nothing_fits.slice} fits (what would: see the diagnostic)"
     return "ASAP: proposals available (quick fix)"
 
 
@@ -60,6 +85,8 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
     elif props:
         sp = props[0].expected.speedup
         advice = f"proposal 1: {mesh_label(props[0])}" + (f" (expected x{sp:.2f})" if sp is not None else "")
+    elif result.nothing_fits is not None:
+        advice = nothing_fits_text(result.nothing_fits)
     else:
         advice = "no proposal"
     first = d.evidence[0].text if d.evidence else ""
