@@ -45,6 +45,15 @@ FAR_TOO_BIG = {
     "max_target_length": 8192,
     "ici_fsdp_parallelism": 16,
 }
+# llama2-7b on v5e-8 at pdbs 2 with remat minimal: a smaller batch, a policy keeping less, offloading the kept
+# matmul outputs and a larger slice each fit.
+MINIMAL = {
+    "model_name": "llama2-7b",
+    "compile_topology": "v5e-8",
+    "per_device_batch_size": 2,
+    "remat_policy": "minimal",
+    "ici_fsdp_parallelism": 8,
+}
 # The config's own mesh (data 16) does not fit, but others of the slice do: the proposals' business, not this one's.
 OTHERS_FIT = {
     "model_name": "llama2-13b",
@@ -54,6 +63,9 @@ OTHERS_FIT = {
     "ici_fsdp_parallelism": 1,
     "ici_data_parallelism": 16,
 }
+
+
+CONFIGS = {"too_big": TOO_BIG, "far_too_big": FAR_TOO_BIG, "minimal": MINIMAL, "others_fit": OTHERS_FIT}
 
 
 def yaml_text(values: dict[str, Any]) -> str:
@@ -77,7 +89,7 @@ def run_cli(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 def _analyzed(name: str) -> tuple[Path, dict[str, Any], str]:
     import tempfile
 
-    values = {"too_big": TOO_BIG, "far_too_big": FAR_TOO_BIG, "others_fit": OTHERS_FIT}[name]
+    values = CONFIGS[name]
     d = Path(tempfile.mkdtemp(prefix="asap-nothing-fits-"))
     path = d / f"{name}.yml"
     path.write_text(yaml_text(values), encoding="utf-8")
@@ -128,7 +140,8 @@ def test_nothing_fits_json_has_the_least_mesh_and_priced_options() -> None:
 
 
 def test_every_option_fits_when_the_changed_config_is_priced_again(tmp_path: Path) -> None:
-    for name, values in (("too_big", TOO_BIG), ("far_too_big", FAR_TOO_BIG)):
+    for name in ("too_big", "far_too_big", "minimal"):
+        values = CONFIGS[name]
         _, doc = analyzed(name)
         options = doc["nothing_fits"]["options"]
         assert options, name
@@ -149,9 +162,9 @@ def _previous(name: str) -> str:
     return names[names.index(name) - 1]
 
 
-@pytest.mark.parametrize("name", ["too_big", "far_too_big"])
+@pytest.mark.parametrize("name", ["too_big", "far_too_big", "minimal"])
 def test_the_slice_option_is_the_smallest_slice_that_fits(name: str, tmp_path: Path) -> None:
-    values = {"too_big": TOO_BIG, "far_too_big": FAR_TOO_BIG}[name]
+    values = CONFIGS[name]
     _, doc = analyzed(name)
     opt = next(o for o in doc["nothing_fits"]["options"] if o["kind"] == "slice")
     sl = parse_slice(opt["slice"])
@@ -160,12 +173,23 @@ def test_the_slice_option_is_the_smallest_slice_that_fits(name: str, tmp_path: P
     changed = {**values, **opt["changes"], "compile_topology": prev.name}
     if "per_device_batch_size" in opt["changes"]:  # the same global batch on the smaller slice
         global_batch = opt["changes"]["per_device_batch_size"] * sl.devices
-        assert global_batch == values["per_device_batch_size"] * 16
+        assert global_batch == values["per_device_batch_size"] * parse_slice(values["compile_topology"]).devices
         changed["per_device_batch_size"] = global_batch / prev.devices
     p = tmp_path / "prev.yml"
     p.write_text(yaml_text(changed), encoding="utf-8")
     en = enumerate_meshes(inputs(load(p)), prev, False)
     assert not en.ranked and en.too_big  # valid meshes, none fits
+
+
+def test_a_policy_keeping_less_and_offload_are_offered_where_they_fit() -> None:
+    _, doc = analyzed("minimal")
+    nf = doc["nothing_fits"]
+    by_kind = {o["kind"]: o for o in nf["options"]}
+    assert set(by_kind) == {"per_device_batch_size", "remat_policy", "host_offload", "slice"}
+    # the policy keeping the most that fits (the least recompute), then the offload of MaxText's named policy
+    assert by_kind["remat_policy"]["changes"] == {"remat_policy": "save_out_proj"}
+    assert by_kind["host_offload"]["changes"] == {"remat_policy": "minimal_offloaded"}
+    assert by_kind["per_device_batch_size"]["changes"] == {"per_device_batch_size": 0.5}  # global batch 4 of 8 chips
 
 
 def test_far_too_big_says_what_did_not_fit_and_keeps_the_global_batch() -> None:
@@ -188,7 +212,7 @@ def test_a_config_with_a_mesh_that_fits_has_nothing_fits_null() -> None:
 
 def test_the_documents_validate_against_the_published_schema() -> None:
     validator = jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text(encoding="utf-8")))
-    for name in ("too_big", "far_too_big", "others_fit"):
+    for name in CONFIGS:
         _, doc = analyzed(name)
         validator.validate(doc)
         report = AnalysisReport.from_json(doc)

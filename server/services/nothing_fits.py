@@ -27,7 +27,7 @@ from server.config.slices import Slice, SliceError, known_names, parse_slice
 from server.perf.enumeration import Candidate, Enumeration, enumerate_meshes, one_per_mesh
 from server.perf.estimate import EstimateError, Inputs, inputs
 from server.perf.layout import Layout, from_check
-from server.perf.memory import kept_activations
+from server.perf.memory import kept_activations, tensor_dims
 from server.perf.remat import CUSTOM_KEYS, POLICIES, RematPolicy
 from server.services.analysis import Analysis
 
@@ -298,28 +298,35 @@ class _Search:
         if fit is None:
             return None, f"no remat_policy without offload fits (down to {less[-1].name})"
         pol = POLICIES[fit.variant.changes["remat_policy"]]
-        return _option("remat_policy", fit, f"{pol.note or 'keeps less'}; the backward pass recomputes more"), ""
+        note = f"keeps {', '.join(sorted(pol.saved))} per layer for the backward pass, which recomputes the rest"
+        return _option("remat_policy", fit, note), ""
 
     def offload(self) -> tuple[FitOption | None, str]:
         pol = self.inp.remat
         kept = pol.saved | pol.offloaded | {CARRY}
-        carry_only = {t: "offload" if t == CARRY or t in pol.offloaded else "device" for t in kept}
-        everything = dict.fromkeys(kept, "offload")
-        variants: list[_Variant] = []
-        seen = {(pol.saved, pol.offloaded)}
-        for want in (carry_only, everything):  # the scan's carry alone first: it recomputes nothing more
+        wants = (
+            {t: "offload" if t == CARRY or t in pol.offloaded else "device" for t in kept},  # the scan's carry
+            {t: "device" if t == CARRY else "offload" for t in kept},  # what the policy keeps besides the carry
+            dict.fromkeys(kept, "offload"),  # both
+        )
+        found: dict[tuple[frozenset[str], frozenset[str]], tuple[float, _Variant]] = {}
+        for want in wants:
             v = self.variant(_custom_changes(self.cfg, want))
             try:
                 got = inputs(v.cfg).remat
             except EstimateError:
                 continue
-            if (got.saved, got.offloaded) in seen or CARRY not in got.offloaded:
+            key = (got.saved, got.offloaded)
+            if key in found or self._kept(got) >= self._kept(pol):
                 continue
-            seen.add((got.saved, got.offloaded))
-            variants.append(v)
-        if not variants:
+            named = next((p.name for p in POLICIES.values() if (p.saved, p.offloaded) == key), None)
+            if named is not None:  # one of MaxText's named policies: one key instead of custom's
+                v = self.variant({"remat_policy": named})
+            found[key] = (tensor_dims(self.inp.shape, got.offloaded), v)
+        if not found:
             return None, "host offload: the config already offloads what the memory model can offload"
-        fit = self.first_fit(variants)
+        # The least host traffic first; offloading everything the policy keeps (least HBM) last.
+        fit = self.first_fit([v for _, v in sorted(found.values(), key=lambda dv: dv[0])])
         if fit is None:
             return None, "host offload of every kept activation does not fit either"
         off = ", ".join(sorted(inputs(fit.variant.cfg).remat.offloaded))
