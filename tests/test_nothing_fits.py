@@ -54,6 +54,14 @@ MINIMAL = {
     "remat_policy": "minimal",
     "ici_fsdp_parallelism": 8,
 }
+# gemma2-9b on v5e-16 at pdbs 1 with remat minimal: no mesh on whole physical axes fits, fsdp 8 x tensor 2 does.
+SPLIT = {
+    "model_name": "gemma2-9b",
+    "compile_topology": "v5e-16",
+    "per_device_batch_size": 1,
+    "remat_policy": "minimal",
+    "ici_fsdp_parallelism": 16,
+}
 # The config's own mesh (data 16) does not fit, but others of the slice do: the proposals' business, not this one's.
 OTHERS_FIT = {
     "model_name": "llama2-13b",
@@ -65,7 +73,13 @@ OTHERS_FIT = {
 }
 
 
-CONFIGS = {"too_big": TOO_BIG, "far_too_big": FAR_TOO_BIG, "minimal": MINIMAL, "others_fit": OTHERS_FIT}
+CONFIGS = {
+    "too_big": TOO_BIG,
+    "far_too_big": FAR_TOO_BIG,
+    "minimal": MINIMAL,
+    "split": SPLIT,
+    "others_fit": OTHERS_FIT,
+}
 
 
 def yaml_text(values: dict[str, Any]) -> str:
@@ -140,7 +154,7 @@ def test_nothing_fits_json_has_the_least_mesh_and_priced_options() -> None:
 
 
 def test_every_option_fits_when_the_changed_config_is_priced_again(tmp_path: Path) -> None:
-    for name in ("too_big", "far_too_big", "minimal"):
+    for name in ("too_big", "far_too_big", "minimal", "split"):
         values = CONFIGS[name]
         _, doc = analyzed(name)
         options = doc["nothing_fits"]["options"]
@@ -162,7 +176,7 @@ def _previous(name: str) -> str:
     return names[names.index(name) - 1]
 
 
-@pytest.mark.parametrize("name", ["too_big", "far_too_big", "minimal"])
+@pytest.mark.parametrize("name", ["too_big", "far_too_big", "minimal", "split"])
 def test_the_slice_option_is_the_smallest_slice_that_fits(name: str, tmp_path: Path) -> None:
     values = CONFIGS[name]
     _, doc = analyzed(name)
@@ -190,6 +204,17 @@ def test_a_policy_keeping_less_and_offload_are_offered_where_they_fit() -> None:
     assert by_kind["remat_policy"]["changes"] == {"remat_policy": "save_out_proj"}
     assert by_kind["host_offload"]["changes"] == {"remat_policy": "minimal_offloaded"}
     assert by_kind["per_device_batch_size"]["changes"] == {"per_device_batch_size": 0.5}  # global batch 4 of 8 chips
+
+
+def test_split_physical_axes_is_offered_when_that_is_what_fits() -> None:
+    _, doc = analyzed("split")
+    nf = doc["nothing_fits"]
+    assert nf["allow_split_physical_axes"] is False
+    split = nf["options"][0]
+    assert split["kind"] == "split_physical_axes" and split["changes"] == {"allow_split_physical_axes": True}
+    assert split["ici"] == {"fsdp": 8, "tensor": 2}
+    # the others fit on whole physical axes: they do not need the flag
+    assert all("allow_split_physical_axes" not in o["changes"] for o in nf["options"][1:])
 
 
 def test_far_too_big_says_what_did_not_fit_and_keeps_the_global_batch() -> None:

@@ -180,7 +180,7 @@ class _Variant:
 class _Fit:
     variant: _Variant
     best: Candidate  # the fastest mesh that launches
-    split: bool  # placed with allow_split_physical_axes
+    add_split: bool  # it needs allow_split_physical_axes, which the config does not set
 
 
 def _basis(sl: Slice, offload: bool = False) -> str:
@@ -201,9 +201,10 @@ def _basis(sl: Slice, offload: bool = False) -> str:
 def _option(kind: str, fit: _Fit, note: str, offload: bool = False) -> FitOption:
     est, sl = fit.best.estimate, fit.variant.slice
     changes = dict(fit.variant.changes)
-    if fit.split:
+    if fit.add_split:
         changes["allow_split_physical_axes"] = True
-        note = f"{note}; only with split physical axes" if note else "only with split physical axes"
+        if kind != "split_physical_axes":
+            note = f"{note}; only with split physical axes" if note else "only with split physical axes"
     return FitOption(
         kind=kind,
         changes=changes,
@@ -242,19 +243,31 @@ class _Search:
         en = _enumerate(inp, v.slice, split)
         if en is None or not en.ranked:
             return None
-        return _Fit(v, one_per_mesh(en.ranked, self.current)[0][0], split)
+        best = one_per_mesh(en.ranked, self.current)[0][0]
+        return _Fit(v, best, best.needs_split and not self.split)
 
-    def first_fit(self, variants: list[_Variant], try_split: bool = True) -> _Fit | None:
+    def first_fit(self, variants: list[_Variant]) -> _Fit | None:
         """The first variant (most wanted first, least memory last) on whose slice some mesh launches, with the
-        config's `allow_split_physical_axes`; failing that, and when `try_split`, with split axes (on the last variant
-        first: if the one needing least memory does not fit split either, none does)."""
+        config's `allow_split_physical_axes`; failing that, with split axes (on the last variant first: if the one
+        needing least memory does not fit split either, none does)."""
         for v in variants:
             hit = self.fits(v, self.split)
             if hit is not None:
                 return hit
-        if self.split or not try_split or not variants or self.fits(variants[-1], True) is None:
+        if self.split or not variants or self.fits(variants[-1], True) is None:
             return None
         return next((hit for v in variants if (hit := self.fits(v, True)) is not None), None)
+
+    def smallest_slice(self, variants: list[_Variant]) -> _Fit | None:
+        """The first of `variants` (larger slices, smallest first) on which a mesh launches on whole physical axes;
+        where the config allows split axes, the slices before it are tried split too. Split meshes of the other slices
+        are not tried: placing every one of the largest slices' takes minutes."""
+        for i, v in enumerate(variants):
+            hit = self.fits(v, False)
+            if hit is not None:
+                smaller = (self.fits(w, True) for w in variants[:i]) if self.split else iter(())
+                return next((h for h in smaller if h is not None), hit)
+        return None
 
     def variant(self, changes: dict[str, Any]) -> _Variant:
         return _Variant(changes, with_overrides(self.cfg, changes), self.slice)
@@ -266,7 +279,11 @@ class _Search:
         hit = self.fits(_Variant({}, self.cfg, self.slice), True)
         if hit is None:
             return None, "allow_split_physical_axes: true does not fit either"
-        return _option("split_physical_axes", hit, "JAX places the mesh over split physical axes"), ""
+        return _option(
+            "split_physical_axes",
+            hit,
+            "JAX places the mesh over split physical axes (no wraparound link on a split axis)",
+        ), ""
 
     def batch(self) -> tuple[FitOption | None, str]:
         sl, pdbs = self.slice, self.inp.pdbs
@@ -340,9 +357,8 @@ class _Search:
         bigger = _larger_slices(sl)
         if not bigger:
             return None, f"{sl.name} is the largest {sl.chip.generation} slice ASAP knows"
-        # Split axes only where the config allows them: placing every split mesh of the largest slices takes long.
         same = [_Variant({"compile_topology": s.name}, self.cfg, s) for s in bigger]
-        fit = self.first_fit(same, try_split=False)
+        fit = self.smallest_slice(same)
         if fit is not None:
             return _option("slice", fit, f"{fit.variant.slice.chips} chips a slice instead of {sl.chips}"), ""
         gen, top = sl.chip.generation, bigger[-1].name
@@ -351,7 +367,7 @@ class _Search:
         for s in bigger:
             changes = {"compile_topology": s.name, "per_device_batch_size": _number(pdbs * sl.devices / s.devices)}
             scaled.append(_Variant(changes, with_overrides(self.cfg, changes), s))
-        fit = self.first_fit(scaled, try_split=False)
+        fit = self.smallest_slice(scaled)
         if fit is None:
             return None, f"{why}, nor at the config's global batch"
         note = (
