@@ -346,8 +346,14 @@ class _Search:
         fit = self.first_fit([v for _, v in sorted(found.values(), key=lambda dv: dv[0])])
         if fit is None:
             return None, "host offload of every kept activation does not fit either"
-        off = ", ".join(sorted(inputs(fit.variant.cfg).remat.offloaded))
-        note = f"offloads {off} to host memory in every layer (priced: exposed where the transfer outlasts compute)"
+        inp = inputs(fit.variant.cfg)
+        moved = RematPolicy("host", saved=inp.remat.offloaded)  # the offloaded tensors, as if kept
+        host = kept_activations(inp.shape, moved, inp.pdbs * inp.seq)
+        note = (
+            f"offloads {', '.join(sorted(inp.remat.offloaded))} to host memory in every layer, "
+            f"{host / GIB:.1f} GiB per device (host memory is not modelled; the transfers are priced, exposed where "
+            "they outlast compute)"
+        )
         return _option("host_offload", fit, note, offload=True), ""
 
     def larger_slice(self) -> tuple[FitOption | None, str]:
