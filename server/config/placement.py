@@ -1,12 +1,15 @@
 """Layer 3 of mesh validation: can JAX place each logical mesh axis on whole physical
 torus axes of the slice?
 
-This runs JAX's own assignment routine (`jax._src.mesh_utils`, the code behind
-`mesh_utils.create_device_mesh` that MaxText calls at launch) on an integer grid shaped
-like the slice's physical device mesh, so the verdict is JAX's, not a re-implementation.
-The device-kind handlers that JAX consults first (ring orders for small v5e/v6e/v5p/tpu7x
-slices) accept any mesh shape; they are mirrored here by the conditions under which
-they return a mesh.
+The verdict and the assignment are JAX's: `_whole_axes` and `_splitting_axes` are a line-by-line port of
+jax 0.10.2's `mesh_utils._create_device_mesh_for_nd_torus` and `_create_device_mesh_for_nd_torus_splitting_axes`
+(the code behind `mesh_utils.create_device_mesh` that MaxText calls at launch), on integer sizes instead of a
+device array, quirks included (its prime factorisation drops a factor of numbers like 14). Plain Python, so a
+mesh enumeration places thousands of shapes in milliseconds without importing JAX; tests/test_placement_jax.py
+checks it against JAX's own routine on every ICI shape of many slices and against `create_device_mesh` on
+libtpu's real topologies. The device-kind handlers that JAX consults first (ring orders for small
+v5e/v6e/v5p/tpu7x slices) accept any mesh shape; they are mirrored here by the conditions under which they
+return a mesh.
 
 The measured `cpu` generation (server/config/slices.py) is JAX's simulated CPU devices: threads of
 one process, no torus, and `create_device_mesh` on CPU devices reshapes the device list. Every
@@ -16,9 +19,9 @@ mesh shape whose product is the device count is placed, trivially.
 from __future__ import annotations
 
 import math
-import threading
+from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from itertools import combinations, product
 
 from server.config.slices import CPU, Slice
 
@@ -35,23 +38,8 @@ class Placement:
     remaining: tuple[int, ...] = field(default=())  # physical axes left when it failed
 
 
-_IMPORT_LOCK = threading.Lock()
-
-
-@lru_cache(maxsize=1)
-def _mesh_utils():  # type: ignore[no-untyped-def]
-    # Imported lazily: importing jax costs about a second, paid once, off the keystroke path.
-    # The lock: the LSP warms this up in one thread while the first analysis may need it in
-    # another, and two threads importing jax at once see half-initialised modules.
-    with _IMPORT_LOCK:
-        from jax._src import mesh_utils
-
-        return mesh_utils
-
-
 def warm_up() -> None:
-    """Import JAX now (the LSP calls this in the background at start-up)."""
-    _mesh_utils()
+    """Nothing to warm any more: placement is plain Python (the LSP's start-up hook still calls this)."""
 
 
 def _handler_accepts(sl: Slice, mesh_shape: tuple[int, ...]) -> str:
@@ -87,26 +75,136 @@ def place(sl: Slice, mesh_shape: tuple[int, ...], allow_split_physical_axes: boo
     if handler:
         return Placement(True, handler=handler)
     phys = jax_physical_shape(sl)
-    mu = _mesh_utils()  # first: imports jax (and numpy) under the lock
-    import numpy as np
-
-    grid = np.arange(math.prod(phys)).reshape(phys)
-    try:
-        _, table = mu._create_device_mesh_for_nd_torus(grid, list(mesh_shape))
-        split = False
-    except NotImplementedError as e:
-        failed, remaining = _failed_axis(phys, mesh_shape)
-        if not allow_split_physical_axes:
-            return Placement(False, error=str(e), failed_axis=failed, remaining=remaining)
-        try:
-            _, table = mu._create_device_mesh_for_nd_torus(grid, list(mesh_shape), allow_split_physical_axes=True)
-        except (NotImplementedError, ValueError, AssertionError) as e2:
-            return Placement(False, error=str(e2), failed_axis=failed, remaining=remaining)
-        split = True
-    assignment = tuple(
-        tuple((p, int(table[p, i])) for p in range(len(phys)) if int(table[p, i]) > 1) for i in range(len(mesh_shape))
-    )
+    columns, error = _whole_axes(phys, mesh_shape)
+    split = False
+    if columns is None:
+        if allow_split_physical_axes:
+            columns = _splitting_axes(phys, mesh_shape)
+            split = True
+        if columns is None:
+            failed, remaining = _failed_axis(phys, mesh_shape)
+            return Placement(False, error=error, failed_axis=failed, remaining=remaining)
+    assignment = tuple(tuple((p, z) for p, z in enumerate(col) if z > 1) for col in columns)
     return Placement(True, assignment=assignment, split=split)
+
+
+# One step of each routine (one logical axis placed, given what the axes before it left) depends only on the
+# sizes below: memoised, a whole enumeration of a slice costs a few hundred steps.
+_WHOLE_STEP: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
+_SPLIT_STEP: dict[tuple[tuple[int, ...], tuple[int, ...], int], tuple[int, ...] | None] = {}
+
+
+def clear_memo() -> None:
+    """Forget the memoised steps (a benchmark's cold first run)."""
+    _WHOLE_STEP.clear()
+    _SPLIT_STEP.clear()
+
+
+def _whole_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> tuple[list[tuple[int, ...]] | None, str]:
+    """`_create_device_mesh_for_nd_torus` without splitting: per logical axis, the size it takes of each physical
+    axis (JAX's assignment matrix, by column), or None and JAX's NotImplementedError message."""
+    assignable = tuple(phys)
+    ones = (1,) * len(phys)
+    columns = [ones] * len(mesh_shape)
+    # Most network-intense (last) first, each onto the first subset of the physical axes left, most axes first,
+    # whose sizes multiply to its size; the subset is used up (zeroed).
+    for index in reversed(range(len(mesh_shape))):
+        size = mesh_shape[index]
+        if size == 1:
+            # Only a subset of size-1 physical axes multiplies to 1: the largest is all of those left.
+            if 1 in assignable:
+                assignable = tuple(0 if v == 1 else v for v in assignable)
+            continue
+        key = (assignable, size)
+        if key in _WHOLE_STEP:
+            chosen = _WHOLE_STEP[key]
+        else:
+            chosen = _WHOLE_STEP[key] = _whole_axes_step(assignable, size)
+        if chosen is None:
+            return None, (
+                f"Failed to find assignment for logical_axis_index {index} of size {size} with remaining assignable "
+                f"mesh {list(assignable)}. The size of each axis in your logical mesh must be equal to the product "
+                "of some subset of the physical mesh axis sizes. E.g. logical mesh (4, 16) is compatible with "
+                "physical mesh 4x4x4 since 4=4 and 16=4x4. If you want to split physical axes, set  "
+                "allow_split_physical_axes to True."
+            )
+        columns[index] = tuple(phys[p] if p in chosen else 1 for p in range(len(phys)))
+        assignable = tuple(0 if p in chosen else v for p, v in enumerate(assignable))
+    return columns, ""
+
+
+def _whole_axes_step(assignable: tuple[int, ...], size: int) -> tuple[int, ...] | None:
+    for k in range(len(assignable), 0, -1):
+        for chosen in combinations(range(len(assignable)), k):
+            if math.prod(assignable[p] for p in chosen) == size:
+                return chosen
+    return None
+
+
+def _splitting_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> list[tuple[int, ...]] | None:
+    """`_create_device_mesh_for_nd_torus_splitting_axes`: per logical axis, the size it takes of each physical axis
+    (JAX's assignment matrix, by column), or None where JAX fails (no feasible assignment for an axis, or one whose
+    sizes do not multiply to the device count, which its reshape rejects)."""
+    used = (1,) * len(phys)  # product of the sizes assigned so far, per physical axis
+    columns = [used] * len(mesh_shape)
+    for index in reversed(range(len(mesh_shape))):
+        size = mesh_shape[index]
+        key = (phys, used, size)
+        if key in _SPLIT_STEP:
+            best = _SPLIT_STEP[key]
+        else:
+            best = _SPLIT_STEP[key] = _splitting_axes_step(phys, used, size)
+        if best is None:
+            return None
+        columns[index] = best
+        used = tuple(u * z for u, z in zip(used, best, strict=True))
+    if math.prod(math.prod(col) for col in columns) != math.prod(phys):
+        return None
+    return columns
+
+
+def _prime_factors(x: int) -> list[int]:
+    """jax mesh_utils._get_prime_factors, as written: for a number with a prime factor above sqrt(x) + 1 left
+    after the small ones it returns only what is left (14 -> [7])."""
+    factors = []
+    for p in range(2, math.isqrt(x) + 2):
+        while x % p == 0:
+            factors.append(p)
+            x //= p
+        if x == 1:
+            return factors
+    return [x]
+
+
+def _splitting_axes_step(phys: tuple[int, ...], used: tuple[int, ...], size: int) -> tuple[int, ...] | None:
+    """The best feasible assignment of one logical axis (`_enumerate_feasible_logical_axis_assignments`, ranked by
+    `_prefer_first_logical_axis_assignment`), or None when there is none."""
+    wanted = Counter(_prime_factors(size))
+    available = [x // u for x, u in zip(phys, used, strict=True)]
+    by_factor: dict[int, list[int]] = {f: [] for f in wanted}
+    for p, a in enumerate(available):
+        for f in _prime_factors(a):
+            if f in wanted:
+                by_factor[f].append(p)
+    options = [(f, set(combinations(by_factor[f], m))) for f, m in wanted.items()]
+    best: tuple[int, ...] | None = None
+    best_rank: tuple[int, int, int, tuple[int, ...]] | None = None
+    for picks in product(*(o for _, o in options)):
+        z = [1] * len(phys)
+        for (f, _), axes in zip(options, picks, strict=True):
+            for p in axes:
+                z[p] *= f
+        cand = tuple(z)
+        # JAX keeps the preferred one of each pair; its preference is a lexicographic order on these.
+        rank = (
+            math.prod(s for s, x in zip(cand, phys, strict=True) if s == x),  # occupies whole axes of more devices
+            sum(1 for s, x in zip(cand, phys, strict=True) if s == x and s > 1),  # more whole axes
+            math.prod(s for s, u in zip(cand, used, strict=True) if u > 1),  # as JAX writes it
+            cand,  # reverse lexicographic order
+        )
+        if best_rank is None or rank > best_rank:
+            best, best_rank = cand, rank
+    return best
 
 
 def _failed_axis(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
@@ -115,8 +213,6 @@ def _failed_axis(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> tuple[in
     Mirrors the greedy order of the torus mapper (most network-intense axis first, most
     physical axes first) only to name the axis; the verdict itself came from JAX.
     """
-    from itertools import combinations
-
     left = list(phys)
     for i in reversed(range(len(mesh_shape))):
         size = mesh_shape[i]

@@ -9,12 +9,13 @@ so only those are generated (JAX's placement then confirms each); with it, every
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
+from operator import itemgetter
 from typing import Any
 
-from server.config.placement import Placement, jax_physical_shape, place
+from server.config.axes import AXES
+from server.config.placement import Placement, clear_memo, jax_physical_shape, place
 from server.config.resolve import Config
 from server.config.slices import Slice
 from server.perf.estimate import Estimate, Inputs, inputs, price, step_flops
@@ -23,6 +24,11 @@ from server.perf.layout import BATCH_SHARDING, Layout
 # Axes a training mesh uses (inference-only and DiLoCo axes are left out).
 ICI_AXES = ("data", "pipeline", "fsdp", "fsdp_transpose", "context", "tensor", "expert")
 DCN_AXES = ("data", "pipeline", "fsdp")
+_ORDER = tuple(a.name for a in AXES)  # mesh_axes order: a layout's degrees and the placement's shape
+_POS = {a: i for i, a in enumerate(_ORDER)}
+_ICI_POS = tuple(_POS[a] for a in ICI_AXES)
+_NO_DCN = dict.fromkeys(_ORDER, 1)
+_EXPERT = ICI_AXES.index("expert")
 
 
 @dataclass(frozen=True)
@@ -67,16 +73,22 @@ def _placeable(sl: Slice, split: bool) -> list[int]:
     return sorted(x for x in sizes if n % x == 0)
 
 
-def _factorizations(n: int, k: int, allowed: list[int]) -> Iterator[tuple[int, ...]]:
-    """Ordered k-tuples of `allowed` values whose product is n."""
+def _factorizations(n: int, k: int, allowed: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Ordered k-tuples of `allowed` values whose product is n, in lexicographic order."""
     if k == 1:
-        if n in allowed:
-            yield (n,)
-        return
-    for d in allowed:
-        if n % d == 0:
-            for rest in _factorizations(n // d, k - 1, allowed):
-                yield (d, *rest)
+        return [(n,)] if n in allowed else []
+    return [(d, *rest) for d in allowed if n % d == 0 for rest in _factorizations(n // d, k - 1, allowed)]
+
+
+_ICI_OPTIONS: dict[tuple[int, tuple[int, ...], bool], list[tuple[int, ...]]] = {}
+
+
+def _ici_options(sl: Slice, split: bool) -> list[tuple[int, ...]]:
+    key = (sl.devices_per_slice, jax_physical_shape(sl), split)
+    hit = _ICI_OPTIONS.get(key)
+    if hit is None:
+        hit = _ICI_OPTIONS[key] = _factorizations(sl.devices_per_slice, len(ICI_AXES), tuple(_placeable(sl, split)))
+    return hit
 
 
 _PLACED: dict[tuple[str, tuple[int, ...], tuple[int, ...], bool], Placement] = {}
@@ -90,37 +102,73 @@ def _place(sl: Slice, shape: tuple[int, ...], split: bool) -> Placement:
     return hit
 
 
-def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enumeration:
-    from server.config.axes import AXES
+def clear_caches() -> None:
+    """Forget every placement and list of ICI shapes computed so far (a benchmark's cold first run)."""
+    _PLACED.clear()
+    _ICI_OPTIONS.clear()
+    clear_memo()
 
+
+def _cost_key(ici_t: tuple[int, ...], dcn_t: tuple[int, ...], pl: Placement) -> tuple[Any, ...]:
+    """What the cost model reads of a candidate's layout (server/perf/memory.py, steptime.py, collectives.py): the
+    ICI and DCN degree of each axis group (layout.FSDP, TENSOR, ...) and the physical axes each group's ICI part
+    occupies, in order. fsdp and fsdp_transpose only ever appear together (layout.FSDP, WEIGHT_SHARDING,
+    EMBED_VOCAB, BATCH_SHARDING), so a split of one FSDP degree between them placed on the same physical axes is
+    priced alike. tests/test_enumeration_speed_rules.py prices every candidate apart and compares."""
+    data, pipeline, fsdp, fsdp_t, context, tensor, expert = ici_t
+    a = pl.assignment
+    physical: tuple[Any, ...] = ()
+    if a:
+        physical = (
+            a[_POS["data"]],
+            a[_POS["pipeline"]],
+            a[_POS["fsdp"]] + a[_POS["fsdp_transpose"]],
+            a[_POS["context"]],
+            a[_POS["tensor"]],
+            a[_POS["expert"]],
+        )
+    return (data, pipeline, fsdp * fsdp_t, context, tensor, expert, dcn_t, physical)
+
+
+def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enumeration:
     s = inp.shape
-    order = [a.name for a in AXES]
     rejected: dict[str, int] = {}
-    ranked: list[Candidate] = []
-    too_big: list[Candidate] = []
     generated = 0
 
-    def reject(why: str) -> None:
-        rejected[why] = rejected.get(why, 0) + 1
+    def reject(why: str, times: int = 1) -> None:
+        rejected[why] = rejected.get(why, 0) + times
 
     flops = step_flops(inp, sl.devices)
     memo: dict[Any, Any] = {}
-    ici_options = list(_factorizations(sl.devices_per_slice, len(ICI_AXES), _placeable(sl, allow_split)))
-    dcn_options = list(_factorizations(sl.num_slices, len(DCN_AXES), _divisors(sl.num_slices)))
+    # Candidates the cost model cannot tell apart (_cost_key) are priced once: the others get a copy of that
+    # estimate with their own layout (its memory and step time objects are shared, not copied). With the estimate:
+    # whether it launches, its step time and its HBM per device (the sort keys).
+    priced: dict[tuple[Any, ...], tuple[Estimate, bool, float, float]] = {}
+    fitting: list[tuple[float, Candidate]] = []
+    over: list[tuple[float, Candidate]] = []
+    ici_options = _ici_options(sl, allow_split)
+    dcn_options = _factorizations(sl.num_slices, len(DCN_AXES), tuple(_divisors(sl.num_slices)))
+    global_batch = inp.pdbs * sl.devices
+    whole_batch = abs(global_batch - round(global_batch)) <= 1e-9
+    batch = round(global_batch)
     for ici_t in ici_options:
-        ici = dict(zip(ICI_AXES, ici_t, strict=True))
-        if ici["expert"] > 1 and not s.moe:
+        if ici_t[_EXPERT] > 1 and not s.moe:
             reject("expert parallelism without experts")
             continue
-        shape = tuple(ici.get(a, 1) for a in order)
-        pl = _place(sl, shape, allow_split)
+        shape = [1] * len(_ORDER)
+        for i, d in zip(_ICI_POS, ici_t, strict=True):
+            shape[i] = d
+        full_ici = dict(zip(_ORDER, shape, strict=True))
+        pl = _place(sl, tuple(shape), allow_split)
+        if not pl.ok:
+            generated += len(dcn_options)
+            reject("cannot be placed on whole physical axes", len(dcn_options))
+            continue
         for dcn_t in dcn_options:
             generated += 1
-            dcn = dict(zip(DCN_AXES, dcn_t, strict=True))
-            total = {a: ici.get(a, 1) * dcn.get(a, 1) for a in order}
-            if not pl.ok:
-                reject("cannot be placed on whole physical axes")
-                continue
+            full_dcn = dict(_NO_DCN)
+            full_dcn.update(zip(DCN_AXES, dcn_t, strict=True))
+            total = {a: d * full_dcn[a] for a, d in full_ici.items()}
             tp = total["tensor"]
             if s.q_heads % tp or s.kv_heads % tp:
                 reject("heads not divisible by tensor parallelism")
@@ -134,18 +182,27 @@ def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enume
             if inp.seq % total["context"]:
                 reject("sequence not divisible by context parallelism")
                 continue
-            shards = math.prod(total[a] for a in BATCH_SHARDING if a in total)
-            global_batch = inp.pdbs * sl.devices
-            if abs(global_batch - round(global_batch)) > 1e-9 or round(global_batch) % shards:
+            shards = math.prod(total[a] for a in BATCH_SHARDING)
+            if not whole_batch or batch % shards:
                 reject("global batch not divisible by the batch shards")
                 continue
-            full_ici = {a: ici.get(a, 1) for a in order}
-            full_dcn = {a: dcn.get(a, 1) for a in order}
-            lay = Layout(sl, full_ici, full_dcn, pl)
-            cand = Candidate(lay, price(inp, lay, flops, memo))
-            (ranked if cand.fits else too_big).append(cand)
-    ranked.sort(key=lambda c: c.step_s)
-    too_big.sort(key=lambda c: c.estimate.memory.total)
+            lay = Layout(sl, dict(full_ici), full_dcn, pl)
+            key = _cost_key(ici_t, dcn_t, pl)
+            hit = priced.get(key)
+            if hit is None:
+                est = price(inp, lay, flops, memo)
+                hit = priced[key] = (est, est.memory.launches, est.time.step_s, est.memory.total)
+            else:
+                est = replace(hit[0], layout=lay)
+            if hit[1]:
+                fitting.append((hit[2], Candidate(lay, est)))
+            else:
+                over.append((hit[3], Candidate(lay, est)))
+    # stable sorts, on the keys alone: ties keep the order generated
+    fitting.sort(key=itemgetter(0))
+    over.sort(key=itemgetter(0))
+    ranked = [c for _, c in fitting]
+    too_big = [c for _, c in over]
     return Enumeration(ranked, too_big, generated, rejected)
 
 
