@@ -1,20 +1,26 @@
-"""Do the proposals find the tuned meshes? For each development reference config of DOMAIN.md §4 (the tuned
-MaxText configs in bench/references.py), start from naive meshes (pure data parallelism; all tensor
-parallelism) and run the offline engine (no profile): is the tuned mesh among the three proposals, at which
-rank, with what predicted speedup over the naive start? Also the end-to-end `asap analyze` time with and
-without a (cached) profile.
+"""Do the proposals find the tuned meshes? For each reference config (the tuned MaxText configs in
+bench/references.py), start from naive meshes (pure data parallelism; all tensor parallelism) and run the offline
+engine (no profile): is the tuned mesh among the three proposals, and first? Also: started from the tuned config
+itself, does ASAP leave it alone (no change beats the model's error for its kind)? And the end-to-end
+`asap analyze` time with and without a (cached) profile.
 
-    .venv/bin/python bench/proposals.py
+    .venv/bin/python bench/proposals.py [--quiet]
 
-Matching is exact on the ICI and DCN degree of every axis (the tuned -1 resolved); a proposal that spells the
-same FSDP degree as fsdp_transpose does not count as fsdp. Targets (issue 6): the tuned mesh among the three
-for every reference, first for at least 80%; analyze under 2 s with a cached profile. A benchmark: always
-exits 0.
+Two sets: development (DOMAIN.md §4: the v6e tuned configs and tiering rows, the v4 runs, and the MoE development
+rows, Mixtral 8x7B and 8x22B) and held-out (every other reference: the v5p and v5e README runs, the Ironwood dense
+and MoE recipes, Llama 4, DeepSeek-V3, Qwen3 MoE, gpt-oss, Gemma 4 MoE, the custom 700B MoE); the held-out set was
+not looked at while the engine was built and judges it.
 
-Two trivial baselines are scored on the same starts (issue 16): "always pure FSDP" (the one mesh fsdp = every
-device of a slice, data parallelism over the slices), and "the enumeration's fastest meshes without the knowledge
-base" (server/perf/enumeration.py top_alternatives: the three fastest meshes the cost model prices, with no agent
-and no knowledge store).
+Matching is exact on the ICI and DCN degree of every axis (the tuned -1 resolved), reported strictly and with
+fsdp_transpose folded into fsdp (the engine shows one row per mesh the model cannot tell apart, in the config's own
+spelling: issue 16 item 4); the folded figure is the one the targets use. Targets (issue 16): the tuned mesh among
+the three for every reference, first for at least 87.5%, strictly ahead of both baselines; analyze under 2 s with
+a cached profile. A benchmark: always exits 0.
+
+Two trivial baselines are scored on the same starts: "always pure FSDP" (the one mesh fsdp = every device of a
+slice, DCN data parallelism over the slices), and "the enumeration's fastest meshes without the knowledge base"
+(server/perf/enumeration.py top_alternatives: the three fastest meshes the cost model prices, with no agent and no
+knowledge store).
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import references as R  # noqa: E402
 from mfu_references import config_text  # noqa: E402
-from references import REFERENCES, TUNED_CONFIGS_WITHOUT_RESULT  # noqa: E402
 
 from server.agents.coordinator import run  # noqa: E402
 from server.agents.types import Experiment  # noqa: E402
@@ -52,7 +58,7 @@ DEV = (
     "mixtral-8x7b v6e-256",
     "synthetic-22b 1x v4-128",
     "synthetic-52b 1x v4-384",
-)
+)  # plus the MoE development rows (bench/references.py _MOE_DEV: Mixtral 8x7B and 8x22B)
 MESH_KEYS = {a.ici_key for a in AXES} | {a.dcn_key for a in AXES}
 
 
@@ -113,56 +119,96 @@ def fastest_priced(path: Path, text: str) -> list[Mesh]:
     return [(a.ici, a.dcn) for a in top_alternatives(an.config, an.estimate, 3)]
 
 
-def main() -> None:
-    refs = [r for r in (*REFERENCES, *TUNED_CONFIGS_WITHOUT_RESULT) if any(r.name.startswith(d) for d in DEV)]
-    print(f"{'reference':<60} {'start':<7} {'tuned mesh':<42} rank  speedup(tuned) top-1")
-    total = special_found = special_total = 0
+def held_out_refs() -> list[object]:
+    """Tuned configs not used while developing the engine (issue 16: "further tuned configs are held out to judge
+    this"): the v5p and v5e MaxText README runs, the Ironwood dense and MoE recipes and the other MoE rows."""
+    dev = {r.name for r in dev_refs()}
+    return [r for r in (*R.REFERENCES, *R.IRONWOOD_DENSE_REFERENCES, *R.MOE_REFERENCES) if r.name not in dev]
+
+
+def dev_refs() -> list[object]:
+    refs = [r for r in (*R.REFERENCES, *R.TUNED_CONFIGS_WITHOUT_RESULT) if any(r.name.startswith(d) for d in DEV)]
+    return refs + list(R._MOE_DEV)
+
+
+def score_set(label: str, refs: list[object], tmp: str, verbose: bool) -> tuple[Score, Score, Score, int, list[str]]:
     asap_score, fsdp_score, fastest_score = (
         Score("ASAP (agents, offline)"),
         Score("B1 always pure FSDP"),
         Score("B2 enumeration's 3 fastest, no knowledge base"),
     )
+    total = 0
+    kept: list[str] = []
+    for ref in refs:
+        tuned = resolved(config_text(ref))  # type: ignore[arg-type]
+        for kind in ("data", "tensor"):
+            text = naive(ref, kind)
+            p = Path(tmp) / "c.yml"
+            p.write_text(text)
+            res = run(Experiment(p, text))  # with the knowledge store, as users run it
+            meshes = [None if pr.keep_current else (pr.ici, pr.dcn) for pr in res.proposals]
+            asap_score.add(meshes, tuned)
+            fsdp_score.add(pure_fsdp(text), tuned)
+            fastest_score.add(fastest_priced(p, text), tuned)
+            total += 1
+            if verbose:
+                rank = next((i for i, m in enumerate(meshes, 1) if m is not None and folded(m) == folded(tuned)), None)
+                label_t = mesh_words(tuned)
+                tops = " | ".join(mesh_words(m) if m else "keep" for m in meshes) or "-"
+                print(f"{ref.name[:56]:<56} {kind:<7} {label_t[:40]:<40} {rank or '-':>4}  {tops}")  # type: ignore[attr-defined]
+        # from the tuned config itself: does ASAP leave a tuned mesh alone?
+        text = config_text(ref)  # type: ignore[arg-type]
+        p = Path(tmp) / "c.yml"
+        p.write_text(text)
+        res = run(Experiment(p, text))
+        if res.proposals and not res.proposals[0].keep_current:
+            top = res.proposals[0]
+            kept.append(
+                f"{ref.name[:60]}: proposes {mesh_words((top.ici, top.dcn))} x{top.speedup:.2f} "  # type: ignore[attr-defined]
+                f"(confidence {top.confidence:.0%})"
+            )
+    return asap_score, fsdp_score, fastest_score, total, kept
+
+
+def folded(m: Mesh) -> Mesh:
+    return fold_fsdp(m[0]), fold_fsdp(m[1])
+
+
+def mesh_words(m: Mesh) -> str:
+    return " x ".join(f"{a}={d}" for a, d in m[0].items()) + (
+        "; dcn " + " x ".join(f"{a}={d}" for a, d in m[1].items()) if m[1] else ""
+    )
+
+
+def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quiet", action="store_true", help="summaries only")
+    args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for ref in refs:
-            tuned = resolved(config_text(ref))
-            special = any(a in tuned[0] for a in ("tensor", "expert", "fsdp_transpose")) or bool(tuned[1])
-            for kind in ("data", "tensor"):
-                text = naive(ref, kind)
-                p = Path(tmp) / "c.yml"
-                p.write_text(text)
-                res = run(Experiment(p, text))  # with the knowledge store, as users run it
-                asap_score.add([None if pr.keep_current else (pr.ici, pr.dcn) for pr in res.proposals], tuned)
-                fsdp_score.add(pure_fsdp(text), tuned)
-                fastest_score.add(fastest_priced(p, text), tuned)
-                rank = next(
-                    (pr.rank for pr in res.proposals if (pr.ici, pr.dcn) == tuned and not pr.keep_current), None
+        for label, refs in (("development", dev_refs()), ("held-out", held_out_refs())):
+            print(f"\n== {label} references ({len(refs)}), from naive starts (pure data, all tensor) ==")
+            if not args.quiet:
+                print(
+                    f"{'reference':<56} {'start':<7} {'tuned mesh':<40} rank  ASAP's proposals (fsdp_transpose folded)"
                 )
-                tuned_speed = next((pr.speedup for pr in res.proposals if (pr.ici, pr.dcn) == tuned), None)
-                total += 1
-                if special:
-                    special_total += 1
-                    special_found += rank is not None
-                label = " x ".join(f"{a}={d}" for a, d in tuned[0].items()) + (
-                    "; dcn " + " x ".join(f"{a}={d}" for a, d in tuned[1].items()) if tuned[1] else ""
-                )
-                top = res.proposals[0] if res.proposals else None
-                top_label = " x ".join(f"{a}={d}" for a, d in top.ici.items()) if top else "-"
-                sp = "-" if tuned_speed is None or tuned_speed != tuned_speed else f"x{tuned_speed:.2f}"
-                print(f"{ref.name[:60]:<60} {kind:<7} {label[:42]:<42} {rank or '-':>4}  {sp:>8}  {top_label}")
-    found, first = asap_score.found, asap_score.first
-    print(
-        f"\ntuned mesh among the 3 proposals: {found}/{total} ({found / total:.0%}; target 100%); "
-        f"first: {first}/{total} ({first / total:.0%}; target >= 80%); among the 3 for references with tensor, "
-        f"expert, fsdp_transpose or DCN: {special_found}/{special_total}"
-    )
-    print(
-        "counting fsdp and fsdp_transpose of the same degree as one mesh (MaxText shards a weight's embed dimension "
-        f"with either; the cost model cannot tell them apart): among the 3 {asap_score.found_alike}/{total}, first "
-        f"{asap_score.first_alike}/{total}"
-    )
-    print("\nthe same starts, ASAP beside two trivial baselines (a rule scores its own meshes: B1 has one):")
-    for sc in (asap_score, fsdp_score, fastest_score):
-        print("  " + sc.line(total))
+            asap_score, fsdp_score, fastest_score, total, moved = score_set(label, refs, tmp, not args.quiet)
+            print(f"\n{label}: the same starts, ASAP beside two trivial baselines (a rule scores its own meshes):")
+            for sc in (asap_score, fsdp_score, fastest_score):
+                print("  " + sc.line(total))
+            n = len(refs)
+            print(
+                f"  targets: tuned mesh among the 3 for every start ({asap_score.found_alike}/{total} folded), first "
+                f">= 87.5% ({asap_score.first_alike / total:.1%} folded), strictly ahead of both baselines "
+                f"({'yes' if asap_score.found_alike > max(fsdp_score.found_alike, fastest_score.found_alike) else 'no'}"
+                " on among-3, folded)"
+            )
+            print(
+                f"  started from the tuned config itself: {n - len(moved)}/{n} kept (no change beats the model's error)"
+            )
+            for m in moved:
+                print(f"    {m}")
     # -- end-to-end time: `asap analyze` as a user runs it (a new process each time) -------------------------
     import subprocess
 

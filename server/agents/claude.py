@@ -91,6 +91,7 @@ class _OtherChanges(_Strict):
     per_device_batch_size: float | None = Field(default=None, gt=0)
     remat_policy: str | None = None
     gradient_accumulation_steps: int | None = Field(default=None, ge=1)
+    allow_split_physical_axes: bool | None = None
 
 
 class _Proposal(_Strict):

@@ -37,7 +37,8 @@ number of slices. The tools know the slice's topology; do not guess it.
 estimate_mesh (or pick it from enumerate_meshes) before you submit it. Every proposal is re-checked by the \
 same deterministic engine after you submit; invalid or over-HBM ones are dropped.
 - You may also change per_device_batch_size, remat_policy or gradient_accumulation_steps in `other_changes` \
-when the evidence supports it; say so in the rationale.
+when the evidence supports it; say so in the rationale. A mesh that enumerate_meshes marks \
+needs_allow_split_physical_axes needs `allow_split_physical_axes: true` in `other_changes`.
 - Keeping the current mesh is a legitimate answer: set keep_current when no candidate is clearly better \
 (for instance when the estimated speedup is within the model's error, a few percent).
 
@@ -88,6 +89,10 @@ _OTHER_CHANGES: dict[str, Any] = {
         "per_device_batch_size": {"type": "number", "exclusiveMinimum": 0},
         "remat_policy": {"type": "string"},
         "gradient_accumulation_steps": {"type": "integer", "minimum": 1},
+        "allow_split_physical_axes": {
+            "type": "boolean",
+            "description": "true when the mesh splits a physical torus axis (enumerate_meshes marks such meshes)",
+        },
     },
     "additionalProperties": False,
 }

@@ -19,11 +19,12 @@ from server.agents.tools import Context, compact
 from server.agents.types import Diagnosis, Proposal
 from server.config.axes import mesh_label
 from server.kb.store import Situation
+from server.perf import model_error
+from server.perf.enumeration import Enumeration, fold_fsdp
 from server.perf.estimate import Estimate
 from server.perf.layout import Layout
 
 GiB = 1024**3
-CLEARLY_BETTER = 1.03  # below a 3% throughput gain the model's error (bench/mfu_references.py) can flip the order
 MAX_PROPOSALS = 3
 
 
@@ -111,7 +112,13 @@ def _variants(ctx: Context, diag: Diagnosis) -> list[dict[str, Any]]:
         out.append({"per_device_batch_size": pdbs * 2 if pdbs >= 1 else min(1, pdbs * 2)})
     if diag.bottleneck in ("compute", "hbm") and remat == "full" and headroom > 0:
         out.append({"remat_policy": "minimal"})
-    if diag.bottleneck == "memory":
+    nothing_fits = False
+    if diag.bottleneck == "invalid":  # an invalid mesh says nothing about memory: ask the enumeration
+        try:
+            nothing_fits = not ctx.enumeration({}).ranked
+        except Exception:
+            nothing_fits = False
+    if diag.bottleneck == "memory" or nothing_fits:
         if remat != "full":
             out.append({"remat_policy": "full"})
         if isinstance(pdbs, (int, float)) and pdbs > 1:
@@ -127,69 +134,228 @@ class _Cand:
     speedup: float
     family: tuple[Any, ...]
     distance: tuple[int, int, int, int]
+    kinds: frozenset[str] = frozenset()
+    reasons: tuple[str, ...] = ()  # why context or pipeline parallelism is in the mesh
+    split: bool = False  # needs allow_split_physical_axes, which the config does not set
+    note: str = ""  # why it is ranked where it is, when not by predicted throughput alone
 
 
-def candidates(ctx: Context, diag: Diagnosis, cal: Calibration) -> tuple[list[_Cand], float | None]:
-    """The best candidate of every family, fastest first, and the current config's calibrated throughput."""
+@dataclass(frozen=True)
+class _Needs:
+    """How much context and pipeline parallelism the model shows a reason for, with the reason in words
+    (issue 16: they are proposed only for the reason they exist)."""
+
+    context: int = 1
+    context_why: str = ""
+    pipeline: int = 1
+    pipeline_why: str = ""
+    dcn_pipeline: bool = False
+    dcn_pipeline_why: str = ""
+
+
+def _needs(en: Enumeration) -> _Needs:
+    cands = [*en.ranked, *en.too_big]
+    if not cands:
+        return _Needs()
+    e0 = cands[0].estimate
+    sl = e0.layout.slice
+    devices = sl.devices
+    global_batch = e0.pdbs * devices
+    context, context_why = 1, ""
+    if global_batch < devices:
+        context = math.ceil(devices / global_batch)
+        context_why = (
+            f"context parallelism because the global batch ({global_batch:g} sequences of {e0.seq:,} tokens) cannot "
+            f"be split over {devices} devices: it splits each sequence instead"
+        )
+    ctx1 = [c for c in en.ranked if c.layout.degree("context") == 1]
+    if not ctx1 and en.ranked:
+        least = min(
+            (c for c in en.too_big if c.layout.degree("context") == 1),
+            key=lambda c: c.estimate.memory.total,
+            default=None,
+        )
+        need = min(c.layout.degree("context") for c in en.ranked)
+        if need > context:
+            context = need
+            over = (
+                f" (the least without it needs {least.estimate.memory.total / GiB:.1f} of "
+                f"{least.estimate.memory.usable / GiB:.1f} GiB per chip)"
+                if least
+                else ""
+            )
+            context_why = (
+                f"context parallelism because without it no mesh fits the activations of {e0.seq:,}-token sequences "
+                f"in HBM{over}"
+            )
+    pipeline, pipeline_why = 1, ""
+    pp1 = [c for c in en.ranked if c.layout.ici.get("pipeline", 1) == 1]
+    if not pp1 and en.ranked:
+        pipeline = min(c.layout.ici.get("pipeline", 1) for c in en.ranked)
+        least = min(
+            (c for c in en.too_big if c.layout.ici.get("pipeline", 1) == 1),
+            key=lambda c: c.estimate.memory.total,
+            default=None,
+        )
+        over = (
+            f": the least without stages needs {least.estimate.memory.total / GiB:.1f} of "
+            f"{least.estimate.memory.usable / GiB:.1f} GiB per chip"
+            if least
+            else ""
+        )
+        pipeline_why = f"pipeline stages because the weights cannot be sharded enough otherwise{over}"
+    dcn_pipeline, dcn_why = False, ""
+    if sl.num_slices > 1:
+        flat = [c for c in en.ranked if c.layout.dcn.get("pipeline", 1) == 1]
+        if flat:
+            b = flat[0].estimate
+            dcn_s = sum(col.dcn_seconds for col in b.time.comm.collectives)
+            if dcn_s > DCN_PIPELINE_SHARE * b.time.step_s:
+                dcn_pipeline = True
+                dcn_why = (
+                    f"pipeline stages over DCN because the best mesh without them moves {dcn_s * 1e3:,.0f} ms of "
+                    f"collectives per step over the data-center network ({dcn_s / b.time.step_s:.0%} of its step); "
+                    "stages send only activations between slices"
+                )
+    return _Needs(context, context_why, pipeline, pipeline_why, dcn_pipeline, dcn_why)
+
+
+DCN_PIPELINE_SHARE = 0.10  # DCN pipelining is considered when cross-slice collectives exceed this share of the step
+
+
+def _reasons(lay: Layout, needs: _Needs, cur: Layout | None) -> tuple[str, ...] | None:
+    """Why the mesh's context and pipeline degrees are there, or None when one has no reason (dropped). The
+    current config's own degrees need none: a proposal may keep what the user wrote."""
+    out = []
+    ctx_deg = lay.degree("context")
+    cur_ctx = cur.degree("context") if cur is not None else 1
+    if ctx_deg > 1:
+        if ctx_deg > max(needs.context, cur_ctx):
+            return None
+        if needs.context_why and ctx_deg > cur_ctx:
+            out.append(needs.context_why)
+    pp = lay.ici.get("pipeline", 1)
+    cur_pp = cur.ici.get("pipeline", 1) if cur is not None else 1
+    if pp > 1:
+        if pp > max(needs.pipeline, cur_pp):
+            return None
+        if needs.pipeline_why and pp > cur_pp:
+            out.append(needs.pipeline_why)
+    dpp = lay.dcn.get("pipeline", 1)
+    cur_dpp = cur.dcn.get("pipeline", 1) if cur is not None else 1
+    if dpp > 1 and dpp > cur_dpp:
+        if not needs.dcn_pipeline:
+            return None
+        out.append(needs.dcn_pipeline_why)
+    return tuple(out)
+
+
+def candidates(ctx: Context, diag: Diagnosis, cal: Calibration) -> tuple[list[_Cand], float | None, dict[str, int]]:
+    """The best candidate of every family that beats the current config by more than the model's error for its
+    kind of change (server/perf/model_error.py), fastest first; the current config's calibrated throughput; and
+    how many candidates were set aside, by reason."""
     cur = ctx.current
     chk = ctx.analysis.check
     written = {
         "ici": {d.axis.name: int(d.raw) for d in chk.ici if isinstance(d.raw, int)},
         "dcn": {d.axis.name: int(d.raw) for d in chk.dcn if isinstance(d.raw, int)},
     }
+    split_allowed = bool(ctx.cfg.get("allow_split_physical_axes", False))
     cur_tput = (cur.tokens_per_step / cal.step(cur)) if cur is not None and cur.memory.launches else None
     # a current mesh at or over the HBM limit: no proposal may need more memory than it does
     hbm_cap = cur.memory.total if cur is not None and cur.memory.verdict != "fits" else math.inf
+    dropped: dict[str, int] = {}
+
+    def drop(why: str) -> None:
+        dropped[why] = dropped.get(why, 0) + 1
+
     best: dict[tuple[Any, ...], _Cand] = {}
     for other in _variants(ctx, diag):
         try:
             en = ctx.enumeration(other)
         except Exception:  # a variant the model cannot price (e.g. an unknown remat policy): skip it
             continue
+        needs = _needs(en)
         for c in en.ranked:
             e = c.estimate
             if e.memory.total > hbm_cap:
+                drop("needs more HBM than the current config, which is at the limit")
                 continue
+            reasons = _reasons(c.layout, needs, cur.layout if cur is not None else None)
+            if reasons is None:
+                drop("context or pipeline parallelism the model shows no reason for")
+                continue
+            split = c.needs_split and not split_allowed
+            changes = {**other, "allow_split_physical_axes": True} if split else dict(other)
             step = cal.step(e)
             tput = e.tokens_per_step / step
-            fam = _family(c.layout, other)
-            cand = _Cand(e, other, step, tput / cur_tput if cur_tput else math.nan, fam, _distance(c.layout, written))
+            fam = _family(c.layout, changes)
+            kinds = (
+                model_error.change_kinds(cur.layout.ici, cur.layout.dcn, c.layout.ici, c.layout.dcn, other)
+                if cur is not None
+                else frozenset()
+            )
+            cand = _Cand(
+                e,
+                changes,
+                step,
+                tput / cur_tput if cur_tput else math.nan,
+                fam,
+                _distance(c.layout, written),
+                kinds,
+                reasons,
+                split,
+            )
             old = best.get(fam)
             tie = old is not None and abs(cand.step - old.step) <= 1e-9 * old.step
             if old is None or (cand.step < old.step and not tie) or (tie and cand.distance < old.distance):
                 best[fam] = cand
-    # A batch or remat change alters the run (global batch, memory), so it must clearly beat the same mesh
-    # without it to be proposed.
-    plain = {f[:-1]: c for f, c in best.items() if not c.other}
-    keep = [
-        c
-        for c in best.values()
-        if not c.other
-        or c.family[:-1] not in plain
-        or (c.est.tokens_per_step / c.step)
-        > CLEARLY_BETTER * (plain[c.family[:-1]].est.tokens_per_step / plain[c.family[:-1]].step)
-    ]
-    ranked = sorted(keep, key=lambda c: (-(c.est.tokens_per_step / c.step), c.distance))
-    return ranked, cur_tput
+    moe = bool(cur.shape.moe) if cur is not None else False
+    # A batch or remat change alters the run (global batch, memory), so it must beat the same mesh without it by
+    # more than the model's error for that kind of change.
+    plain = {_mesh_key(b): b for b in best.values() if not _run_changes(b.other)}
+    keep: list[_Cand] = []
+    for cand in best.values():
+        base = plain.get(_mesh_key(cand))
+        if _run_changes(cand.other) and base is not None:
+            ratio = (cand.est.tokens_per_step / cand.step) / (base.est.tokens_per_step / base.step)
+            if not model_error.beats_error(ratio, frozenset(model_error.change_kinds({}, {}, {}, {}, cand.other)), moe):
+                drop("a batch or remat change within the model's error of the same mesh without it")
+                continue
+        if cur_tput is not None and not model_error.beats_error(cand.speedup, cand.kinds, moe):
+            drop("within the model's error of the current config")
+            continue
+        keep.append(cand)
+    ranked = sorted(keep, key=lambda k: (-(k.est.tokens_per_step / k.step), k.distance))
+    return ranked, cur_tput, dropped
 
 
-def _addresses(c: _Cand, cur: Estimate | None, diag: Diagnosis) -> bool:
-    if cur is None:
-        return True
-    if diag.bottleneck == "communication":
-        return c.est.time.exposed_comm_s / c.est.time.step_s < cur.time.exposed_comm_s / cur.time.step_s
-    if diag.bottleneck == "hbm":
-        return c.est.time.hbm_s / c.est.tokens_per_step < cur.time.hbm_s / cur.tokens_per_step
-    if diag.bottleneck == "memory":
-        return c.est.memory.fits
-    return True
+def _run_changes(other: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in other.items() if k != "allow_split_physical_axes"}
+
+
+def _mesh_key(c: _Cand) -> tuple[Any, ...]:
+    return c.family[:-1]
+
+
+def _signature(c: _Cand) -> tuple[Any, ...]:
+    """What kind of mesh a candidate is: the axes it uses (fsdp_transpose counted as fsdp) on ICI and DCN and the
+    run changes. The proposals are the best of different signatures, so the three are different ideas (pure FSDP,
+    FSDP with tensor, with expert parallelism, another DCN assignment...), not three degrees of one."""
+    lay = c.est.layout
+    ici = frozenset(fold_fsdp(compact(lay.ici)))
+    dcn = frozenset(fold_fsdp(compact(lay.dcn)))
+    return ici, dcn, tuple(sorted(_run_changes(c.other)))
 
 
 def _change_words(c: _Cand, cur: Estimate | None) -> str:
     words = mesh_label(c.est.layout.ici, c.est.layout.dcn, ici_prefix="ICI ")
     for k, v in c.other.items():
         old = cur.pdbs if (k == "per_device_batch_size" and cur is not None) else None
-        words += f"; {k} {old:g} -> {v}" if old is not None else f"; {k} -> {v}"
+        if k == "allow_split_physical_axes":
+            words += "; allow_split_physical_axes: true"
+        else:
+            words += f"; {k} {old:g} -> {v}" if old is not None else f"; {k} -> {v}"
     return words
 
 
@@ -220,6 +386,46 @@ def _why(c: _Cand, cur: Estimate | None, cal: Calibration) -> str:
     return "It " + "; ".join(parts) + ". "
 
 
+def _mechanisms(c: _Cand, cur: Estimate | None) -> str:
+    """The collectives a new mechanism brings, priced: expert parallelism's all-to-alls, the split axis's path,
+    and why context or pipeline parallelism is there."""
+    e, lay = c.est, c.est.layout
+    out = []
+    if (
+        e.shape.moe
+        and lay.degree("expert") > 1
+        and (cur is None or cur.layout.degree("expert") != lay.degree("expert"))
+    ):
+        cols = [col for col in e.time.comm.collectives if col.axis == "expert"]
+        a2a = sum(col.seconds for col in cols if col.kind == "all-to-all")
+        other = sum(col.seconds for col in cols if col.kind != "all-to-all")
+        path = e.time.comm.paths.get("expert")
+        where = f" over {path.physical}" if path is not None else ""
+        ep = lay.degree("expert")
+        words = (
+            f"Expert parallelism {ep}: each device holds {max(1, e.shape.experts // ep)} of {e.shape.experts} experts"
+        )
+        if a2a > 0:
+            words += f"; tokens reach their experts and return by all-to-all{where}, {a2a * 1e3:,.0f} ms per step"
+        if other > 0:
+            words += f"; expert-axis weight collectives {other * 1e3:,.0f} ms per step"
+        words += f"; {e.time.exposed_by_axis.get('expert', 0.0) * 1e3:,.0f} ms of it exposed."
+        out.append(words)
+    if c.split:
+        split_axes = []
+        for name, p in e.time.comm.paths.items():
+            if p.ici_degree > 1 and "open" in p.physical:
+                secs = sum(col.ici_seconds for col in e.time.comm.collectives if col.axis == name)
+                split_axes.append(f"{name} over {p.physical}: {secs * 1e3:,.0f} ms of collectives per step")
+        out.append(
+            "Needs allow_split_physical_axes: true (part of the edit): the mesh splits a physical torus axis"
+            + (f"; {'; '.join(split_axes)}." if split_axes else ".")
+        )
+    for r in c.reasons:
+        out.append(r[0].upper() + r[1:] + ".")
+    return (" " + " ".join(out)) if out else ""
+
+
 def _tradeoffs(c: _Cand, cur: Estimate | None) -> list[str]:
     e = c.est
     out = [f"HBM {e.memory.total / GiB:.1f} of {e.memory.usable / GiB:.1f} GiB per chip"]
@@ -237,34 +443,24 @@ def _tradeoffs(c: _Cand, cur: Estimate | None) -> list[str]:
         out.append("changes the global batch: retune the learning rate schedule")
     if c.other.get("remat_policy") == "minimal":
         out.append("saves more activations: less recompute, more memory")
+    if c.split:
+        out.append("sets allow_split_physical_axes: true (a split torus axis has no wraparound link)")
     return out
 
 
-def _confidence(c: _Cand, cur: Estimate | None, cal: Calibration, diag: Diagnosis) -> tuple[float, str]:
+def _confidence(c: _Cand, cur: Estimate | None, cal: Calibration) -> tuple[float, str]:
+    """P(the change is faster) under the model's error for its kind of change (server/perf/model_error.py); when
+    the current mesh does not launch, how sure the model is that the proposal does."""
     if math.isnan(c.speedup):
-        conf = 0.8
-        basis = ["the current mesh does not launch; ranked by estimated step time among valid meshes"]
-    else:
-        gain = c.speedup - 1
-        conf = 0.45 + 0.45 * min(1.0, max(0.0, gain) / 0.3)
-        basis = [f"expected gain {gain:+.0%} against a model error of about 3% of step time"]
-    if cal.note:
-        conf *= 0.95
-        basis.append("priced with the model calibrated on the profile")
-    else:
-        conf *= 0.85
-        basis.append("model only (no matching profile)")
-    if c.est.layout.slice.num_slices > 1 and cur is not None and compact(c.est.layout.dcn) != compact(cur.layout.dcn):
-        conf *= 0.85
-        basis.append("changes DCN traffic, the model's least certain part")
-    t_new = c.est.layout.degree("tensor")
-    if cur is not None and t_new != cur.layout.degree("tensor"):
-        conf *= 0.9
-        basis.append("changes tensor parallelism (collective/compute overlap is assumed, not measured)")
-    if c.other:
-        conf *= 0.9
-        basis.append("changes batch or remat, which the profile did not exercise")
-    return max(0.05, min(0.95, conf)), "; ".join(basis)
+        verdict = c.est.memory.verdict
+        conf = 0.8 if verdict == "fits" else 0.55
+        basis = "the current mesh does not launch; ranked by estimated step time among valid meshes; its memory " + (
+            "fits with margin" if verdict == "fits" else "is inside the band where the estimate cannot decide"
+        )
+        return conf, basis
+    moe = bool(c.est.shape.moe)
+    res = model_error.confidence(c.speedup, c.kinds, moe, profile=cal.note is not None)
+    return res.value, res.basis + ("" if cal.note else "; model only (no matching profile)")
 
 
 def _references(ctx: Context, c: _Cand, cur: Estimate | None, diag: Diagnosis) -> list[str]:
@@ -288,67 +484,121 @@ def _references(ctx: Context, c: _Cand, cur: Estimate | None, diag: Diagnosis) -
     return refs
 
 
+def _keep(ctx: Context, cur: Estimate, cal: Calibration, diag: Diagnosis, dropped: dict[str, int]) -> Proposal:
+    step = cal.step(cur)
+    within = dropped.get("within the model's error of the current config", 0)
+    return Proposal(
+        1,
+        compact(cur.layout.ici),
+        compact(cur.layout.dcn),
+        {},
+        step,
+        cur.mfu * cur.time.step_s / step,
+        1.0,
+        cur.memory.total,
+        cur.memory.usable,
+        ["none: the mesh stays as it is"],
+        f"Keep the current mesh: no valid mesh of {cur.layout.slice.name} that fits in HBM is expected to beat it by "
+        f"more than the model's error for that kind of change ({within} faster-priced candidates are within it; "
+        f"bench/change_errors.py measures that error per kind). {diag.summary}.",
+        [],
+        0.7 if cal.note else 0.6,
+        "no candidate clears the model's error for its kind of change",
+        keep_current=True,
+    )
+
+
+STANDARD_ICI = frozenset({"fsdp", "fsdp_transpose"})
+
+
+def _standard(c: _Cand) -> bool:
+    """MaxText's default layout and the one most published recipes use: FSDP over every chip of a slice, data
+    parallelism across slices, no other changes."""
+    lay = c.est.layout
+    return set(compact(lay.ici)) <= STANDARD_ICI and set(compact(lay.dcn)) <= {"data"} and not c.other
+
+
+def _extra_degrees(c: _Cand) -> int:
+    """How much parallelism beyond FSDP (and DCN data) a mesh brings: the product of its other degrees."""
+    lay = c.est.layout
+    ici = math.prod(d for a, d in lay.ici.items() if a not in STANDARD_ICI)
+    dcn = math.prod(d for a, d in lay.dcn.items() if a != "data")
+    return ici * dcn
+
+
+def _tput(c: _Cand) -> float:
+    return c.est.tokens_per_step / c.step
+
+
+def _separates(fast: _Cand, slow: _Cand, moe: bool) -> tuple[bool, float]:
+    """Whether the model's predicted gain of `fast` over `slow` is larger than its error for the change between
+    them, and that error (sigma)."""
+    other = {k: v for k, v in fast.other.items() if slow.other.get(k) != v}
+    kinds = model_error.change_kinds(
+        slow.est.layout.ici, slow.est.layout.dcn, fast.est.layout.ici, fast.est.layout.dcn, other
+    )
+    sigma, _ = model_error.table().sigma(kinds, moe)
+    return model_error.beats_error(_tput(fast) / _tput(slow), kinds, moe), sigma
+
+
+def _order(ranked: list[_Cand], moe: bool) -> list[_Cand]:
+    """One candidate per kind of mesh (_signature), best first. Within a kind, among the degrees the model cannot
+    separate from its fastest (gain within the model's error for that change), the least extra parallelism
+    (expert 4 before expert 8 when they price alike). Across kinds, when the standard mesh (pure FSDP, DCN data) is
+    within the model's error of the fastest, it goes first: the model cannot say the other is better, and the
+    standard is what published recipes run."""
+    groups: dict[tuple[Any, ...], list[_Cand]] = {}
+    for c in ranked:
+        groups.setdefault(_signature(c), []).append(c)
+    reps = []
+    for members in groups.values():
+        top = members[0]
+        pool = [m for m in members if m is top or not _separates(top, m, moe)[0]]
+        pick = min(pool, key=lambda m: (_extra_degrees(m), -_tput(m)))
+        if pick is not top:
+            pick.note = (
+                f"{mesh_label(top.est.layout.ici, top.est.layout.dcn)} prices {_tput(top) / _tput(pick) - 1:+.1%}, "
+                "within the model's error for that change: the smaller degree is proposed"
+            )
+        reps.append(pick)
+    reps.sort(key=_tput, reverse=True)
+    lead = reps[0]
+    std = next((r for r in reps if _standard(r)), None)
+    if std is not None and std is not lead:
+        separated, sigma = _separates(lead, std, moe)
+        if not separated:
+            std.note = (
+                f"the fastest-priced mesh, {mesh_label(lead.est.layout.ici, lead.est.layout.dcn)}, is "
+                f"{_tput(lead) / _tput(std) - 1:+.1%} faster, within the model's error for that change (sigma "
+                f"{sigma:.1%}): the standard layout goes first"
+            )
+            reps.remove(std)
+            reps.insert(0, std)
+    return reps
+
+
 def propose(ctx: Context, diag: Diagnosis, cal: Calibration) -> list[Proposal]:
     cur = ctx.current
-    ranked, cur_tput = candidates(ctx, diag, cal)
+    ranked, cur_tput, dropped = candidates(ctx, diag, cal)
     if not ranked:
-        return []
+        launches = cur is not None and cur.memory.launches and cur_tput is not None
+        return [_keep(ctx, cur, cal, diag, dropped)] if launches and cur is not None else []
     cur_fam = _family(cur.layout, {}) if cur is not None else None
+    moe = bool(ranked[0].est.shape.moe)
+    ordered = _order([c for c in ranked if cur_fam is None or c.family != cur_fam], moe)
+    picked = ordered[:MAX_PROPOSALS]
     out: list[Proposal] = []
-    best = ranked[0]
-    keep = cur is not None and cur.memory.launches and cur_tput is not None and best.speedup < CLEARLY_BETTER
-    if keep and cur is not None:
-        step = cal.step(cur)
-        out.append(
-            Proposal(
-                1,
-                compact(cur.layout.ici),
-                compact(cur.layout.dcn),
-                {},
-                step,
-                cur.mfu * cur.time.step_s / step,
-                1.0,
-                cur.memory.total,
-                cur.memory.usable,
-                ["none: the mesh stays as it is"],
-                f"Keep the current mesh: no valid mesh of {cur.layout.slice.name} that fits in HBM is expected to be "
-                f"more than {CLEARLY_BETTER - 1:.0%} faster (best alternative x{best.speedup:.2f}, within the model's "
-                f"error). {diag.summary}.",
-                [],
-                0.7 if cal.note else 0.6,
-                "no candidate clears the model's error",
-                keep_current=True,
-            )
-        )
-    # Distinct meshes first; a batch or remat variant of a mesh already proposed only fills remaining slots.
-    picked: list[_Cand] = []
-    meshes: set[tuple[Any, ...]] = set()
-    for c in ranked:
-        if cur_fam is not None and c.family == cur_fam and not c.other:
-            continue  # the current mesh spelled differently
-        if not _addresses(c, cur, diag) and c.speedup < CLEARLY_BETTER:
-            continue
-        if keep and not c.speedup >= 1.0:
-            continue  # next to "keep the current mesh", only alternatives that are not slower
-        if c.family[:-1] in meshes:
-            continue
-        meshes.add(c.family[:-1])
-        picked.append(c)
-    rest = [c for c in ranked if c not in picked and (not keep or c.speedup >= 1.0) and c.family != cur_fam]
-    picked += rest[: max(0, MAX_PROPOSALS - len(out) - len(picked))]
-    picked.sort(key=lambda c: -(c.est.tokens_per_step / c.step))
     for c in picked:
-        if len(out) >= MAX_PROPOSALS:
-            break
-        conf, basis = _confidence(c, cur, cal, diag)
+        conf, basis = _confidence(c, cur, cal)
         e = c.est
         mfu = e.mfu * e.time.step_s / c.step
         speed = "" if math.isnan(c.speedup) else f" (x{c.speedup:.2f} throughput)"
-        now = _why(c, cur, cal)
         refs = _references(ctx, c, cur, diag)
         rationale = (
-            f"{now}Proposed: {_change_words(c, cur)}. Expected step {c.step * 1e3:,.0f} ms, MFU {mfu:.1%}{speed}; "
-            f"the step would be {e.time.bottleneck()[0]}-bound." + (f" Background: {', '.join(refs)}." if refs else "")
+            f"{_why(c, cur, cal)}Proposed: {_change_words(c, cur)}. Expected step {c.step * 1e3:,.0f} ms, MFU "
+            f"{mfu:.1%}{speed}; the step would be {e.time.bottleneck()[0]}-bound.{_mechanisms(c, cur)}"
+            + (f" Ranked here because {c.note}." if c.note else "")
+            + (f" Background: {', '.join(refs)}." if refs else "")
         )
         out.append(
             Proposal(

@@ -20,7 +20,7 @@ from server.profiles.profile import Report
 from server.services.analysis import Analysis
 
 AXIS_NAMES = tuple(a.name for a in AXES)
-OTHER_KEYS = ("per_device_batch_size", "remat_policy", "gradient_accumulation_steps")
+OTHER_KEYS = ("per_device_batch_size", "remat_policy", "gradient_accumulation_steps", "allow_split_physical_axes")
 
 
 @dataclass
@@ -118,13 +118,15 @@ class Context:
         return Evaluation(compact(resolved_ici), compact(resolved_dcn), other, True, [], est, cfg)
 
     def enumeration(self, other: dict[str, Any] | None = None) -> Enumeration:
-        """Every valid mesh of the slice for the config (with `other` key changes), priced and ranked."""
+        """Every valid mesh of the slice for the config (with `other` key changes), priced and ranked, including
+        those that split a physical axis (`Candidate.needs_split`: they need `allow_split_physical_axes: true`,
+        which a proposal then sets)."""
         key = tuple(sorted((other or {}).items()))
         if key not in self._enum:
             cfg = with_overrides(self.cfg, dict(other or {})) if other else self.cfg
             sl = self.analysis.check.slice
             assert sl is not None
-            self._enum[key] = enumerate_meshes(inputs(cfg), sl, bool(cfg.get("allow_split_physical_axes", False)))
+            self._enum[key] = enumerate_meshes(inputs(cfg), sl, allow_split=True)
         return self._enum[key]
 
     # -- the tools, as exposed to a model ----------------------------------------------------------------
@@ -172,6 +174,8 @@ class Context:
                     "bottleneck": e.time.bottleneck()[0],
                     "hbm_bytes": e.memory.total,
                     "speedup": (e.tokens_per_s / cur.tokens_per_s) if cur else None,
+                    "needs_allow_split_physical_axes": c.needs_split
+                    and not bool(self.cfg.get("allow_split_physical_axes", False)),
                     "equivalent": [{"ici": compact(o.layout.ici), "dcn": compact(o.layout.dcn)} for o in same],
                 }
             )
