@@ -135,9 +135,10 @@ def test_confidence_is_monotone_in_the_predicted_gain_and_spreads() -> None:
     # a validated kind (published pairs behind it) is trusted more than an unvalidated one at the same gain
     tab = model_error.table()
     assert tab.kinds["slices"].validated and not tab.kinds["expert"].validated
-    assert model_error.confidence(1.1, frozenset({"slices"}), False).value > model_error.confidence(
-        1.1, frozenset({"expert"}), False
-    ).value
+    assert (
+        model_error.confidence(1.1, frozenset({"slices"}), False).value
+        > model_error.confidence(1.1, frozenset({"expert"}), False).value
+    )
     # a proposal must beat the kind's error to be shown
     sigma, _ = tab.sigma(frozenset({"tensor"}), False)
     assert not model_error.beats_error(math.exp(sigma) * 0.99, frozenset({"tensor"}), False)
