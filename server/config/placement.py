@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations, product
 
 from server.config.slices import CPU, Slice
@@ -84,53 +85,85 @@ def place(sl: Slice, mesh_shape: tuple[int, ...], allow_split_physical_axes: boo
         if columns is None:
             failed, remaining = _failed_axis(phys, mesh_shape)
             return Placement(False, error=error, failed_axis=failed, remaining=remaining)
-    assignment = tuple(tuple((p, z) for p, z in enumerate(col) if z > 1) for col in columns)
-    return Placement(True, assignment=assignment, split=split)
+    return Placement(True, assignment=tuple(map(_occupied, columns)), split=split)
 
 
-# One step of each routine (one logical axis placed, given what the axes before it left) depends only on the
-# sizes below: memoised, a whole enumeration of a slice costs a few hundred steps.
+@lru_cache(maxsize=4096)
+def _occupied(column: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """A logical axis' column of the assignment matrix as Placement keeps it: (physical axis, size) where above 1."""
+    return tuple((p, z) for p, z in enumerate(column) if z > 1)
+
+
+# A logical axis of size 1 changes nothing in either routine but one thing: without splitting, the first one placed
+# (the most network-intense) uses up the physical axes of size 1, the only ones that multiply to 1. So a placement
+# depends on the physical shape and the sequence of the other sizes, that first 1 included: memoised on those, and
+# so is each step (one logical axis placed, given what the ones before it left). An enumeration of a slice places
+# thousands of shapes with a few hundred distinct sequences.
+_Columns = tuple[tuple[int, ...], ...]  # per logical axis placed, the size it takes of each physical axis
+_WHOLE: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[_Columns | None, tuple[int, ...], int]] = {}
+_SPLIT: dict[tuple[tuple[int, ...], tuple[int, ...]], _Columns | None] = {}
 _WHOLE_STEP: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
 _SPLIT_STEP: dict[tuple[tuple[int, ...], tuple[int, ...], int], tuple[int, ...] | None] = {}
 
 
 def clear_memo() -> None:
-    """Forget the memoised steps (a benchmark's cold first run)."""
-    _WHOLE_STEP.clear()
-    _SPLIT_STEP.clear()
+    """Forget the memoised placements (a benchmark's cold first run)."""
+    for memo in (_WHOLE, _SPLIT, _WHOLE_STEP, _SPLIT_STEP):
+        memo.clear()
+    _occupied.cache_clear()
 
 
 def _whole_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> tuple[list[tuple[int, ...]] | None, str]:
     """`_create_device_mesh_for_nd_torus` without splitting: per logical axis, the size it takes of each physical
     axis (JAX's assignment matrix, by column), or None and JAX's NotImplementedError message."""
-    assignable = tuple(phys)
-    ones = (1,) * len(phys)
-    columns = [ones] * len(mesh_shape)
-    # Most network-intense (last) first, each onto the first subset of the physical axes left, most axes first,
-    # whose sizes multiply to its size; the subset is used up (zeroed).
+    order: list[int] = []  # logical axes in the order JAX places them, as _WHOLE keys them
+    first_one = 1 in phys
     for index in reversed(range(len(mesh_shape))):
-        size = mesh_shape[index]
-        if size == 1:
-            # Only a subset of size-1 physical axes multiplies to 1: the largest is all of those left.
-            if 1 in assignable:
-                assignable = tuple(0 if v == 1 else v for v in assignable)
-            continue
-        key = (assignable, size)
-        if key in _WHOLE_STEP:
-            chosen = _WHOLE_STEP[key]
-        else:
-            chosen = _WHOLE_STEP[key] = _whole_axes_step(assignable, size)
-        if chosen is None:
-            return None, (
-                f"Failed to find assignment for logical_axis_index {index} of size {size} with remaining assignable "
-                f"mesh {list(assignable)}. The size of each axis in your logical mesh must be equal to the product "
-                "of some subset of the physical mesh axis sizes. E.g. logical mesh (4, 16) is compatible with "
-                "physical mesh 4x4x4 since 4=4 and 16=4x4. If you want to split physical axes, set  "
-                "allow_split_physical_axes to True."
-            )
-        columns[index] = tuple(phys[p] if p in chosen else 1 for p in range(len(phys)))
-        assignable = tuple(0 if p in chosen else v for p, v in enumerate(assignable))
+        if mesh_shape[index] > 1:
+            order.append(index)
+        elif first_one:
+            order.append(index)
+            first_one = False
+    sizes = tuple(mesh_shape[i] for i in order)
+    key = (phys, sizes)
+    if key not in _WHOLE:
+        _WHOLE[key] = _whole_sequence(phys, sizes)
+    placed, left, failed = _WHOLE[key]
+    if placed is None:
+        index = order[failed]
+        return None, (
+            f"Failed to find assignment for logical_axis_index {index} of size {mesh_shape[index]} with remaining "
+            f"assignable mesh {list(left)}. The size of each axis in your logical mesh must be equal to the product "
+            "of some subset of the physical mesh axis sizes. E.g. logical mesh (4, 16) is compatible with "
+            "physical mesh 4x4x4 since 4=4 and 16=4x4. If you want to split physical axes, set  "
+            "allow_split_physical_axes to True."
+        )
+    columns = [(1,) * len(phys)] * len(mesh_shape)
+    for index, column in zip(order, placed, strict=True):
+        columns[index] = column
     return columns, ""
+
+
+def _whole_sequence(phys: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[_Columns | None, tuple[int, ...], int]:
+    """The torus mapper on logical axes of these sizes, in the order placed: their columns, or None, the physical
+    axes left (zeroed where used) and the position in `sizes` of the axis it cannot place."""
+    assignable = tuple(phys)
+    columns: list[tuple[int, ...]] = []
+    # Each onto the first subset of the physical axes left, most axes first, whose sizes multiply to its size; the
+    # subset is used up (zeroed).
+    for k, size in enumerate(sizes):
+        key = (assignable, size)
+        if key not in _WHOLE_STEP:
+            _WHOLE_STEP[key] = _whole_axes_step(assignable, size)
+        chosen = _WHOLE_STEP[key]
+        if chosen is None:
+            if size == 1:  # nothing of size 1 left: JAX moves on
+                columns.append((1,) * len(phys))
+                continue
+            return None, assignable, k
+        columns.append(tuple(phys[p] if p in chosen else 1 for p in range(len(phys))))
+        assignable = tuple(0 if p in chosen else v for p, v in enumerate(assignable))
+    return tuple(columns), assignable, -1
 
 
 def _whole_axes_step(assignable: tuple[int, ...], size: int) -> tuple[int, ...] | None:
@@ -144,23 +177,35 @@ def _whole_axes_step(assignable: tuple[int, ...], size: int) -> tuple[int, ...] 
 def _splitting_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> list[tuple[int, ...]] | None:
     """`_create_device_mesh_for_nd_torus_splitting_axes`: per logical axis, the size it takes of each physical axis
     (JAX's assignment matrix, by column), or None where JAX fails (no feasible assignment for an axis, or one whose
-    sizes do not multiply to the device count, which its reshape rejects)."""
+    sizes do not multiply to the device count, which its reshape rejects). A size-1 axis takes nothing."""
+    order = [i for i in reversed(range(len(mesh_shape))) if mesh_shape[i] > 1]
+    key = (phys, tuple(mesh_shape[i] for i in order))
+    if key not in _SPLIT:
+        _SPLIT[key] = _splitting_sequence(*key)
+    placed = _SPLIT[key]
+    if placed is None:
+        return None
+    columns = [(1,) * len(phys)] * len(mesh_shape)
+    for index, column in zip(order, placed, strict=True):
+        columns[index] = column
+    return columns
+
+
+def _splitting_sequence(phys: tuple[int, ...], sizes: tuple[int, ...]) -> _Columns | None:
     used = (1,) * len(phys)  # product of the sizes assigned so far, per physical axis
-    columns = [used] * len(mesh_shape)
-    for index in reversed(range(len(mesh_shape))):
-        size = mesh_shape[index]
+    columns = []
+    for size in sizes:
         key = (phys, used, size)
-        if key in _SPLIT_STEP:
-            best = _SPLIT_STEP[key]
-        else:
-            best = _SPLIT_STEP[key] = _splitting_axes_step(phys, used, size)
+        if key not in _SPLIT_STEP:
+            _SPLIT_STEP[key] = _splitting_axes_step(phys, used, size)
+        best = _SPLIT_STEP[key]
         if best is None:
             return None
-        columns[index] = best
+        columns.append(best)
         used = tuple(u * z for u, z in zip(used, best, strict=True))
-    if math.prod(math.prod(col) for col in columns) != math.prod(phys):
+    if math.prod(used) != math.prod(phys):
         return None
-    return columns
+    return tuple(columns)
 
 
 def _prime_factors(x: int) -> list[int]:
