@@ -3,7 +3,10 @@
 priced by the cost model and ranked by step time; those that do not fit in HBM are kept apart.
 
 On ICI, without `allow_split_physical_axes`, a degree can only be a product of whole physical axes,
-so only those are generated (JAX's placement then confirms each); with it, every divisor is.
+so only those are generated (JAX's placement, server/config/placement.py, then confirms each); with it,
+every divisor is, and a candidate says whether it needs the split (`Candidate.needs_split`).
+Placements are cached per slice and shape across calls; candidates the cost model cannot tell apart
+(`_cost_key`) are priced once per call.
 """
 
 from __future__ import annotations
