@@ -39,10 +39,6 @@ class Placement:
     remaining: tuple[int, ...] = field(default=())  # physical axes left when it failed
 
 
-def warm_up() -> None:
-    """Nothing to warm any more: placement is plain Python (the LSP's start-up hook still calls this)."""
-
-
 def _handler_accepts(sl: Slice, mesh_shape: tuple[int, ...]) -> str:
     """The device-kind handlers of jax 0.10.2 mesh_utils that return a mesh for any shape
     (`device_kind_handler_dict`): they run before, and instead of, the torus mapper."""

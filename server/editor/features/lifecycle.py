@@ -10,7 +10,6 @@ from typing import ClassVar
 from lsprotocol import types as lsp
 
 from server import __version__
-from server.config import placement
 from server.editor.server import AsapServer, ClientFeatures
 from server.editor.settings import Settings
 from server.presentation import explain
@@ -31,8 +30,7 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.info("ASAP language server %s started", __version__)
-    # JAX's placement code takes about a second to import, and the knowledge notes' titles (cited by the
-    # diagnostics' hovers) need pydantic: pay both now, off the loop.
+    # The knowledge notes' titles (cited by the diagnostics' hovers) need pydantic: pay for it now, off the loop.
     warm = asyncio.get_running_loop().run_in_executor(None, _warm_up)
     warm.add_done_callback(_log_warm_up)
     if ls.features.configuration:
@@ -57,13 +55,12 @@ async def did_change_configuration(ls: AsapServer, params: lsp.DidChangeConfigur
 
 
 def _warm_up() -> None:
-    placement.warm_up()
     explain.warm_up()
 
 
 def _log_warm_up(fut: asyncio.Future[None]) -> None:
     if not fut.cancelled() and fut.exception() is not None:
-        log.error("JAX import failed; layer-3 mesh checks are unavailable: %s", fut.exception())
+        log.error("warming up the hover explanations failed: %s", fut.exception())
 
 
 async def _pull_settings(ls: AsapServer) -> None:
