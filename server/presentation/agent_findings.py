@@ -28,7 +28,7 @@ _SEVERITY = {
 
 def mesh_label(p: ProposalView) -> str:
     """The proposal's mesh as people read it (axes.mesh_label), then its other changes."""
-    other = ", ".join(f"{k}={v}" for k, v in p.other_changes.items())
+    other = ", ".join(f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in p.other_changes.items())
     return axes.mesh_label(p.ici, p.dcn) + (f"; {other}" if other else "")
 
 
