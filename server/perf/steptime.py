@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from server.config.slices import ChipSpec
 from server.perf import roofline
 from server.perf.arith import BytesPerParam, Flops, Params, Shape
-from server.perf.collectives import Collective, CommPlan, path, price
+from server.perf.collectives import Collective, CommPlan, Path, path, price
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
 from server.perf.memory import tensor_dims
 from server.perf.remat import RematPolicy
@@ -290,6 +291,18 @@ def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool =
     return s.moe and s.moe_tile == 0 and ep > 1 and not dispatch_expert_parallel
 
 
+def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any] | None) -> Path:
+    """collectives.path, memoised in `memo` (one slice) on all it reads of the layout: the group's ICI and DCN
+    degrees and the physical axes its ICI part occupies."""
+    if memo is None:
+        return path(lay, axes)
+    key = ("path", axes, lay.ici_degree(*axes), lay.dcn_degree(*axes), tuple(lay.physical(*axes)))
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = path(lay, axes)
+    return hit
+
+
 def _moe_weight_collectives(
     s: Shape,
     p: Params,
@@ -298,6 +311,7 @@ def _moe_weight_collectives(
     add: Callable[[str, str, str, float, float], None],
     ga: int,
     dispatch_expert_parallel: bool = False,
+    memo: dict[Any, Any] | None = None,
 ) -> str:
     """The weight collectives of a MoE model's layers, as the compiler lays out MaxText's program; returns the axis
     group its dense weights (and the embedding and output head: `embed` axes too) are gathered over.
@@ -323,7 +337,7 @@ def _moe_weight_collectives(
     if ep > 1:
         axis = "fsdp+expert" if f_deg > 1 else "expert"
         if axis not in plan.paths:
-            plan.paths[axis] = path(lay, FSDP + EXPERT)
+            plan.paths[axis] = _path(lay, FSDP + EXPERT, memo)
     else:
         axis = "fsdp"
     if f_deg * ep > 1:
@@ -358,7 +372,7 @@ def step_time(
     grad_accum: int = 1,
     microbatches: int | None = None,
     matmul_speedup: float = 1.0,
-    memo: dict[tuple[int, int, int], _Work] | None = None,
+    memo: dict[Any, Any] | None = None,
     grouped_speedup: float | None = None,
     moe_factor: float = 1.0,
     moe_dispatch_expert_parallel: bool = False,
@@ -419,7 +433,7 @@ def step_time(
     }
     for name, axes in groups.items():
         if lay.degree(*axes) > 1:
-            plan.paths[name] = path(lay, axes)
+            plan.paths[name] = _path(lay, axes, memo)
 
     def add(axis: str, kind: str, purpose: str, count: float, nbytes: float) -> None:
         if axis in plan.paths and count > 0 and nbytes > 0:
@@ -436,7 +450,7 @@ def step_time(
             add("fsdp", "all-gather", "weights (backward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
             add("fsdp", "reduce-scatter", "gradients", s.layers * grad_accum, layer_w * GRAD_COMM_BYTES)
     else:
-        embed_axis = _moe_weight_collectives(s, p, lay, plan, add, grad_accum, moe_dispatch_expert_parallel)
+        embed_axis = _moe_weight_collectives(s, p, lay, plan, add, grad_accum, moe_dispatch_expert_parallel, memo)
     if embed_axis in plan.paths:
         add(embed_axis, "all-gather", "embedding weights", 2 * grad_accum, embed_w * WEIGHT_COMM_BYTES)
         add(embed_axis, "reduce-scatter", "embedding gradients", grad_accum, embed_w * GRAD_COMM_BYTES)
