@@ -334,20 +334,28 @@ def step_flops(inp: Inputs, devices: int) -> Flops:
 def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any] | None = None) -> Estimate:
     """The estimate of these inputs on one layout (no validation: see server/config/mesh.py).
     `fl`: the step's FLOPs when already known (they depend on the device count, not the mesh); `memo`: a
-    dict shared while pricing many meshes of one slice (server/perf/steptime.py)."""
+    dict shared while pricing many meshes of one slice with these inputs (an enumeration): what depends on only part
+    of the mesh is computed once per value of that part (memory here, more in server/perf/steptime.py)."""
     fl = fl or step_flops(inp, lay.slice.devices)
-    mem = memory.memory(
-        inp.shape,
-        inp.params,
-        inp.bpp,
-        lay,
-        inp.pdbs,
-        inp.seq,
-        inp.remat,
-        inp.vocab_tiles,
-        moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
-        iota_embed=inp.iota_embed,
-    )
+    # Memory reads a handful of degrees of the mesh: many meshes of one slice share its estimate (the same object).
+    degrees = memory.mesh_degrees(lay)
+    mem = memo.get(("memory", degrees)) if memo is not None else None
+    if mem is None:
+        mem = memory.memory_on(
+            inp.shape,
+            inp.params,
+            inp.bpp,
+            lay.slice.chip,
+            degrees,
+            inp.pdbs,
+            inp.seq,
+            inp.remat,
+            inp.vocab_tiles,
+            moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
+            iota_embed=inp.iota_embed,
+        )
+        if memo is not None:
+            memo[("memory", degrees)] = mem
     # The peak the weight matmuls run at (arith.matmul_speedup reads the same plan). MaxText quantizes the routed
     # experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so (server/perf/quantization.py:
     # fp8_full); the dense path's einsums follow the weight matmuls.

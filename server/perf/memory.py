@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from server.config.slices import ChipSpec
 from server.perf.arith import BytesPerParam, Params, Shape
 from server.perf.layout import CONTEXT, DATA, TENSOR, WEIGHT_SHARDING, Layout
 from server.perf.remat import RematPolicy
@@ -194,7 +195,10 @@ def moe_dispatch(s: Shape, lay: Layout, tokens: float) -> float:
     the default `ragged_buffer_factor: -1`), and the grouped matmuls run over all of it: DISPATCH_BUFFERS emb-wide
     buffers and the expert MLP's (n_in + 1) mlp-wide ones at that many rows, less the balanced rows' MLP that
     all_dims counts already. None without expert parallelism (the tokens are only sorted) or on the dense path."""
-    ep = lay.degree("expert")
+    return _moe_dispatch(s, lay.degree("expert"), tokens)
+
+
+def _moe_dispatch(s: Shape, ep: int, tokens: float) -> float:
     if not s.moe or s.moe_tile <= 0 or ep <= 1:
         return 0.0
     routed = tokens * s.experts_per_tok
@@ -300,11 +304,54 @@ def memory(
     `num_vocab_tiling`; `iota_embed`: its `use_iota_embed` (the token embedding as a one-hot matmul);
     `moe_dispatch_expert_parallel`: its `moe_dispatch_no_expert_sharding` (the capacity path's dispatch stays
     expert-parallel)."""
-    chip = lay.slice.chip
+    return memory_on(
+        s,
+        p,
+        bpp,
+        lay.slice.chip,
+        mesh_degrees(lay),
+        pdbs,
+        seq,
+        remat,
+        vocab_tiles,
+        iota_embed=iota_embed,
+        moe_dispatch_expert_parallel=moe_dispatch_expert_parallel,
+    )
+
+
+MeshDegrees = tuple[int, int, int, int, int, int]
+
+
+def mesh_degrees(lay: Layout) -> MeshDegrees:
+    """All `memory` reads of a layout besides its slice's chip: the degrees of the weight-sharding, tensor, expert,
+    context, embed_vocab and data axes (`memory_on`'s `degrees`; a key for memoising it over the meshes of a slice)."""
+    return (
+        lay.degree(*WEIGHT_SHARDING),
+        lay.degree(*TENSOR),
+        lay.degree("expert"),
+        lay.degree(*CONTEXT),
+        lay.degree(*EMBED_VOCAB),
+        lay.degree(*DATA),
+    )
+
+
+def memory_on(
+    s: Shape,
+    p: Params,
+    bpp: BytesPerParam,
+    chip: ChipSpec,
+    degrees: MeshDegrees,
+    pdbs: float,
+    seq: int,
+    remat: RematPolicy,
+    vocab_tiles: int = 1,
+    iota_embed: bool = False,
+    moe_dispatch_expert_parallel: bool = False,
+) -> Memory:
+    """`memory` on a chip, for a mesh given by what it reads of it (`mesh_degrees`)."""
+    shards, tp, ep, cp, ev, data = degrees
     hbm = chip.hbm_bytes / chip.devices_per_chip
-    shards = lay.degree(*WEIGHT_SHARDING)
     total_params = p.total(s.layers)
-    tp = lay.degree(*TENSOR)
     # Local tokens of a device: its batch shard's sequences, split over the non-batch axes that split
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
@@ -319,7 +366,6 @@ def memory(
     # x 3 beside the shard's bf16[1,4,4096,14336]; server/perf/steptime.py's _moe_weights_over_expert).
     # The largest layer counts: Params holds means over the decoder's layers, and a MoE layer's routed experts are
     # all in the layers that route (DeepSeek's dense-first layers have none).
-    ep = lay.degree("expert")
     split = ep if s.moe and (s.moe_tile > 0 or moe_dispatch_expert_parallel) else 1
     routed = p.routed * s.layers / max(1, s.routed_layers) if s.moe else 0.0
     gathered = (p.per_layer() - p.routed + routed / split) * ACT_BYTES / max(1, tp)
@@ -328,11 +374,10 @@ def memory(
     # backward scan's body, three a layer), while its weights are still gathered matrix by matrix (two
     # bf16[1,3584,14336] and two bf16[1,16,256,3584] live at once).
     per_iteration = s.layers / scan_iterations(s)
-    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + moe_dispatch(s, lay, tokens)
+    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + _moe_dispatch(s, ep, tokens)
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
-    cp = lay.degree(*CONTEXT)
     kv_dims = 2 * s.kv_heads * s.head_dim
     cp_kv = tokens * cp * kv_dims * (ACT_BYTES + 4) if cp > 1 else 0.0
     # Tensor parallelism splits the vocabulary, not the batch: a device holds the logits of its tensor group's
@@ -341,7 +386,6 @@ def memory(
     # many chunks of the tokens, one at a time (MaxText's vocabulary_tiling.py: a scan in a custom VJP).
     logit_buf = tokens * s.vocab * ACT_BYTES / max(1, vocab_tiles)
     head = s.emb * s.vocab * ACT_BYTES / max(1, tp)
-    ev = lay.degree(*EMBED_VOCAB)
     rows = s.emb / ev
     allreduce_path = rows < (TIED_HEAD_ALLREDUCE_ROWS if s.tied_embedding else HEAD_ALLREDUCE_ROWS)
     tied_loop = s.tied_embedding and not allreduce_path and ev > TIED_HEAD_LOOP_DEVICES
@@ -359,7 +403,7 @@ def memory(
         # A tied table's head gradient in a loop (TIED_HEAD_LOOP_DEVICES) is finished right after the loss: nothing
         # carried either.
         logits, heads = LOGITS_BUFFERS * logit_buf, head
-        carried = logit_buf if vocab_tiles <= 1 and lay.degree(*DATA) == 1 and not tied_loop else 0.0
+        carried = logit_buf if vocab_tiles <= 1 and data == 1 and not tied_loop else 0.0
     # A tied table's head gradient in a loop: its two bf16 accumulators, allocated at the step's start, live at the
     # loss.
     head_grad = 2 * s.vocab * s.emb / ev * ACT_BYTES / max(1, tp) if tied_loop else 0.0
