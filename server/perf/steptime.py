@@ -291,11 +291,9 @@ def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool =
     return s.moe and s.moe_tile == 0 and ep > 1 and not dispatch_expert_parallel
 
 
-def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any] | None) -> Path:
+def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any]) -> Path:
     """collectives.path, memoised in `memo` (one slice) on all it reads of the layout: the group's ICI and DCN
     degrees and the physical axes its ICI part occupies."""
-    if memo is None:
-        return path(lay, axes)
     key = ("path", axes, lay.ici_degree(*axes), lay.dcn_degree(*axes), tuple(lay.physical(*axes)))
     hit = memo.get(key)
     if hit is None:
@@ -303,61 +301,188 @@ def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any] | None) -> Pa
     return hit
 
 
-def _moe_weight_collectives(
-    s: Shape,
-    p: Params,
-    lay: Layout,
-    plan: CommPlan,
-    add: Callable[[str, str, str, float, float], None],
-    ga: int,
-    dispatch_expert_parallel: bool = False,
-    memo: dict[Any, Any] | None = None,
-) -> str:
-    """The weight collectives of a MoE model's layers, as the compiler lays out MaxText's program; returns the axis
-    group its dense weights (and the embedding and output head: `embed` axes too) are gathered over.
+# The mesh-axis groups a step's collectives run over (CommPlan.paths, in this order; MoE adds "fsdp+expert").
+GROUPS = (
+    ("fsdp", FSDP),
+    ("tensor", TENSOR),
+    ("context", CONTEXT),
+    ("expert", EXPERT),
+    ("data", DATA[:1]),
+    ("pipeline", PIPELINE),
+)
+
+Spec = tuple[str, str, float, float]  # a collective's kind, purpose, count per step and bytes each (Collective)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What the step's collectives depend on besides the mesh: step_time's model, batch and remat arguments."""
+
+    s: Shape
+    p: Params
+    tokens: float  # per device, per microbatch
+    rec: frozenset[str]  # remat.recomputed()
+    grad_accum: int
+    microbatches: int | None
+    moe_factor: float
+    dispatch_expert_parallel: bool
+
+
+# The collectives of a step, in groups that each run over one axis group's links and read of the mesh only the
+# degrees they take as arguments (step_time memoises each group's priced collectives on its path and those degrees).
+
+
+def _dense_weights(st: _Step, tp: int) -> list[Spec]:
+    """A dense model's layer weights over fsdp: what one device gathers of a layer (tensor parallelism splits every
+    matrix), forward and backward, and its gradients reduce-scattered."""
+    layer_w = st.p.per_layer() / tp
+    layers = st.s.layers * st.grad_accum
+    return [
+        ("all-gather", "weights (forward)", layers, layer_w * WEIGHT_COMM_BYTES),
+        ("all-gather", "weights (backward)", layers, layer_w * WEIGHT_COMM_BYTES),
+        ("reduce-scatter", "gradients", layers, layer_w * GRAD_COMM_BYTES),
+    ]
+
+
+def _moe_weight_axis(ep: int, f_deg: int) -> str:
+    """The axis group a MoE model's dense weights (and the embedding and output head: `embed` axes too) are gathered
+    over, as the compiler lays out MaxText's program.
 
     Dense weights (attention, norms, router, shared experts, dense-first layers' MLPs) are sharded on MaxText's
     `embed` axes, which include the expert axis (base.yml logical_axis_rules: embed -> fsdp, fsdp_transpose, context,
     context_usp_ulysses, expert), so they are gathered over fsdp x expert (mixtral fsdp 4 x expert 2: `all-gather.94`
     bf16[4096,32,128] with replica groups of all 8 devices; qwen3-30b-a3b expert 8, fsdp 1: `all-gather.58`
     bf16[2048,32,128] over the 8 expert devices, which a plan over fsdp alone misses; the output head likewise,
-    deepseek3 fsdp 2 x expert 4: `all-gather.58` bf16[7168,129280] over all 8 devices).
-
-    Routed experts are sharded over expert (their `exp` dimension) and fsdp (their embed dimension): a device gathers
-    its experts over fsdp in bf16, forward and backward (`all-gather.107` bf16[1,4,4096,14336], twice a layer per
-    matrix), and reduces their gradients in bf16 (ROUTED_GRAD_COMM_BYTES: a reduce-scatter with expert parallelism,
-    the whole bf16 gradient all-reduced without it on the dropless path). On the capacity path with expert
-    parallelism every expert is gathered onto every device over the expert axis as well, and its gradient
-    reduce-scattered there (_moe_weights_over_expert)."""
-    tp = lay.degree(*TENSOR)
-    ep = lay.degree(*EXPERT)
-    f_deg = lay.degree(*FSDP)
-    layers = s.layers * ga
-    dense_w = (p.per_layer() - p.routed) / tp
+    deepseek3 fsdp 2 x expert 4: `all-gather.58` bf16[7168,129280] over all 8 devices)."""
     if ep > 1:
-        axis = "fsdp+expert" if f_deg > 1 else "expert"
-        if axis not in plan.paths:
-            plan.paths[axis] = _path(lay, FSDP + EXPERT, memo)
+        return "fsdp+expert" if f_deg > 1 else "expert"
+    return "fsdp"
+
+
+def _moe_dense_weights(st: _Step, tp: int) -> list[Spec]:
+    """A MoE model's dense weights, over _moe_weight_axis."""
+    dense_w = (st.p.per_layer() - st.p.routed) / tp
+    layers = st.s.layers * st.grad_accum
+    return [
+        ("all-gather", "weights (forward)", layers, dense_w * WEIGHT_COMM_BYTES),
+        ("all-gather", "weights (backward)", layers, dense_w * WEIGHT_COMM_BYTES),
+        ("reduce-scatter", "gradients", layers, dense_w * GRAD_COMM_BYTES),
+    ]
+
+
+def _moe_routed_over_fsdp(st: _Step, tp: int, ep: int) -> list[Spec]:
+    """Routed experts are sharded over expert (their `exp` dimension) and fsdp (their embed dimension): a device
+    gathers its experts over fsdp in bf16, forward and backward (`all-gather.107` bf16[1,4,4096,14336], twice a layer
+    per matrix), and reduces their gradients in bf16 (ROUTED_GRAD_COMM_BYTES: a reduce-scatter with expert
+    parallelism, the whole bf16 gradient all-reduced without it on the dropless path)."""
+    routed = st.p.routed / tp  # every expert of a layer (mean over the layers), one device's tensor shard
+    local = routed / ep
+    layers = st.s.layers * st.grad_accum
+    if ep == 1 and st.s.moe_tile > 0:
+        grads: Spec = ("all-reduce", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES)
     else:
-        axis = "fsdp"
-    if f_deg * ep > 1:
-        add(axis, "all-gather", "weights (forward)", layers, dense_w * WEIGHT_COMM_BYTES)
-        add(axis, "all-gather", "weights (backward)", layers, dense_w * WEIGHT_COMM_BYTES)
-        add(axis, "reduce-scatter", "gradients", layers, dense_w * GRAD_COMM_BYTES)
-    routed = p.routed / tp  # every expert of a layer (mean over the layers), one device's tensor shard
-    if f_deg > 1:
-        local = routed / ep
-        add("fsdp", "all-gather", "routed expert weights (forward)", layers, local * WEIGHT_COMM_BYTES)
-        add("fsdp", "all-gather", "routed expert weights (backward)", layers, local * WEIGHT_COMM_BYTES)
-        if ep == 1 and s.moe_tile > 0:
-            add("fsdp", "all-reduce", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES)
-        else:
-            add("fsdp", "reduce-scatter", "routed expert gradients", layers, local * ROUTED_GRAD_COMM_BYTES)
-    if _moe_weights_over_expert(s, ep, dispatch_expert_parallel):
-        add("expert", "all-gather", "routed expert weights (forward)", layers, routed * WEIGHT_COMM_BYTES)
-        add("expert", "all-gather", "routed expert weights (backward)", layers, routed * WEIGHT_COMM_BYTES)
-        add("expert", "reduce-scatter", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES)
-    return axis
+        grads = ("reduce-scatter", "routed expert gradients", layers, local * ROUTED_GRAD_COMM_BYTES)
+    return [
+        ("all-gather", "routed expert weights (forward)", layers, local * WEIGHT_COMM_BYTES),
+        ("all-gather", "routed expert weights (backward)", layers, local * WEIGHT_COMM_BYTES),
+        grads,
+    ]
+
+
+def _moe_routed_over_expert(st: _Step, tp: int, ep: int) -> list[Spec]:
+    """On the capacity path with expert parallelism every expert is gathered onto every device over the expert axis
+    as well, and its gradient reduce-scattered there (_moe_weights_over_expert)."""
+    if not _moe_weights_over_expert(st.s, ep, st.dispatch_expert_parallel):
+        return []
+    routed = st.p.routed / tp
+    layers = st.s.layers * st.grad_accum
+    return [
+        ("all-gather", "routed expert weights (forward)", layers, routed * WEIGHT_COMM_BYTES),
+        ("all-gather", "routed expert weights (backward)", layers, routed * WEIGHT_COMM_BYTES),
+        ("reduce-scatter", "routed expert gradients", layers, routed * ROUTED_GRAD_COMM_BYTES),
+    ]
+
+
+def _embedding(st: _Step, tp: int) -> list[Spec]:
+    """The embedding table and output head, gathered twice a step and their gradients reduce-scattered once."""
+    embed_w = (st.p.embedding + st.p.logits) / tp
+    return [
+        ("all-gather", "embedding weights", 2 * st.grad_accum, embed_w * WEIGHT_COMM_BYTES),
+        ("reduce-scatter", "embedding gradients", st.grad_accum, embed_w * GRAD_COMM_BYTES),
+    ]
+
+
+def _tensor_activations(st: _Step, tp: int) -> list[Spec]:
+    tp_passes = 2 + (1 if {"out_proj", "mlpwo"} & st.rec else 0)
+    count = 2 * tp_passes * st.s.layers * st.grad_accum
+    return [("all-reduce", "activations", count, st.tokens * tp * st.s.emb * ACT_BYTES)]
+
+
+def _context_kv(st: _Step, tp: int, c: int) -> list[Spec]:
+    s = st.s
+    cp_passes = 2 + (1 if "attention" in st.rec else 0)
+    nbytes = st.tokens * c * 2 * s.kv_heads * s.head_dim / tp * ACT_BYTES
+    return [("all-gather", "keys and values", cp_passes * s.layers * st.grad_accum, nbytes)]
+
+
+def _token_dispatch(st: _Step, ep: int) -> list[Spec]:
+    """The dropless path's token dispatch and combine: ragged all-to-alls over the expert axis (moe.py
+    ra2a_and_route and unsort_output_and_ra2a, 1805 and 2059@e591f30cb), each moving a device's routed rows,
+    [tokens x top_k, emb] bf16: forward 2, backward 2 (their transposes), and 2 more when the layer is
+    rematerialised (qwen3-30b-a3b, expert 8, full remat: 6 a layer, `ragged-all-to-all-start`...`.5`, sending
+    bf16[16384,2048]). MaxText sizes the receive buffer for the worst case (get_ragged_buffer_size: x
+    min(expert, experts / top_k) when ragged_buffer_factor <= 0), but only the routed rows travel. On the
+    capacity path with `moe_dispatch_no_expert_sharding` the compiler's all-to-all moves the dispatched
+    [experts, capacity, emb] tensor instead: the routed rows padded by the capacity factor. None where the capacity
+    path gathers the experts instead (_moe_weights_over_expert)."""
+    s = st.s
+    if not s.moe or _moe_weights_over_expert(s, ep, st.dispatch_expert_parallel):
+        return []
+    moe_passes = 2 + (1 if "mlpwi" in st.rec else 0)
+    padded = st.moe_factor if s.moe_tile == 0 else 1.0
+    return [
+        (
+            "all-to-all",
+            "token dispatch and combine",
+            2 * moe_passes * s.routed_layers * st.grad_accum,
+            st.tokens * s.experts_per_tok * padded * s.emb * ACT_BYTES * ep,
+        )
+    ]
+
+
+def _data_gradients(st: _Step, shards_w: int) -> list[Spec]:
+    return [("all-reduce", "gradients", 1, st.p.total(st.s.layers) / shards_w * GRAD_COMM_BYTES)]
+
+
+def _stage_activations(st: _Step, stages: int) -> list[Spec]:
+    count = 2 * st.grad_accum * (st.microbatches or stages)
+    return [("collective-permute", "stage activations", count, st.tokens * st.s.emb * ACT_BYTES)]
+
+
+def _add(
+    plan: CommPlan,
+    memo: dict[Any, Any],
+    st: _Step,
+    dcn_bw: float,
+    axis: str,
+    build: Callable[..., list[Spec]],
+    *degrees: int,
+) -> None:
+    """Append the collectives `build` lists, priced on `axis`' path (none when the mesh has no such group, or for a
+    zero count or size). Memoised on `build`, the path and `degrees`, all `build` reads of the mesh: the Collective
+    objects are shared by the plans of every mesh with those (nothing changes a priced Collective)."""
+    pt = plan.paths.get(axis)
+    if pt is None:
+        return
+    key = (build, axis, pt, *degrees)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = tuple(
+            price(Collective(axis, kind, purpose, count, nbytes), pt, dcn_bw)
+            for kind, purpose, count, nbytes in build(st, *degrees)
+            if count > 0 and nbytes > 0
+        )
+    plan.collectives.extend(hit)
 
 
 def step_time(
@@ -378,10 +503,14 @@ def step_time(
     moe_dispatch_expert_parallel: bool = False,
     quant_passes: int = 0,
 ) -> StepTime:
-    """`memo`: a dict shared across calls with the same model, batch, remat and slice (an enumeration),
-    so the mesh-independent work is priced once per (tensor, expert, weight-sharding) degrees. `moe_factor`:
-    arith.moe_compute_factor (the capacity path's capacity factor, which sizes its dispatch and combine);
-    `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding` (_moe_weights_over_expert)."""
+    """`memo`: a dict shared across calls with the same arguments but `lay`, on one slice (an enumeration), so
+    what depends on only part of the mesh is priced once per value of that part: the compute and memory-bound work
+    per (tensor, expert, weight-sharding) degrees, each axis group's path and collectives per its links and the
+    degrees they read. `moe_factor`: arith.moe_compute_factor (the capacity path's capacity factor, which sizes its
+    dispatch and combine); `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding`
+    (_moe_weights_over_expert)."""
+    if memo is None:
+        memo = {}
     chip = lay.slice.chip
     n = lay.slice.devices
     tokens = pdbs * seq  # per device, per microbatch
@@ -391,9 +520,9 @@ def step_time(
     tp = lay.degree(*TENSOR)
     ep = lay.degree(*EXPERT)
     shards_w = lay.degree(*WEIGHT_SHARDING)
-    key = (tp, ep, shards_w)
-    work = memo.get(key) if memo is not None else None
-    if work is None:
+    key = ("work", tp, ep, shards_w)
+    hit = memo.get(key)
+    if hit is None:
         grouped = matmul_speedup if grouped_speedup is None else grouped_speedup
         work = _work(
             s,
@@ -414,104 +543,41 @@ def step_time(
             s.moe and bool(rec) and "mlpwo" not in (remat.saved | remat.offloaded),
             quant_passes,
         )
-        if memo is not None:
-            memo[key] = work
-    points, compute, compute_logits = list(work.points), work.compute, work.compute_logits
-    ew, scan, opt = work.ew, work.scan, work.opt
+        # -- host offload: offloaded tensors go to host memory in the forward pass and come back for the
+        # backward pass, over PCIe, asynchronously: only what a layer's compute cannot hide is exposed.
+        layer_compute = (work.compute + work.ew.seconds) / s.layers  # per microbatch
+        offload_layer = 2 * tokens * tensor_dims(s, remat.offloaded) * ACT_BYTES / chip.pcie_bw
+        offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
+        compute_total = (work.compute + work.compute_logits) * grad_accum
+        hbm_total = work.ew.seconds * grad_accum + work.scan.seconds + work.opt.seconds + offload_exposed
+        hit = memo[key] = (work, layer_compute, compute_total, hbm_total)
+    work, layer_compute, compute_total, hbm_total = hit
 
     # -- communication ----------------------------------------------------------------------------
     plan = CommPlan()
-    dcn_bw = chip.dcn_bw
-    layer_params = p.per_layer()
-    groups = {
-        "fsdp": FSDP,
-        "tensor": TENSOR,
-        "context": CONTEXT,
-        "expert": EXPERT,
-        "data": DATA[:1],
-        "pipeline": PIPELINE,
-    }
-    for name, axes in groups.items():
+    for name, axes in GROUPS:
         if lay.degree(*axes) > 1:
             plan.paths[name] = _path(lay, axes, memo)
-
-    def add(axis: str, kind: str, purpose: str, count: float, nbytes: float) -> None:
-        if axis in plan.paths and count > 0 and nbytes > 0:
-            plan.collectives.append(price(Collective(axis, kind, purpose, count, nbytes), plan.paths[axis], dcn_bw))
-
+    st = _Step(s, p, tokens, rec, grad_accum, microbatches, moe_factor, moe_dispatch_expert_parallel)
+    dcn_bw = chip.dcn_bw
     f_deg = lay.degree(*FSDP)
-    embed_w = (p.embedding + p.logits) / tp
-    embed_axis = "fsdp"
     if not s.moe:
-        # what one device gathers of a layer: tensor parallelism splits every matrix
-        layer_w = layer_params / tp
-        if f_deg > 1:
-            add("fsdp", "all-gather", "weights (forward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
-            add("fsdp", "all-gather", "weights (backward)", s.layers * grad_accum, layer_w * WEIGHT_COMM_BYTES)
-            add("fsdp", "reduce-scatter", "gradients", s.layers * grad_accum, layer_w * GRAD_COMM_BYTES)
+        _add(plan, memo, st, dcn_bw, "fsdp", _dense_weights, tp)
+        embed_axis = "fsdp"
     else:
-        embed_axis = _moe_weight_collectives(s, p, lay, plan, add, grad_accum, moe_dispatch_expert_parallel, memo)
-    if embed_axis in plan.paths:
-        add(embed_axis, "all-gather", "embedding weights", 2 * grad_accum, embed_w * WEIGHT_COMM_BYTES)
-        add(embed_axis, "reduce-scatter", "embedding gradients", grad_accum, embed_w * GRAD_COMM_BYTES)
-    y = lay.degree(*TENSOR)
-    group_tokens_tp = tokens * y
-    tp_passes = 2 + (1 if {"out_proj", "mlpwo"} & rec else 0)
-    add(
-        "tensor",
-        "all-reduce",
-        "activations",
-        2 * tp_passes * s.layers * grad_accum,
-        group_tokens_tp * s.emb * ACT_BYTES,
-    )
-    c = lay.degree(*CONTEXT)
-    cp_passes = 2 + (1 if "attention" in rec else 0)
-    add(
-        "context",
-        "all-gather",
-        "keys and values",
-        cp_passes * s.layers * grad_accum,
-        tokens * c * 2 * s.kv_heads * s.head_dim / tp * ACT_BYTES,
-    )
-    if s.moe and not _moe_weights_over_expert(s, ep, moe_dispatch_expert_parallel):
-        # The dropless path's token dispatch and combine: ragged all-to-alls over the expert axis (moe.py
-        # ra2a_and_route and unsort_output_and_ra2a, 1805 and 2059@e591f30cb), each moving a device's routed rows,
-        # [tokens x top_k, emb] bf16: forward 2, backward 2 (their transposes), and 2 more when the layer is
-        # rematerialised (qwen3-30b-a3b, expert 8, full remat: 6 a layer, `ragged-all-to-all-start`...`.5`, sending
-        # bf16[16384,2048]). MaxText sizes the receive buffer for the worst case (get_ragged_buffer_size: x
-        # min(expert, experts / top_k) when ragged_buffer_factor <= 0), but only the routed rows travel. On the
-        # capacity path with `moe_dispatch_no_expert_sharding` the compiler's all-to-all moves the dispatched
-        # [experts, capacity, emb] tensor instead: the routed rows padded by the capacity factor.
-        moe_passes = 2 + (1 if "mlpwi" in rec else 0)
-        padded = moe_factor if s.moe_tile == 0 else 1.0
-        add(
-            "expert",
-            "all-to-all",
-            "token dispatch and combine",
-            2 * moe_passes * s.routed_layers * grad_accum,
-            tokens * s.experts_per_tok * padded * s.emb * ACT_BYTES * ep,
-        )
-    add(
-        "data",
-        "all-reduce",
-        "gradients",
-        1,
-        p.total(s.layers) / shards_w * GRAD_COMM_BYTES,
-    )
+        embed_axis = _moe_weight_axis(ep, f_deg)
+        if ep > 1 and embed_axis not in plan.paths:
+            plan.paths[embed_axis] = _path(lay, FSDP + EXPERT, memo)
+        _add(plan, memo, st, dcn_bw, embed_axis, _moe_dense_weights, tp)
+        _add(plan, memo, st, dcn_bw, "fsdp", _moe_routed_over_fsdp, tp, ep)
+        _add(plan, memo, st, dcn_bw, "expert", _moe_routed_over_expert, tp, ep)
+    _add(plan, memo, st, dcn_bw, embed_axis, _embedding, tp)
+    _add(plan, memo, st, dcn_bw, "tensor", _tensor_activations, tp)
+    _add(plan, memo, st, dcn_bw, "context", _context_kv, tp, lay.degree(*CONTEXT))
+    _add(plan, memo, st, dcn_bw, "expert", _token_dispatch, ep)
+    _add(plan, memo, st, dcn_bw, "data", _data_gradients, shards_w)
     stages = lay.degree(*PIPELINE)
-    add(
-        "pipeline",
-        "collective-permute",
-        "stage activations",
-        2 * grad_accum * (microbatches or stages),
-        tokens * s.emb * ACT_BYTES,
-    )
-
-    # -- host offload: offloaded tensors go to host memory in the forward pass and come back for the
-    # backward pass, over PCIe, asynchronously: only what a layer's compute cannot hide is exposed.
-    layer_compute = (compute + ew.seconds) / s.layers  # per microbatch
-    offload_layer = 2 * tokens * tensor_dims(s, remat.offloaded) * ACT_BYTES / chip.pcie_bw
-    offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
+    _add(plan, memo, st, dcn_bw, "pipeline", _stage_activations, stages)
 
     # -- overlap and step -------------------------------------------------------------------------
     # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute
@@ -526,8 +592,6 @@ def step_time(
         rest = plan.seconds(axis) - hidden.get(axis, 0.0)
         exposed[axis] = exposed.get(axis, 0.0) + rest * (1 - TP_OVERLAP)
     exposed["data"] = plan.seconds("data")
-    compute_total = (compute + compute_logits) * grad_accum
-    hbm_total = ew.seconds * grad_accum + scan.seconds + opt.seconds + offload_exposed
     exposed_total = sum(exposed.values())
     busy = compute_total + hbm_total + exposed_total
     m = microbatches or stages
@@ -540,7 +604,7 @@ def step_time(
         bubble_s=bubble,
         step_s=busy + bubble,
         comm=plan,
-        points=points,
+        points=list(work.points),
         comm_by_axis=plan.by_axis(),
         exposed_by_axis={k: v for k, v in exposed.items() if v > 0},
     )
