@@ -516,10 +516,16 @@ def step_time(
     tokens = pdbs * seq  # per device, per microbatch
     rec = remat.recomputed()
 
-    # -- compute and memory-bound work: the same for every mesh with these degrees ----------------
+    # the degrees of the axis groups (GROUPS), each read once
+    f_deg = lay.degree(*FSDP)
     tp = lay.degree(*TENSOR)
+    c = lay.degree(*CONTEXT)
     ep = lay.degree(*EXPERT)
+    dp = lay.degree(*DATA[:1])
+    stages = lay.degree(*PIPELINE)
     shards_w = lay.degree(*WEIGHT_SHARDING)
+
+    # -- compute and memory-bound work: the same for every mesh with these degrees ----------------
     key = ("work", tp, ep, shards_w)
     hit = memo.get(key)
     if hit is None:
@@ -555,12 +561,13 @@ def step_time(
 
     # -- communication ----------------------------------------------------------------------------
     plan = CommPlan()
-    for name, axes in GROUPS:
-        if lay.degree(*axes) > 1:
+    for (name, axes), d in zip(GROUPS, (f_deg, tp, c, ep, dp, stages), strict=True):
+        if d > 1:
             plan.paths[name] = _path(lay, axes, memo)
-    st = _Step(s, p, tokens, rec, grad_accum, microbatches, moe_factor, moe_dispatch_expert_parallel)
+    st = memo.get("step")  # the same for every mesh (`memo`)
+    if st is None:
+        st = memo["step"] = _Step(s, p, tokens, rec, grad_accum, microbatches, moe_factor, moe_dispatch_expert_parallel)
     dcn_bw = chip.dcn_bw
-    f_deg = lay.degree(*FSDP)
     if not s.moe:
         _add(plan, memo, st, dcn_bw, "fsdp", _dense_weights, tp)
         embed_axis = "fsdp"
@@ -573,25 +580,34 @@ def step_time(
         _add(plan, memo, st, dcn_bw, "expert", _moe_routed_over_expert, tp, ep)
     _add(plan, memo, st, dcn_bw, embed_axis, _embedding, tp)
     _add(plan, memo, st, dcn_bw, "tensor", _tensor_activations, tp)
-    _add(plan, memo, st, dcn_bw, "context", _context_kv, tp, lay.degree(*CONTEXT))
+    _add(plan, memo, st, dcn_bw, "context", _context_kv, tp, c)
     _add(plan, memo, st, dcn_bw, "expert", _token_dispatch, ep)
     _add(plan, memo, st, dcn_bw, "data", _data_gradients, shards_w)
-    stages = lay.degree(*PIPELINE)
     _add(plan, memo, st, dcn_bw, "pipeline", _stage_activations, stages)
 
     # -- overlap and step -------------------------------------------------------------------------
-    # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute
+    # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute.
+    # One pass over the collectives: per axis, the hidden seconds, the seconds in order (what plan.seconds(axis)
+    # sums) and their running total (plan.by_axis()).
     hidden: dict[str, float] = {}
+    by_axis: dict[str, float] = {}
+    on_axis: dict[str, list[float]] = {}
     for coll in plan.collectives:
-        if coll.axis == "fsdp" or (s.moe and coll.axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
-            hidden[coll.axis] = hidden.get(coll.axis, 0.0) + coll.seconds
+        axis, secs = coll.axis, coll.seconds
+        if axis == "fsdp" or (s.moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
+            hidden[axis] = hidden.get(axis, 0.0) + secs
+        by_axis[axis] = by_axis.get(axis, 0.0) + secs
+        if axis in on_axis:
+            on_axis[axis].append(secs)
+        else:
+            on_axis[axis] = [secs]
     pool = sum(hidden.values())
     over = max(0.0, pool / s.layers / grad_accum - layer_compute) * s.layers * grad_accum
     exposed = {axis: over * secs / pool for axis, secs in hidden.items()} if pool > 0 else {"fsdp": 0.0}
     for axis in ("tensor", "context", "expert", "pipeline"):
-        rest = plan.seconds(axis) - hidden.get(axis, 0.0)
+        rest = sum(on_axis.get(axis, ())) - hidden.get(axis, 0.0)
         exposed[axis] = exposed.get(axis, 0.0) + rest * (1 - TP_OVERLAP)
-    exposed["data"] = plan.seconds("data")
+    exposed["data"] = sum(on_axis.get("data", ()))
     exposed_total = sum(exposed.values())
     busy = compute_total + hbm_total + exposed_total
     m = microbatches or stages
@@ -605,6 +621,6 @@ def step_time(
         step_s=busy + bubble,
         comm=plan,
         points=list(work.points),
-        comm_by_axis=plan.by_axis(),
+        comm_by_axis=by_axis,
         exposed_by_axis={k: v for k, v in exposed.items() if v > 0},
     )
