@@ -170,3 +170,16 @@ def test_the_engines_error_table_is_what_its_bench_computes() -> None:
         assert stored["kinds"][kind]["pairs"] == v["pairs"], kind
         assert stored["kinds"][kind]["sigma"] == pytest.approx(v["sigma"], rel=1e-6), kind
     assert stored["prior_dense"] == pytest.approx(pd, rel=1e-6) and stored["prior_moe"] == pytest.approx(pm, rel=1e-6)
+
+
+def test_the_standard_layout_is_among_the_three_as_the_reference(tmp_path: Path) -> None:
+    # Llama 4 Maverick on v5p-256 from pure data parallelism (does not launch): the model prices expert parallelism
+    # well ahead of pure FSDP; pure FSDP (the published recipes' layout) is still one of the three, said as such
+    r = analyze_text(
+        tmp_path,
+        "compile_topology: v5p-256\nmodel_name: llama4-17b-128e\nper_device_batch_size: 4\n"
+        "max_target_length: 4096\nici_data_parallelism: -1\nici_fsdp_parallelism: 1\n",
+    )
+    assert total(r.proposals[0], "expert") > 1
+    standard = [p for p in r.proposals if set(p.ici) <= {"fsdp", "fsdp_transpose"} and set(p.dcn) <= {"data"}]
+    assert len(standard) == 1 and "standard layout" in standard[0].rationale, [p.ici for p in r.proposals]
