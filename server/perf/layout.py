@@ -73,6 +73,24 @@ class Layout:
                 out.extend(assignment[i])
         return out
 
+    def links(self, *axes: str) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+        """The ICI degree, DCN degree and occupied physical axes (`physical`) of these mesh axes, in one pass: all
+        that collectives.path reads of the layout besides its slice."""
+        ici, dcn = self.ici, self.dcn
+        i = d = 1
+        for a in axes:
+            i *= ici.get(a, 1)
+            d *= dcn.get(a, 1)
+        pl = self.placement
+        used: tuple[tuple[int, int], ...] = ()
+        if pl is not None and pl.ok and pl.assignment:
+            assignment = pl.assignment
+            for a in axes:
+                k = _INDEX[a]
+                if k < len(assignment):
+                    used += assignment[k]
+        return i, d, used
+
     def label(self) -> str:
         return mesh_label(self.ici, self.dcn, ici_prefix="ICI ")
 

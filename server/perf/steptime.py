@@ -294,7 +294,7 @@ def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool =
 def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any]) -> Path:
     """collectives.path, memoised in `memo` (one slice) on all it reads of the layout: the group's ICI and DCN
     degrees and the physical axes its ICI part occupies."""
-    key = ("path", axes, lay.ici_degree(*axes), lay.dcn_degree(*axes), tuple(lay.physical(*axes)))
+    key = ("path", axes, *lay.links(*axes))
     hit = memo.get(key)
     if hit is None:
         hit = memo[key] = path(lay, axes)
@@ -513,8 +513,12 @@ def step_time(
         memo = {}
     chip = lay.slice.chip
     n = lay.slice.devices
-    tokens = pdbs * seq  # per device, per microbatch
-    rec = remat.recomputed()
+    st = memo.get("step")  # the same for every mesh (`memo`)
+    if st is None:
+        st = memo["step"] = _Step(
+            s, p, pdbs * seq, remat.recomputed(), grad_accum, microbatches, moe_factor, moe_dispatch_expert_parallel
+        )
+    tokens, rec = st.tokens, st.rec
 
     # the degrees of the axis groups (GROUPS), each read once
     f_deg = lay.degree(*FSDP)
@@ -564,9 +568,6 @@ def step_time(
     for (name, axes), d in zip(GROUPS, (f_deg, tp, c, ep, dp, stages), strict=True):
         if d > 1:
             plan.paths[name] = _path(lay, axes, memo)
-    st = memo.get("step")  # the same for every mesh (`memo`)
-    if st is None:
-        st = memo["step"] = _Step(s, p, tokens, rec, grad_accum, microbatches, moe_factor, moe_dispatch_expert_parallel)
     dcn_bw = chip.dcn_bw
     if not s.moe:
         _add(plan, memo, st, dcn_bw, "fsdp", _dense_weights, tp)
