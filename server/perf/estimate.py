@@ -359,7 +359,11 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
     # The peak the weight matmuls run at (arith.matmul_speedup reads the same plan). MaxText quantizes the routed
     # experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so (server/perf/quantization.py:
     # fp8_full); the dense path's einsums follow the weight matmuls.
-    plan = matmul_plan(inp.quantization, lay.slice.chip)
+    plan = memo.get("matmuls") if memo is not None else None  # one slice: one chip
+    if plan is None:
+        plan = matmul_plan(inp.quantization, lay.slice.chip)
+        if memo is not None:
+            memo["matmuls"] = plan
     speedup = plan.speedup
     grouped = speedup if (plan.mode is not None and plan.mode.grouped_moe) else 1.0
     st = steptime.step_time(

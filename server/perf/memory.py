@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from server.config.slices import ChipSpec
 from server.perf.arith import BytesPerParam, Params, Shape
@@ -240,11 +241,12 @@ class Memory:
     # None: the capacity less RUNTIME_RESERVE
     compiler_limit: float | None = None
 
-    @property
+    @cached_property
     def total(self) -> float:
         """Peak bytes: the model state, weight casts and kept activations are live throughout the step; the loss'
         buffers (LOSS_PHASE) and the backward pass' (BACKWARD_PHASE: the gradients and one layer's working set)
-        are not live at once, so the larger of the two phases counts."""
+        are not live at once, so the larger of the two phases counts. Computed once: `components` is never changed
+        after construction (an enumeration reads it of each mesh several times, and many meshes share a Memory)."""
         c = self.components
         loss = sum(c.get(k, 0.0) for k in LOSS_PHASE)
         backward = sum(c.get(k, 0.0) for k in BACKWARD_PHASE)
