@@ -12,7 +12,7 @@ Placements are cached per slice and shape across calls; candidates the cost mode
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import combinations
 from operator import itemgetter
 from typing import Any
@@ -32,6 +32,9 @@ _POS = {a: i for i, a in enumerate(_ORDER)}
 _ICI_POS = tuple(_POS[a] for a in ICI_AXES)
 _NO_DCN = dict.fromkeys(_ORDER, 1)
 _EXPERT = ICI_AXES.index("expert")
+# For each axis in _ORDER, its index in an ICI assignment (ICI_AXES order), or len(ICI_AXES): a 1 appended to it.
+_SHAPE_FROM_ICI = tuple(ICI_AXES.index(a) if a in ICI_AXES else len(ICI_AXES) for a in _ORDER)
+_BATCH_POS = tuple(_POS[a] for a in BATCH_SHARDING)
 
 
 @dataclass(frozen=True)
@@ -151,52 +154,59 @@ def enumerate_meshes(inp: Inputs, sl: Slice, allow_split: bool = False) -> Enume
     over: list[tuple[float, Candidate]] = []
     ici_options = _ici_options(sl, allow_split)
     dcn_options = _factorizations(sl.num_slices, len(DCN_AXES), tuple(_divisors(sl.num_slices)))
+    # per DCN assignment: the layout's DCN degrees and the total degree (ICI x DCN) factor of each axis, in _ORDER
+    dcn_dicts = []
+    dcn_factors = []
+    for dcn_t in dcn_options:
+        full_dcn = dict(_NO_DCN)
+        full_dcn.update(zip(DCN_AXES, dcn_t, strict=True))
+        dcn_dicts.append(full_dcn)
+        dcn_factors.append(tuple(full_dcn[a] for a in _ORDER))
     global_batch = inp.pdbs * sl.devices
     whole_batch = abs(global_batch - round(global_batch)) <= 1e-9
     batch = round(global_batch)
+    tensor, expert, pipeline, context = _POS["tensor"], _POS["expert"], _POS["pipeline"], _POS["context"]
     for ici_t in ici_options:
         if ici_t[_EXPERT] > 1 and not s.moe:
             reject("expert parallelism without experts")
             continue
-        shape = [1] * len(_ORDER)
-        for i, d in zip(_ICI_POS, ici_t, strict=True):
-            shape[i] = d
-        full_ici = dict(zip(_ORDER, shape, strict=True))
-        pl = _place(sl, tuple(shape), allow_split)
+        shape = tuple(map((*ici_t, 1).__getitem__, _SHAPE_FROM_ICI))  # the ICI degrees in _ORDER, 1 elsewhere
+        pl = _place(sl, shape, allow_split)
         if not pl.ok:
             generated += len(dcn_options)
             reject("cannot be placed on whole physical axes", len(dcn_options))
             continue
-        for dcn_t in dcn_options:
+        full_ici = dict(zip(_ORDER, shape, strict=True))
+        for dcn_t, full_dcn, factors in zip(dcn_options, dcn_dicts, dcn_factors, strict=True):
             generated += 1
-            full_dcn = dict(_NO_DCN)
-            full_dcn.update(zip(DCN_AXES, dcn_t, strict=True))
-            total = {a: d * full_dcn[a] for a, d in full_ici.items()}
-            tp = total["tensor"]
+            total = [d * f for d, f in zip(shape, factors, strict=True)]
+            tp = total[tensor]
             if s.q_heads % tp or s.kv_heads % tp:
                 reject("heads not divisible by tensor parallelism")
                 continue
-            if s.moe and s.experts % total["expert"]:
+            if s.moe and s.experts % total[expert]:
                 reject("experts not divisible by expert parallelism")
                 continue
-            if s.layers % total["pipeline"]:
+            if s.layers % total[pipeline]:
                 reject("layers not divisible by pipeline stages")
                 continue
-            if inp.seq % total["context"]:
+            if inp.seq % total[context]:
                 reject("sequence not divisible by context parallelism")
                 continue
-            shards = math.prod(total[a] for a in BATCH_SHARDING)
+            shards = 1
+            for i in _BATCH_POS:
+                shards *= total[i]
             if not whole_batch or batch % shards:
                 reject("global batch not divisible by the batch shards")
                 continue
-            lay = Layout(sl, dict(full_ici), full_dcn, pl)
+            lay = Layout(sl, dict(full_ici), dict(full_dcn), pl)
             key = _cost_key(ici_t, dcn_t, pl)
             hit = priced.get(key)
             if hit is None:
                 est = price(inp, lay, flops, memo)
                 hit = priced[key] = (est, est.memory.launches, est.time.step_s, est.memory.total)
             else:
-                est = replace(hit[0], layout=lay)
+                est = hit[0].on(lay)
             if hit[1]:
                 fitting.append((hit[2], Candidate(lay, est)))
             else:

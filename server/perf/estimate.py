@@ -128,6 +128,24 @@ class Estimate:
         sl = self.layout.slice
         return self.model_flops_per_step / (self.time.step_s * sl.total_chips * self.effective_peak_flops)
 
+    def on(self, lay: Layout) -> Estimate:
+        """This estimate for another layout that the cost model cannot tell from its own (enumeration._cost_key):
+        the same numbers, its parts shared, not copied (dataclasses.replace with `layout`, without its overhead)."""
+        return Estimate(
+            lay,
+            self.shape,
+            self.params,
+            self.flops,
+            self.bpp,
+            self.remat,
+            self.memory,
+            self.time,
+            self.pdbs,
+            self.seq,
+            self.grad_accum,
+            self.quantization,
+        )
+
     def _mfu_text(self) -> str:
         text = f"{self.mfu:.0%} MFU"
         if self.matmuls.quantized:
