@@ -151,6 +151,8 @@ class _Needs:
     pipeline_why: str = ""
     dcn_pipeline: bool = False
     dcn_pipeline_why: str = ""
+    dcn_fsdp: bool = False
+    dcn_fsdp_why: str = ""
 
 
 def _needs(en: Enumeration) -> _Needs:
@@ -217,7 +219,27 @@ def _needs(en: Enumeration) -> _Needs:
                     f"collectives per step over the data-center network ({dcn_s / b.time.step_s:.0%} of its step); "
                     "stages send only activations between slices"
                 )
-    return _Needs(context, context_why, pipeline, pipeline_why, dcn_pipeline, dcn_why)
+    # FSDP across slices gathers weights over the data-center network in every layer (kb/docs/dcn-vs-ici-
+    # placement.md: "use it when memory requires it, not as a default"): only when no mesh fits without it
+    dcn_fsdp, dcn_fsdp_why = False, ""
+    if sl.num_slices > 1 and en.ranked and not any(_dcn_shards(c.layout) == 1 for c in en.ranked):
+        dcn_fsdp = True
+        least = min(
+            (c for c in en.too_big if _dcn_shards(c.layout) == 1), key=lambda c: c.estimate.memory.total, default=None
+        )
+        over = (
+            f": the least with data parallelism across slices needs {least.estimate.memory.total / GiB:.1f} of "
+            f"{least.estimate.memory.usable / GiB:.1f} GiB per chip"
+            if least
+            else ""
+        )
+        dcn_fsdp_why = f"fsdp over DCN because the weights cannot be sharded enough within a slice{over}"
+    return _Needs(context, context_why, pipeline, pipeline_why, dcn_pipeline, dcn_why, dcn_fsdp, dcn_fsdp_why)
+
+
+def _dcn_shards(lay: Layout) -> int:
+    """How far the mesh shards weights across slices (DCN fsdp, fsdp_transpose, expert)."""
+    return math.prod(lay.dcn.get(a, 1) for a in ("fsdp", "fsdp_transpose", "expert"))
 
 
 DCN_PIPELINE_SHARE = 0.10  # DCN pipelining is considered when cross-slice collectives exceed this share of the step
@@ -241,6 +263,11 @@ def _reasons(lay: Layout, needs: _Needs, cur: Layout | None) -> tuple[str, ...] 
             return None
         if needs.pipeline_why and pp > cur_pp:
             out.append(needs.pipeline_why)
+    dsh, cur_dsh = _dcn_shards(lay), (_dcn_shards(cur) if cur is not None else 1)
+    if dsh > 1 and dsh > cur_dsh:
+        if not needs.dcn_fsdp:
+            return None
+        out.append(needs.dcn_fsdp_why)
     dpp = lay.dcn.get("pipeline", 1)
     cur_dpp = cur.dcn.get("pipeline", 1) if cur is not None else 1
     if dpp > 1 and dpp > cur_dpp:
@@ -283,7 +310,7 @@ def candidates(ctx: Context, diag: Diagnosis, cal: Calibration) -> tuple[list[_C
                 continue
             reasons = _reasons(c.layout, needs, cur.layout if cur is not None else None)
             if reasons is None:
-                drop("context or pipeline parallelism the model shows no reason for")
+                drop("context, pipeline or DCN fsdp parallelism the model shows no reason for")
                 continue
             split = c.needs_split and not split_allowed
             changes = {**other, "allow_split_physical_axes": True} if split else dict(other)
