@@ -183,3 +183,23 @@ def test_the_standard_layout_is_among_the_three_as_the_reference(tmp_path: Path)
     assert total(r.proposals[0], "expert") > 1
     standard = [p for p in r.proposals if set(p.ici) <= {"fsdp", "fsdp_transpose"} and set(p.dcn) <= {"data"}]
     assert len(standard) == 1 and "standard layout" in standard[0].rationale, [p.ici for p in r.proposals]
+
+
+def test_meshes_priced_identically_are_one_proposal_with_their_equivalents(tmp_path: Path) -> None:
+    # Mixtral 8x22B on the capacity path (sparse_matmul false): the model prices expert 2, 4 and 8 exactly like
+    # pure FSDP (every device gathers every expert either way), so they are one candidate, written as pure FSDP
+    sys.path.insert(0, str(ROOT / "bench"))
+    from proposals import naive
+    from references import MOE_REFERENCES
+
+    ref = next(r for r in MOE_REFERENCES if r.name.startswith("mixtral-8x22b v6e-256"))
+    r = analyze_text(tmp_path, naive(ref, "data"))
+    first = r.proposals[0]
+    assert first.ici == {"fsdp": 256}
+    assert {"ici": {"fsdp": 64, "expert": 4}, "dcn": {}} in first.equivalent
+    assert "exactly the same (equivalent meshes)" in first.rationale
+    shown = [(p.ici, p.dcn) for p in r.proposals]
+    for p in r.proposals:
+        for e in p.equivalent:
+            assert (e["ici"], e["dcn"]) not in shown  # an equivalent is never proposed again as another proposal
+    assert r.report().proposals[0].equivalent[0].ici  # in the analyze JSON

@@ -12,7 +12,7 @@ so a user's fsdp_transpose or -1 stays as written when the model cannot tell the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from server.agents.tools import Context, compact
@@ -138,6 +138,7 @@ class _Cand:
     reasons: tuple[str, ...] = ()  # why context or pipeline parallelism is in the mesh
     split: bool = False  # needs allow_split_physical_axes, which the config does not set
     note: str = ""  # why it is ranked where it is, when not by predicted throughput alone
+    equivalents: list[_Cand] = field(default_factory=list)  # priced identically: the same candidate
 
 
 @dataclass(frozen=True)
@@ -573,7 +574,7 @@ def _order(ranked: list[_Cand], moe: bool) -> list[_Cand]:
     standard is what published recipes run; otherwise it is still one of the three whenever it clears the bar
     against the current config, as the reference the others are read against."""
     groups: dict[tuple[Any, ...], list[_Cand]] = {}
-    for c in ranked:
+    for c in _merge_identical(ranked):
         groups.setdefault(_signature(c), []).append(c)
     reps = []
     for members in groups.values():
@@ -616,6 +617,25 @@ def _order(ranked: list[_Cand], moe: bool) -> list[_Cand]:
     return reps
 
 
+def _merge_identical(ranked: list[_Cand]) -> list[_Cand]:
+    """Candidates the model prices identically (the same step time and HBM, the same run changes) are one
+    candidate (issue 16: one row per mesh), kept once in the most standard spelling (the standard layout, then the
+    least extra parallelism, then no split axes), with the others as its equivalents; e.g. Mixtral on the capacity
+    path, where expert parallelism changes nothing the model prices. Order is kept."""
+    groups: dict[tuple[Any, ...], list[_Cand]] = {}
+    for c in ranked:
+        key = (round(c.step, 12), round(c.est.memory.total), tuple(sorted(_run_changes(c.other).items())))
+        groups.setdefault(key, []).append(c)
+    out = []
+    for c in ranked:
+        members = groups[(round(c.step, 12), round(c.est.memory.total), tuple(sorted(_run_changes(c.other).items())))]
+        rep = min(members, key=lambda m: (not _standard(m), _extra_degrees(m), m.split, m.distance))
+        if rep is c:
+            rep.equivalents = [m for m in members if m is not rep]
+            out.append(rep)
+    return out
+
+
 def _kinds_between(a: _Cand, b: _Cand) -> frozenset[str]:
     other = {k: v for k, v in a.other.items() if b.other.get(k) != v}
     return model_error.change_kinds(b.est.layout.ici, b.est.layout.dcn, a.est.layout.ici, a.est.layout.dcn, other)
@@ -642,6 +662,14 @@ def propose(ctx: Context, diag: Diagnosis, cal: Calibration) -> list[Proposal]:
             f"{_why(c, cur, cal)}Proposed: {_change_words(c, cur)}. Expected step {c.step * 1e3:,.0f} ms, MFU "
             f"{mfu:.1%}{speed}; the step would be {e.time.bottleneck()[0]}-bound.{_mechanisms(c, cur)}"
             + (f" Ranked here because {c.note}." if c.note else "")
+            + (
+                " The model prices "
+                + ", ".join(mesh_label(q.est.layout.ici, q.est.layout.dcn) for q in c.equivalents[:4])
+                + (f" and {len(c.equivalents) - 4} more" if len(c.equivalents) > 4 else "")
+                + " exactly the same (equivalent meshes)."
+                if c.equivalents
+                else ""
+            )
             + (f" Background: {', '.join(refs)}." if refs else "")
         )
         out.append(
@@ -660,6 +688,9 @@ def propose(ctx: Context, diag: Diagnosis, cal: Calibration) -> list[Proposal]:
                 refs,
                 conf,
                 basis,
+                equivalent=[
+                    {"ici": compact(q.est.layout.ici), "dcn": compact(q.est.layout.dcn)} for q in c.equivalents
+                ],
             )
         )
     return out

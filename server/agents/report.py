@@ -408,6 +408,8 @@ class ProposalView(_Doc):
     confidence_basis: str
     rationale: str
     references: list[str]
+    # meshes the model prices identically (same step time and HBM): the same candidate, written once
+    equivalent: list[MeshDegrees] = Field(default_factory=list)
     stated_confidence: Number | SkipJsonSchema[None] = _absent()
 
 

@@ -74,6 +74,8 @@ class Proposal:
     confidence: float
     confidence_basis: str
     keep_current: bool = False
+    # meshes the model prices identically to this one (same step time and memory): one candidate, written once
+    equivalent: list[dict[str, dict[str, int]]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -93,6 +95,7 @@ class Proposal:
             "confidence_basis": self.confidence_basis,
             "rationale": self.rationale,
             "references": self.references,
+            "equivalent": self.equivalent,
         }
 
 
