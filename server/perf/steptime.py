@@ -112,12 +112,10 @@ class StepTime:
 
 @dataclass(frozen=True)
 class _Work:
-    points: tuple[roofline.Point, ...]
+    points: tuple[roofline.Point, ...]  # the layers' and the loss' (the scanned state's: _state_traffic)
     compute: float
     compute_logits: float
     ew: roofline.Point
-    scan: roofline.Point
-    opt: roofline.Point
 
 
 def _work(
@@ -131,7 +129,6 @@ def _work(
     rec: frozenset[str],
     tp: int,
     ep: int,
-    shards_w: int,
     matmul_speedup: float,
     grouped_speedup: float,
     moe_factor: float = 1.0,
@@ -139,8 +136,8 @@ def _work(
     moe_wo_again: bool = False,
     quant_passes: int = 0,
 ) -> _Work:
-    """Compute and memory-bound time of one microbatch (and the once-per-step optimizer): depends on the
-    mesh only through the tensor, expert and weight-sharding degrees."""
+    """Compute and memory-bound time of one microbatch's layers and loss: depends on the mesh only through the
+    tensor and expert degrees."""
     passes_fwd = {k: 1 + 2 + (1 if k in rec else 0) for k in ("qkv", "out_proj", "mlpwi", "mlpwo", "attention")}
     # -- compute: per matmul kind, at its roofline bound (flops and the bytes it streams) ----------
     points: list[roofline.Point] = []
@@ -235,13 +232,6 @@ def _work(
         chip.mxu_efficiency,
         HBM_EFFICIENCY,
     )
-    local_params = p.total(s.layers) / shards_w
-    scan = roofline.point(
-        "scan weights and grads", 0.0, 3 * local_params * bpp.weights, chip, chip.mxu_efficiency, HBM_EFFICIENCY
-    )
-    opt = roofline.point(
-        "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, chip.mxu_efficiency, HBM_EFFICIENCY
-    )
     # Quantized training casts both operands of every quantized weight matmul in every quantized pass: the forward
     # quantizes the input and the weight, the activation gradient the output's gradient and the weight, the weight
     # gradient the input and the output's gradient (Qwix/AQT quantize on the fly; quantizations.py). Each cast
@@ -272,9 +262,24 @@ def _work(
         )
         points.append(quant)
         ew_all = roofline.Point(ew.name, 0.0, ew_all.bytes + quant.bytes, ew_all.seconds + quant.seconds, ew.bound)
-    points += [ew, scan, opt]
+    points.append(ew)
 
-    return _Work(tuple(points), compute, compute_logits, ew_all, scan, opt)
+    return _Work(tuple(points), compute, compute_logits, ew_all)
+
+
+def _state_traffic(
+    s: Shape, p: Params, bpp: BytesPerParam, chip: ChipSpec, shards_w: int
+) -> tuple[roofline.Point, roofline.Point]:
+    """The memory-bound work on a device's share of the model state, once per step: the layer scan's slicing of the
+    weights and gradients and the optimizer update. Depends on the mesh only through the weight-sharding degree."""
+    local_params = p.total(s.layers) / shards_w
+    scan = roofline.point(
+        "scan weights and grads", 0.0, 3 * local_params * bpp.weights, chip, chip.mxu_efficiency, HBM_EFFICIENCY
+    )
+    opt = roofline.point(
+        "optimizer update", 0.0, local_params * ADAM_BYTES_PER_PARAM, chip, chip.mxu_efficiency, HBM_EFFICIENCY
+    )
+    return scan, opt
 
 
 def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool = False) -> bool:
@@ -291,13 +296,24 @@ def _moe_weights_over_expert(s: Shape, ep: int, dispatch_expert_parallel: bool =
     return s.moe and s.moe_tile == 0 and ep > 1 and not dispatch_expert_parallel
 
 
-def _path(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any]) -> Path:
-    """collectives.path, memoised in `memo` (one slice) on all it reads of the layout: the group's ICI and DCN
-    degrees and the physical axes its ICI part occupies."""
-    key = ("path", axes, *lay.links(*axes))
+@dataclass(frozen=True)
+class _Group:
+    """An axis group's links on one mesh: its path, and what collectives.price reads of it."""
+
+    path: Path
+    # ICI and DCN degree, ICI bandwidth, ring steps, hop latency: paths that differ only in the physical axes they
+    # name (x or y, say) price every collective alike
+    links: tuple[int, int, float, int, float]
+
+
+def _group(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any]) -> _Group:
+    """The group of these mesh axes, memoised in `memo` (one slice) on all that collectives.path reads of the layout:
+    the group's ICI and DCN degrees and the physical axes its ICI part occupies."""
+    key = (axes, lay.links(*axes))
     hit = memo.get(key)
     if hit is None:
-        hit = memo[key] = path(lay, axes)
+        pt = path(lay, axes)
+        hit = memo[key] = _Group(pt, (pt.ici_degree, pt.dcn_degree, pt.ici_bw, pt.ring_steps, pt.hop_latency))
     return hit
 
 
@@ -329,7 +345,7 @@ class _Step:
 
 
 # The collectives of a step, in groups that each run over one axis group's links and read of the mesh only the
-# degrees they take as arguments (step_time memoises each group's priced collectives on its path and those degrees).
+# degrees they take as arguments (step_time's `add` memoises them per group, on those degrees).
 
 
 def _dense_weights(st: _Step, tp: int) -> list[Spec]:
@@ -459,32 +475,6 @@ def _stage_activations(st: _Step, stages: int) -> list[Spec]:
     return [("collective-permute", "stage activations", count, st.tokens * st.s.emb * ACT_BYTES)]
 
 
-def _add(
-    plan: CommPlan,
-    memo: dict[Any, Any],
-    st: _Step,
-    dcn_bw: float,
-    axis: str,
-    build: Callable[..., list[Spec]],
-    *degrees: int,
-) -> None:
-    """Append the collectives `build` lists, priced on `axis`' path (none when the mesh has no such group, or for a
-    zero count or size). Memoised on `build`, the path and `degrees`, all `build` reads of the mesh: the Collective
-    objects are shared by the plans of every mesh with those (nothing changes a priced Collective)."""
-    pt = plan.paths.get(axis)
-    if pt is None:
-        return
-    key = (build, axis, pt, *degrees)
-    hit = memo.get(key)
-    if hit is None:
-        hit = memo[key] = tuple(
-            price(Collective(axis, kind, purpose, count, nbytes), pt, dcn_bw)
-            for kind, purpose, count, nbytes in build(st, *degrees)
-            if count > 0 and nbytes > 0
-        )
-    plan.collectives.extend(hit)
-
-
 def step_time(
     s: Shape,
     p: Params,
@@ -533,58 +523,88 @@ def step_time(
     key = ("work", tp, ep, shards_w)
     hit = memo.get(key)
     if hit is None:
-        grouped = matmul_speedup if grouped_speedup is None else grouped_speedup
-        work = _work(
-            s,
-            p,
-            bpp,
-            fl,
-            chip,
-            n,
-            tokens,
-            rec,
-            tp,
-            ep,
-            shards_w,
-            matmul_speedup,
-            grouped,
-            moe_factor,
-            moe_dispatch_expert_parallel,
-            s.moe and bool(rec) and "mlpwo" not in (remat.saved | remat.offloaded),
-            quant_passes,
-        )
+        work = memo.get(("layers", tp, ep))
+        if work is None:
+            grouped = matmul_speedup if grouped_speedup is None else grouped_speedup
+            work = memo["layers", tp, ep] = _work(
+                s,
+                p,
+                bpp,
+                fl,
+                chip,
+                n,
+                tokens,
+                rec,
+                tp,
+                ep,
+                matmul_speedup,
+                grouped,
+                moe_factor,
+                moe_dispatch_expert_parallel,
+                s.moe and bool(rec) and "mlpwo" not in (remat.saved | remat.offloaded),
+                quant_passes,
+            )
+        scan, opt = _state_traffic(s, p, bpp, chip, shards_w)
         # -- host offload: offloaded tensors go to host memory in the forward pass and come back for the
         # backward pass, over PCIe, asynchronously: only what a layer's compute cannot hide is exposed.
         layer_compute = (work.compute + work.ew.seconds) / s.layers  # per microbatch
         offload_layer = 2 * tokens * tensor_dims(s, remat.offloaded) * ACT_BYTES / chip.pcie_bw
         offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
         compute_total = (work.compute + work.compute_logits) * grad_accum
-        hbm_total = work.ew.seconds * grad_accum + work.scan.seconds + work.opt.seconds + offload_exposed
-        hit = memo[key] = (work, layer_compute, compute_total, hbm_total)
-    work, layer_compute, compute_total, hbm_total = hit
+        hbm_total = work.ew.seconds * grad_accum + scan.seconds + opt.seconds + offload_exposed
+        hit = memo[key] = ((*work.points, scan, opt), layer_compute, compute_total, hbm_total)
+    points, layer_compute, compute_total, hbm_total = hit
 
     # -- communication ----------------------------------------------------------------------------
     plan = CommPlan()
+    groups: dict[str, _Group] = {}
     for (name, axes), d in zip(GROUPS, (f_deg, tp, c, ep, dp, stages), strict=True):
         if d > 1:
-            plan.paths[name] = _path(lay, axes, memo)
+            g = groups[name] = _group(lay, axes, memo)
+            plan.paths[name] = g.path
     dcn_bw = chip.dcn_bw
-    if not s.moe:
-        _add(plan, memo, st, dcn_bw, "fsdp", _dense_weights, tp)
+    collectives = plan.collectives
+
+    priced = memo.get("collectives")
+    if priced is None:
+        priced = memo["collectives"] = {}
+
+    def add(axis: str, build: Callable[..., list[Spec]], *degrees: int) -> None:
+        """Append the collectives `build` lists, priced on `axis`' path (none when the mesh has no such group, or for
+        a zero count or size). Memoised on the axis, what collectives.price reads of its path (_Group.links), `build`
+        and `degrees`, all `build` reads of the mesh: the Collective objects are shared by the plans of every mesh
+        with those (nothing changes a priced Collective)."""
+        g = groups.get(axis)
+        if g is None:
+            return
+        key = (axis, g.links, build, *degrees)
+        hit = priced.get(key)
+        if hit is None:
+            hit = priced[key] = tuple(
+                price(Collective(axis, kind, purpose, count, nbytes), g.path, dcn_bw)
+                for kind, purpose, count, nbytes in build(st, *degrees)
+                if count > 0 and nbytes > 0
+            )
+        collectives.extend(hit)
+
+    moe = s.moe
+    if not moe:
+        add("fsdp", _dense_weights, tp)
         embed_axis = "fsdp"
     else:
         embed_axis = _moe_weight_axis(ep, f_deg)
-        if ep > 1 and embed_axis not in plan.paths:
-            plan.paths[embed_axis] = _path(lay, FSDP + EXPERT, memo)
-        _add(plan, memo, st, dcn_bw, embed_axis, _moe_dense_weights, tp)
-        _add(plan, memo, st, dcn_bw, "fsdp", _moe_routed_over_fsdp, tp, ep)
-        _add(plan, memo, st, dcn_bw, "expert", _moe_routed_over_expert, tp, ep)
-    _add(plan, memo, st, dcn_bw, embed_axis, _embedding, tp)
-    _add(plan, memo, st, dcn_bw, "tensor", _tensor_activations, tp)
-    _add(plan, memo, st, dcn_bw, "context", _context_kv, tp, c)
-    _add(plan, memo, st, dcn_bw, "expert", _token_dispatch, ep)
-    _add(plan, memo, st, dcn_bw, "data", _data_gradients, shards_w)
-    _add(plan, memo, st, dcn_bw, "pipeline", _stage_activations, stages)
+        if ep > 1 and embed_axis not in groups:
+            g = groups[embed_axis] = _group(lay, FSDP + EXPERT, memo)
+            plan.paths[embed_axis] = g.path
+        add(embed_axis, _moe_dense_weights, tp)
+        add("fsdp", _moe_routed_over_fsdp, tp, ep)
+        add("expert", _moe_routed_over_expert, tp, ep)
+    add(embed_axis, _embedding, tp)
+    add("tensor", _tensor_activations, tp)
+    add("context", _context_kv, tp, c)
+    add("expert", _token_dispatch, ep)
+    add("data", _data_gradients, shards_w)
+    add("pipeline", _stage_activations, stages)
 
     # -- overlap and step -------------------------------------------------------------------------
     # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute.
@@ -593,9 +613,9 @@ def step_time(
     hidden: dict[str, float] = {}
     by_axis: dict[str, float] = {}
     on_axis: dict[str, list[float]] = {}
-    for coll in plan.collectives:
+    for coll in collectives:
         axis, secs = coll.axis, coll.seconds
-        if axis == "fsdp" or (s.moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
+        if axis == "fsdp" or (moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
             hidden[axis] = hidden.get(axis, 0.0) + secs
         by_axis[axis] = by_axis.get(axis, 0.0) + secs
         if axis in on_axis:
@@ -616,12 +636,12 @@ def step_time(
     return StepTime(
         compute_s=compute_total,
         hbm_s=hbm_total,
-        comm_s=sum(c.seconds for c in plan.collectives),
+        comm_s=sum(coll.seconds for coll in collectives),
         exposed_comm_s=exposed_total,
         bubble_s=bubble,
         step_s=busy + bubble,
         comm=plan,
-        points=list(work.points),
+        points=list(points),
         comm_by_axis=by_axis,
         exposed_by_axis={k: v for k, v in exposed.items() if v > 0},
     )
