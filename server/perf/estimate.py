@@ -359,6 +359,11 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
     degrees = memory.mesh_degrees(lay)
     mem = memo.get(("memory", degrees)) if memo is not None else None
     if mem is None:
+        kept = None
+        if memo is not None:
+            kept = memo.get("activations")
+            if kept is None:
+                kept = memo["activations"] = memory.activations(inp.shape, inp.remat, inp.pdbs * inp.seq)
         mem = memory.memory_on(
             inp.shape,
             inp.params,
@@ -371,6 +376,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
             inp.vocab_tiles,
             moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
             iota_embed=inp.iota_embed,
+            kept=kept,
         )
         if memo is not None:
             memo[("memory", degrees)] = mem

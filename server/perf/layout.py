@@ -36,7 +36,11 @@ class Layout:
 
     @cached_property
     def _total(self) -> dict[str, int]:
-        return {a: self.ici.get(a, 1) * self.dcn.get(a, 1) for a in {*self.ici, *self.dcn}}
+        """Each axis' degree over ICI and DCN: ici x dcn, a missing one counting 1."""
+        total = dict(self.ici)
+        for a, d in self.dcn.items():
+            total[a] = total.get(a, 1) * d
+        return total
 
     # Plain loops rather than math.prod over a generator: the cost model asks for degrees tens of times per mesh,
     # thousands of meshes per enumeration (the same products, left to right from 1).

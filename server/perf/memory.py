@@ -337,6 +337,17 @@ def mesh_degrees(lay: Layout) -> MeshDegrees:
     )
 
 
+def activations(s: Shape, remat: RematPolicy, tokens: float) -> float:
+    """Bytes of the activations a device keeps for the backward pass (`Memory.components["activations"]`): the same
+    on every mesh."""
+    acts = kept_activations(s, remat, tokens)
+    if "context" in remat.saved - remat.offloaded:
+        # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
+        # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
+        acts += s.layers * tokens * s.q_heads * 4
+    return acts
+
+
 def memory_on(
     s: Shape,
     p: Params,
@@ -349,19 +360,17 @@ def memory_on(
     vocab_tiles: int = 1,
     iota_embed: bool = False,
     moe_dispatch_expert_parallel: bool = False,
+    kept: float | None = None,
 ) -> Memory:
-    """`memory` on a chip, for a mesh given by what it reads of it (`mesh_degrees`)."""
+    """`memory` on a chip, for a mesh given by what it reads of it (`mesh_degrees`). `kept`: `activations(s, remat,
+    pdbs * seq)` when already known (pricing many meshes)."""
     shards, tp, ep, cp, ev, data = degrees
     hbm = chip.hbm_bytes / chip.devices_per_chip
     total_params = p.total(s.layers)
     # Local tokens of a device: its batch shard's sequences, split over the non-batch axes that split
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
-    acts = kept_activations(s, remat, tokens)
-    if "context" in remat.saved - remat.offloaded:
-        # The flash kernel's softmax statistics come with its output: float32 [heads, tokens] per layer, kept beside
-        # `context` (llama3.1-70b 128k recipe: f32[80,1,64,16384] stacked with the five kept tensors).
-        acts += s.layers * tokens * s.q_heads * 4
+    acts = activations(s, remat, tokens) if kept is None else kept
     # One layer's weights gathered in bf16 for its matmuls. Expert parallelism splits the routed experts only, and not
     # on the capacity path, whose dispatch keeps the tokens where they are and gathers every expert onto every device
     # unless `moe_dispatch_no_expert_sharding` (mixtral-8x7b fsdp 4 x expert 2, capacity 1.25: bf16[1,8,14336,4096]
