@@ -36,6 +36,7 @@ _EXPERT = ICI_AXES.index("expert")
 # For each axis in _ORDER, its index in an ICI assignment (ICI_AXES order), or len(ICI_AXES): a 1 appended to it.
 _SHAPE_FROM_ICI = tuple(ICI_AXES.index(a) if a in ICI_AXES else len(ICI_AXES) for a in _ORDER)
 _BATCH_POS = tuple(_POS[a] for a in BATCH_SHARDING)
+_DATA, _PIPELINE, _FSDP, _FSDP_T, _CONTEXT, _TENSOR, _EXPERT_POS = (_POS[a] for a in ICI_AXES)
 
 
 @dataclass(frozen=True)
@@ -126,14 +127,7 @@ def _cost_key(ici_t: tuple[int, ...], dcn_t: tuple[int, ...], pl: Placement) -> 
     a = pl.assignment
     physical: tuple[Any, ...] = ()
     if a:
-        physical = (
-            a[_POS["data"]],
-            a[_POS["pipeline"]],
-            a[_POS["fsdp"]] + a[_POS["fsdp_transpose"]],
-            a[_POS["context"]],
-            a[_POS["tensor"]],
-            a[_POS["expert"]],
-        )
+        physical = (a[_DATA], a[_PIPELINE], a[_FSDP] + a[_FSDP_T], a[_CONTEXT], a[_TENSOR], a[_EXPERT_POS])
     return (data, pipeline, fsdp * fsdp_t, context, tensor, expert, dcn_t, physical)
 
 
@@ -168,19 +162,21 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
     ici_options = _ici_options(sl, allow_split)
     dcn_options = _factorizations(sl.num_slices, len(DCN_AXES), tuple(_divisors(sl.num_slices)))
     # per DCN assignment: the layout's DCN degrees and the total degree (ICI x DCN) factor of each axis, in _ORDER
+    # (None: all 1)
     dcn_dicts = []
-    dcn_factors = []
+    dcn_factors: list[tuple[int, ...] | None] = []
     for dcn_t in dcn_options:
         full_dcn = dict(_NO_DCN)
         full_dcn.update(zip(DCN_AXES, dcn_t, strict=True))
         dcn_dicts.append(full_dcn)
-        dcn_factors.append(tuple(full_dcn[a] for a in _ORDER))
+        per_axis = tuple(full_dcn[a] for a in _ORDER)
+        dcn_factors.append(None if all(f == 1 for f in per_axis) else per_axis)
     global_batch = inp.pdbs * sl.devices
     whole_batch = abs(global_batch - round(global_batch)) <= 1e-9
     batch = round(global_batch)
-    tensor, expert, pipeline, context = _POS["tensor"], _POS["expert"], _POS["pipeline"], _POS["context"]
+    moe, q_heads, kv_heads, experts, layers, seq = s.moe, s.q_heads, s.kv_heads, s.experts, s.layers, inp.seq
     for ici_t in ici_options:
-        if ici_t[_EXPERT] > 1 and not s.moe:
+        if ici_t[_EXPERT] > 1 and not moe:
             reject("expert parallelism without experts")
             continue
         shape = tuple(map((*ici_t, 1).__getitem__, _SHAPE_FROM_ICI))  # the ICI degrees in _ORDER, 1 elsewhere
@@ -189,21 +185,20 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
             generated += len(dcn_options)
             reject("cannot be placed on whole physical axes", len(dcn_options))
             continue
-        full_ici = dict(zip(_ORDER, shape, strict=True))
         for dcn_t, full_dcn, factors in zip(dcn_options, dcn_dicts, dcn_factors, strict=True):
             generated += 1
-            total = [d * f for d, f in zip(shape, factors, strict=True)]
-            tp = total[tensor]
-            if s.q_heads % tp or s.kv_heads % tp:
+            total = shape if factors is None else [d * f for d, f in zip(shape, factors, strict=True)]
+            tp = total[_TENSOR]
+            if q_heads % tp or kv_heads % tp:
                 reject("heads not divisible by tensor parallelism")
                 continue
-            if s.moe and s.experts % total[expert]:
+            if moe and experts % total[_EXPERT_POS]:
                 reject("experts not divisible by expert parallelism")
                 continue
-            if s.layers % total[pipeline]:
+            if layers % total[_PIPELINE]:
                 reject("layers not divisible by pipeline stages")
                 continue
-            if inp.seq % total[context]:
+            if seq % total[_CONTEXT]:
                 reject("sequence not divisible by context parallelism")
                 continue
             shards = 1
@@ -212,7 +207,7 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
             if not whole_batch or batch % shards:
                 reject("global batch not divisible by the batch shards")
                 continue
-            lay = Layout(sl, dict(full_ici), dict(full_dcn), pl)
+            lay = Layout(sl, dict(zip(_ORDER, shape, strict=True)), dict(full_dcn), pl)
             key = _cost_key(ici_t, dcn_t, pl)
             hit = priced.get(key)
             if hit is None:

@@ -20,6 +20,7 @@ and none is fitted per configuration (bench/mfu_references.py shows how they do)
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,9 @@ LAYER_WEIGHT_PURPOSES = frozenset(
         "embedding gradients",
     }
 )
+
+
+_SECONDS = operator.attrgetter("seconds")
 
 
 @dataclass
@@ -502,7 +506,6 @@ def step_time(
     if memo is None:
         memo = {}
     chip = lay.slice.chip
-    n = lay.slice.devices
     st = memo.get("step")  # the same for every mesh (`memo`)
     if st is None:
         st = memo["step"] = _Step(
@@ -532,7 +535,7 @@ def step_time(
                 bpp,
                 fl,
                 chip,
-                n,
+                lay.slice.devices,
                 tokens,
                 rec,
                 tp,
@@ -636,7 +639,7 @@ def step_time(
     return StepTime(
         compute_s=compute_total,
         hbm_s=hbm_total,
-        comm_s=sum(coll.seconds for coll in collectives),
+        comm_s=sum(map(_SECONDS, collectives)),
         exposed_comm_s=exposed_total,
         bubble_s=bubble,
         step_s=busy + bubble,
