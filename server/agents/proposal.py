@@ -12,6 +12,7 @@ so a user's fsdp_transpose or -1 stays as written when the model cannot tell the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from server.agents.types import Diagnosis, Proposal
 from server.config.axes import mesh_label
 from server.kb.store import Situation
 from server.perf import model_error
-from server.perf.enumeration import Enumeration, fold_fsdp
+from server.perf.enumeration import Candidate, Enumeration, fold_fsdp
 from server.perf.estimate import Estimate
 from server.perf.layout import Layout
 
@@ -171,42 +172,21 @@ def _needs(en: Enumeration) -> _Needs:
             f"context parallelism because the global batch ({global_batch:g} sequences of {e0.seq:,} tokens) cannot "
             f"be split over {devices} devices: it splits each sequence instead"
         )
-    ctx1 = [c for c in en.ranked if c.layout.degree("context") == 1]
-    if not ctx1 and en.ranked:
-        least = min(
-            (c for c in en.too_big if c.layout.degree("context") == 1),
-            key=lambda c: c.estimate.memory.total,
-            default=None,
+    need, least = _memory_need(en, lambda lay: lay.degree("context"))
+    if need > context:
+        context = need
+        context_why = (
+            f"context parallelism because without it no mesh fits the activations of {e0.seq:,}-token sequences "
+            f"in HBM with margin{_least_words(least, 'without it')}"
         )
-        need = min(c.layout.degree("context") for c in en.ranked)
-        if need > context:
-            context = need
-            over = (
-                f" (the least without it needs {least.estimate.memory.total / GiB:.1f} of "
-                f"{least.estimate.memory.usable / GiB:.1f} GiB per chip)"
-                if least
-                else ""
-            )
-            context_why = (
-                f"context parallelism because without it no mesh fits the activations of {e0.seq:,}-token sequences "
-                f"in HBM{over}"
-            )
     pipeline, pipeline_why = 1, ""
-    pp1 = [c for c in en.ranked if c.layout.ici.get("pipeline", 1) == 1]
-    if not pp1 and en.ranked:
-        pipeline = min(c.layout.ici.get("pipeline", 1) for c in en.ranked)
-        least = min(
-            (c for c in en.too_big if c.layout.ici.get("pipeline", 1) == 1),
-            key=lambda c: c.estimate.memory.total,
-            default=None,
+    need, least = _memory_need(en, lambda lay: lay.ici.get("pipeline", 1))
+    if need > 1:
+        pipeline = need
+        pipeline_why = (
+            f"pipeline stages because the weights cannot be sharded enough otherwise"
+            f"{_least_words(least, 'without stages')}"
         )
-        over = (
-            f": the least without stages needs {least.estimate.memory.total / GiB:.1f} of "
-            f"{least.estimate.memory.usable / GiB:.1f} GiB per chip"
-            if least
-            else ""
-        )
-        pipeline_why = f"pipeline stages because the weights cannot be sharded enough otherwise{over}"
     dcn_pipeline, dcn_why = False, ""
     if sl.num_slices > 1:
         flat = [c for c in en.ranked if c.layout.dcn.get("pipeline", 1) == 1]
@@ -223,19 +203,41 @@ def _needs(en: Enumeration) -> _Needs:
     # FSDP across slices gathers weights over the data-center network in every layer (kb/docs/dcn-vs-ici-
     # placement.md: "use it when memory requires it, not as a default"): only when no mesh fits without it
     dcn_fsdp, dcn_fsdp_why = False, ""
-    if sl.num_slices > 1 and en.ranked and not any(_dcn_shards(c.layout) == 1 for c in en.ranked):
-        dcn_fsdp = True
-        least = min(
-            (c for c in en.too_big if _dcn_shards(c.layout) == 1), key=lambda c: c.estimate.memory.total, default=None
-        )
-        over = (
-            f": the least with data parallelism across slices needs {least.estimate.memory.total / GiB:.1f} of "
-            f"{least.estimate.memory.usable / GiB:.1f} GiB per chip"
-            if least
-            else ""
-        )
-        dcn_fsdp_why = f"fsdp over DCN because the weights cannot be sharded enough within a slice{over}"
+    if sl.num_slices > 1:
+        # weights split across slices, by fsdp or by pipeline stages: when nothing fits with data parallelism alone
+        need, least = _memory_need(en, lambda lay: math.prod(d for a, d in lay.dcn.items() if a != "data"))
+        if need > 1:
+            dcn_fsdp = True
+            dcn_fsdp_why = (
+                "fsdp over DCN because the weights cannot be sharded enough within a slice"
+                f"{_least_words(least, 'with data parallelism across slices')}"
+            )
+            if not dcn_pipeline:
+                dcn_pipeline = True
+                dcn_why = (
+                    "pipeline stages over DCN because the weights cannot be sharded enough within a slice"
+                    f"{_least_words(least, 'with data parallelism across slices')}"
+                )
     return _Needs(context, context_why, pipeline, pipeline_why, dcn_pipeline, dcn_why, dcn_fsdp, dcn_fsdp_why)
+
+
+def _memory_need(en: Enumeration, degree: Callable[[Layout], int]) -> tuple[int, Candidate | None]:
+    """The smallest degree of an axis that memory calls for: 1 when some mesh without it fits with margin (memory
+    verdict 'fits'; 'tight' is inside the band where the estimate cannot decide), else the smallest degree among the
+    meshes that fit with margin (or launch at all), with the least-memory mesh without it."""
+    without = [c for c in (*en.ranked, *en.too_big) if degree(c.layout) == 1]
+    if not en.ranked or any(c.estimate.memory.verdict == "fits" for c in without):
+        return 1, None
+    comfortable = [c for c in en.ranked if c.estimate.memory.verdict == "fits"] or en.ranked
+    least = min(without, key=lambda c: c.estimate.memory.total, default=None)
+    return min(degree(c.layout) for c in comfortable), least
+
+
+def _least_words(least: Candidate | None, without: str) -> str:
+    if least is None:
+        return ""
+    m = least.estimate.memory
+    return f": the least {without} needs {m.total / GiB:.1f} of {m.usable / GiB:.1f} GiB per chip"
 
 
 def _dcn_shards(lay: Layout) -> int:
