@@ -355,15 +355,26 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
     dict shared while pricing many meshes of one slice with these inputs (an enumeration): what depends on only part
     of the mesh is computed once per value of that part (memory here, more in server/perf/steptime.py)."""
     fl = fl or step_flops(inp, lay.slice.devices)
+    # What does not depend on the mesh, once per memo: the peak the weight matmuls run at (arith.matmul_speedup reads
+    # the same plan; MaxText quantizes the routed experts' grouped matmuls, megablox/tokamax gmm, only in the modes
+    # that say so, server/perf/quantization.py: fp8_full; the dense path's einsums follow the weight matmuls) and the
+    # activations kept for the backward pass.
+    fixed = memo.get("price") if memo is not None else None
+    if fixed is None:
+        plan = matmul_plan(inp.quantization, lay.slice.chip)
+        fixed = (
+            plan.speedup,
+            plan.speedup if (plan.mode is not None and plan.mode.grouped_moe) else 1.0,
+            len(plan.passes) if plan.dtype != "bf16" else 0,
+            memory.activations(inp.shape, inp.remat, inp.pdbs * inp.seq),
+        )
+        if memo is not None:
+            memo["price"] = fixed
+    speedup, grouped, quant_passes, kept = fixed
     # Memory reads a handful of degrees of the mesh: many meshes of one slice share its estimate (the same object).
     degrees = memory.mesh_degrees(lay)
     mem = memo.get(("memory", degrees)) if memo is not None else None
     if mem is None:
-        kept = None
-        if memo is not None:
-            kept = memo.get("activations")
-            if kept is None:
-                kept = memo["activations"] = memory.activations(inp.shape, inp.remat, inp.pdbs * inp.seq)
         mem = memory.memory_on(
             inp.shape,
             inp.params,
@@ -379,17 +390,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
             kept=kept,
         )
         if memo is not None:
-            memo[("memory", degrees)] = mem
-    # The peak the weight matmuls run at (arith.matmul_speedup reads the same plan). MaxText quantizes the routed
-    # experts' grouped matmuls (megablox/tokamax gmm) only in the modes that say so (server/perf/quantization.py:
-    # fp8_full); the dense path's einsums follow the weight matmuls.
-    plan = memo.get("matmuls") if memo is not None else None  # one slice: one chip
-    if plan is None:
-        plan = matmul_plan(inp.quantization, lay.slice.chip)
-        if memo is not None:
-            memo["matmuls"] = plan
-    speedup = plan.speedup
-    grouped = speedup if (plan.mode is not None and plan.mode.grouped_moe) else 1.0
+            memo["memory", degrees] = mem
     st = steptime.step_time(
         inp.shape,
         inp.params,
@@ -406,7 +407,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         grouped,
         moe_factor=inp.moe_factor,
         moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
-        quant_passes=len(plan.passes) if plan.dtype != "bf16" else 0,
+        quant_passes=quant_passes,
     )
     return Estimate(
         lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization

@@ -89,6 +89,7 @@ ROW_MAJOR_UPDATE_FILL = 7 / 8
 # the loss, so the peak is the larger of the two phases.
 LOSS_PHASE = ("logits", "output_head", "head_gradient")
 BACKWARD_PHASE = ("gradients", "temporaries")
+_ONE_PHASE = frozenset(LOSS_PHASE + BACKWARD_PHASE)
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
 # HBM in this model (v5p 32B, `minimal` remat), so an error needs more than that.
@@ -250,7 +251,7 @@ class Memory:
         c = self.components
         loss = sum(c.get(k, 0.0) for k in LOSS_PHASE)
         backward = sum(c.get(k, 0.0) for k in BACKWARD_PHASE)
-        return sum(v for k, v in c.items() if k not in LOSS_PHASE + BACKWARD_PHASE) + max(loss, backward)
+        return sum(v for k, v in c.items() if k not in _ONE_PHASE) + max(loss, backward)
 
     @property
     def usable(self) -> float:
@@ -260,9 +261,9 @@ class Memory:
     def fits(self) -> bool:
         return self.total <= self.usable
 
-    @property
+    @cached_property
     def verdict(self) -> str:
-        """'fits', 'tight' (within TIGHT_BAND of the usable HBM) or 'does not fit'."""
+        """'fits', 'tight' (within TIGHT_BAND of the usable HBM) or 'does not fit'. Decided once, like `total`."""
         low, high = TIGHT_BAND
         if self.total <= low * self.usable:
             return "fits"
