@@ -81,11 +81,20 @@ def _placeable(sl: Slice, split: bool) -> list[int]:
     return sorted(x for x in sizes if n % x == 0)
 
 
-def _factorizations(n: int, k: int, allowed: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """Ordered k-tuples of `allowed` values whose product is n, in lexicographic order."""
-    if k == 1:
-        return [(n,)] if n in allowed else []
-    return [(d, *rest) for d in allowed if n % d == 0 for rest in _factorizations(n // d, k - 1, allowed)]
+def _factorizations(
+    n: int, k: int, allowed: tuple[int, ...], memo: dict[tuple[int, int], list[tuple[int, ...]]] | None = None
+) -> list[tuple[int, ...]]:
+    """Ordered k-tuples of `allowed` values whose product is n, in lexicographic order (each (n, k) worked out once:
+    `memo`)."""
+    memo = {} if memo is None else memo
+    hit = memo.get((n, k))
+    if hit is None:
+        if k == 1:
+            hit = [(n,)] if n in allowed else []
+        else:
+            hit = [(d, *rest) for d in allowed if n % d == 0 for rest in _factorizations(n // d, k - 1, allowed, memo)]
+        memo[n, k] = hit
+    return hit
 
 
 _ICI_OPTIONS: dict[tuple[int, tuple[int, ...], bool], list[tuple[int, ...]]] = {}
