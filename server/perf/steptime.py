@@ -580,7 +580,7 @@ def step_time(
         g = groups.get(axis)
         if g is None:
             return
-        key = (axis, g.links, build, *degrees)
+        key = (axis, g.links, build, degrees)
         hit = priced.get(key)
         if hit is None:
             hit = priced[key] = tuple(
@@ -611,20 +611,25 @@ def step_time(
 
     # -- overlap and step -------------------------------------------------------------------------
     # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute.
-    # One pass over the collectives: per axis, the hidden seconds, the seconds in order (what plan.seconds(axis)
-    # sums) and their running total (plan.by_axis()).
+    # One pass over the collectives: per axis, the seconds in order (what plan.seconds(axis) sums), their running
+    # total from 0.0 (plan.by_axis()) and that of the hidden ones.
     hidden: dict[str, float] = {}
     by_axis: dict[str, float] = {}
     on_axis: dict[str, list[float]] = {}
     for coll in collectives:
-        axis, secs = coll.axis, coll.seconds
-        if axis == "fsdp" or (moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
-            hidden[axis] = hidden.get(axis, 0.0) + secs
-        by_axis[axis] = by_axis.get(axis, 0.0) + secs
+        axis = coll.axis
+        secs = coll.seconds
         if axis in on_axis:
             on_axis[axis].append(secs)
+            by_axis[axis] += secs
         else:
             on_axis[axis] = [secs]
+            by_axis[axis] = 0.0 + secs
+        if axis == "fsdp" or (moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
+            if axis in hidden:
+                hidden[axis] += secs
+            else:
+                hidden[axis] = 0.0 + secs
     pool = sum(hidden.values())
     over = max(0.0, pool / s.layers / grad_accum - layer_compute) * s.layers * grad_accum
     exposed = {axis: over * secs / pool for axis, secs in hidden.items()} if pool > 0 else {"fsdp": 0.0}
