@@ -51,6 +51,17 @@ class Layout:
             d *= t.get(a, 1)
         return d
 
+    def degrees(self, *groups: tuple[str, ...]) -> tuple[int, ...]:
+        """`degree` of each group of axes, in one call."""
+        t = self._total
+        out = []
+        for axes in groups:
+            d = 1
+            for a in axes:
+                d *= t.get(a, 1)
+            out.append(d)
+        return tuple(out)
+
     def ici_degree(self, *axes: str) -> int:
         ici = self.ici
         d = 1

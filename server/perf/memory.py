@@ -328,14 +328,8 @@ MeshDegrees = tuple[int, int, int, int, int, int]
 def mesh_degrees(lay: Layout) -> MeshDegrees:
     """All `memory` reads of a layout besides its slice's chip: the degrees of the weight-sharding, tensor, expert,
     context, embed_vocab and data axes (`memory_on`'s `degrees`; a key for memoising it over the meshes of a slice)."""
-    return (
-        lay.degree(*WEIGHT_SHARDING),
-        lay.degree(*TENSOR),
-        lay.degree("expert"),
-        lay.degree(*CONTEXT),
-        lay.degree(*EMBED_VOCAB),
-        lay.degree(*DATA),
-    )
+    shards, tp, ep, cp, ev, data = lay.degrees(WEIGHT_SHARDING, TENSOR, ("expert",), CONTEXT, EMBED_VOCAB, DATA)
+    return shards, tp, ep, cp, ev, data
 
 
 def activations(s: Shape, remat: RematPolicy, tokens: float) -> float:

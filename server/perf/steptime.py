@@ -514,13 +514,9 @@ def step_time(
     tokens, rec = st.tokens, st.rec
 
     # the degrees of the axis groups (GROUPS), each read once
-    f_deg = lay.degree(*FSDP)
-    tp = lay.degree(*TENSOR)
-    c = lay.degree(*CONTEXT)
-    ep = lay.degree(*EXPERT)
-    dp = lay.degree(*DATA[:1])
-    stages = lay.degree(*PIPELINE)
-    shards_w = lay.degree(*WEIGHT_SHARDING)
+    f_deg, tp, c, ep, dp, stages, shards_w = lay.degrees(
+        FSDP, TENSOR, CONTEXT, EXPERT, DATA[:1], PIPELINE, WEIGHT_SHARDING
+    )
 
     # -- compute and memory-bound work: the same for every mesh with these degrees ----------------
     key = ("work", tp, ep, shards_w)
