@@ -6,10 +6,14 @@ Where: `path` argument, else `$ASAP_KB_PATH` (the editor passes `asap.kbPath` th
 
 Consistency: the index records a hash of every `kb/` file it was built from, the embedding model's
 name and dimension and a schema version; `ensure()` rebuilds when any differs, and when the file is
-not a database (the damaged file is moved aside, with a notice). A rebuild is prepared in a temporary
-database and copied into the index with SQLite's backup API in one write transaction, by one writer
-at a time (a file lock next to the index): readers, in WAL mode, keep their snapshot and never see half
-an index.
+not a database, is damaged or is not a knowledge index (the file is moved aside, with a notice). A rebuild
+is prepared in a temporary database and copied into the index with SQLite's backup API in one write
+transaction, by one writer at a time (a file lock next to the index): readers, in WAL mode, keep their
+snapshot and never see half an index.
+
+A location that cannot be written (a read-only cache directory) does not stop search (issue 17): an index
+there that is current is read as it is (opened immutable: SQLite cannot create its WAL index beside it), and
+one that must be built or rebuilt is built in memory for the process, with a notice.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +45,9 @@ from server.kb.embed import Embedder
 from server.kb.embed import default as default_embedder
 from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
 
+sqlite3 = sqlite_utils.utils.sqlite3  # pysqlite3 when installed (it loads extensions), else the stdlib's
 SCHEMA_VERSION = 2  # 2: chunk titles in the keyword index
+TABLES = frozenset(["documents", "chunks", "chunks_fts", "chunk_vec", "history", "metadata"])  # what search reads
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
 CANDIDATES = 50  # per retriever, before fusion
 FTS_POOL = 400  # BM25 results looked at when filters drop some
@@ -232,6 +239,10 @@ class KnowledgeStore:
         self._docs: dict[str, dict[str, Any]] | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._local = threading.local()
+        # where the index is read from: the file (`_uri` None), the file read-only, or a database in memory
+        self.storage = "file"
+        self._uri: str | None = None
+        self._anchor: sqlite_utils.Database | None = None  # keeps an in-memory index alive
 
     # -- opening and building --------------------------------------------------------------------------
     def _meta(self, db: sqlite_utils.Database) -> dict[str, str]:
@@ -240,15 +251,30 @@ class KnowledgeStore:
         return {r["key"]: r["value"] for r in db["metadata"].rows}
 
     def stale_reason(self) -> str | None:
-        """Why the index must be (re)built, or None when it matches kb/ and the model."""
-        if not self.path.exists():
+        """Why the index must be (re)built, or None when it matches kb/ and the model. 'corrupt: ...' when the
+        file is damaged or is not a knowledge index."""
+        if self._uri is None and not self.path.exists():
             return "no index yet"
         try:
-            meta = self._meta(self.db)
-        except sqlite_utils.utils.sqlite3.DatabaseError as e:
-            return f"corrupt: {e}"
-        if not meta:
+            tables, meta = self._contents()
+        except sqlite3.DatabaseError as e:
+            if cache_store.is_damaged(e):
+                return f"corrupt: {e}"
+            if self._uri is not None or cache_store.writable(self.path) is None:
+                raise KbError(f"cannot read the knowledge index {self.path}: {e}") from e
+            # A read-only location, where SQLite cannot create the shared-memory file a WAL database is read
+            # with: read it as it is.
+            self._read_only()
+            try:
+                tables, meta = self._contents()
+            except sqlite3.DatabaseError as e2:
+                if cache_store.is_damaged(e2):
+                    return f"corrupt: {e2}"
+                raise KbError(f"cannot read the knowledge index {self.path}: {e2}") from e2
+        if not tables:
             return "empty index"
+        if not meta:
+            return f"corrupt: not a knowledge index (its tables: {', '.join(sorted(tables)[:5])})"
         if meta.get("model") != self.embedder.name or meta.get("dim") != str(self.embedder.dim):
             return (
                 f"built with embedding model {meta.get('model')} ({meta.get('dim')} dims), "
@@ -256,14 +282,41 @@ class KnowledgeStore:
             )
         if meta.get("schema") != str(SCHEMA_VERSION):
             return "built by another ASAP version"
+        if missing := TABLES - tables:
+            return f"corrupt: no table {', '.join(sorted(missing))}"
         if meta.get("kb_hash") != content_hash(self.root, self.embedder.name, self.outcomes):
             return f"{self.root} changed since the index was built"
         return None
 
+    def _contents(self) -> tuple[set[str], dict[str, str]]:
+        db = self.db
+        return set(db.table_names()), self._meta(db)
+
+    def _open(self) -> sqlite_utils.Database:
+        """A connection to the index where it is read from now (the file, the file read-only, or memory)."""
+        if self._uri is None:
+            return _connect(self.path)
+        return _connect(self.path, sqlite3.connect(self._uri, uri=True, check_same_thread=False))
+
+    def _read_only(self) -> None:
+        self.close()
+        self._uri = f"{self.path.resolve().as_uri()}?immutable=1"
+        self.storage = "read-only file"
+
+    def _in_memory(self) -> sqlite_utils.Database:
+        """A new, empty in-memory index for this store (the previous one, if any, is dropped); its connection."""
+        self.close()
+        if self._anchor is not None:
+            self._anchor.close()
+        self._uri = f"file:asap-kb-{uuid.uuid4().hex[:12]}?mode=memory&cache=shared"
+        self.storage = "memory"
+        self._anchor = self._open()
+        return self._anchor
+
     @property
     def db(self) -> sqlite_utils.Database:
         if self._db is None:
-            self._db = _connect(self.path)
+            self._db = self._open()
         return self._db
 
     def close(self) -> None:
@@ -281,18 +334,27 @@ class KnowledgeStore:
             self._local.db = None
 
     def ensure(self) -> KnowledgeStore:
-        """Build or rebuild when the index is missing, stale, of another model, or damaged."""
+        """Build or rebuild when the index is missing, stale, of another model, or damaged (moved aside first;
+        where it cannot be moved, the rebuilt index is kept in memory)."""
         why = self.stale_reason()
         if why is None:
             return self
         if why.startswith("corrupt"):
             self.close()
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
-            os.replace(self.path, aside)
-            for suffix in ("-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(self.path.with_name(self.path.name + suffix))
-            self.notices.append(f"the knowledge index {self.path} was damaged ({why[9:]}); moved to {aside}, rebuilt")
+            damage = why.removeprefix("corrupt: ")
+            try:
+                aside = cache_store.move_aside(self.path)
+            except OSError as e:
+                self.notices.append(
+                    f"the knowledge index {self.path} is damaged ({damage}) and cannot be moved aside "
+                    f"({e.strerror or e}): searching an index built in memory for this run"
+                )
+                self._in_memory()
+            else:
+                self._uri, self.storage = None, "file"
+                self.notices.append(
+                    f"the knowledge index {self.path} was damaged ({damage}); moved to {aside}, rebuilt"
+                )
         elif why not in ("no index yet", "empty index"):
             self.notices.append(f"rebuilding the knowledge index: {why}")
         self.build()
@@ -361,28 +423,56 @@ class KnowledgeStore:
         vectors = self.embedder.embed([f"{c['title']}. {c['heading']}. {c['text']}" for c in chunks])
         t_embed = time.perf_counter() - t0
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "schema": str(SCHEMA_VERSION),
+            "model": self.embedder.name,
+            "dim": str(self.embedder.dim),
+            "kb_hash": content_hash(self.root, self.embedder.name, self.outcomes),
+            "kb_dir": str(self.root),
+            "built_at": str(time.time()),
+        }
+        content = (docs, chunks, vectors, history_rows, meta)
+        unwritable = None if self.storage == "memory" else self._unwritable()
+        if unwritable is None and self.storage != "memory":
+            try:
+                self._build_file(*content)
+            except (OSError, sqlite3.OperationalError) as e:
+                unwritable = str(e)
+        if unwritable is not None or self.storage == "memory":
+            if unwritable is not None:
+                self.notices.append(
+                    f"the knowledge index {self.path} cannot be written ({unwritable}): "
+                    "searching an index built in memory for this run"
+                )
+            live = self._in_memory()
+            self._fill(live, *content)
+            live.conn.commit()
+        return {
+            "documents": len(notes),
+            "records": len(records),
+            "chunks": len(chunks),
+            "embed_s": t_embed,
+            "total_s": time.perf_counter() - t0,
+        }
+
+    def _unwritable(self) -> str | None:
+        """Why the index file cannot be written where it is, None when it can."""
+        if self.storage == "read-only file":
+            return "a read-only location"
+        return cache_store.writable(self.path)
+
+    def _build_file(
+        self,
+        docs: list[dict[str, Any]],
+        chunks: list[dict[str, Any]],
+        vectors: Any,
+        history_rows: list[dict[str, Any]],
+        meta: dict[str, str],
+    ) -> None:
+        """The index prepared in a temporary database beside the file, then copied in (one write transaction)."""
         with tempfile.TemporaryDirectory(dir=self.path.parent, prefix=".kb-build-") as tmp:
             fresh = _connect(Path(tmp) / "kb.sqlite")
-            fresh.table("documents").insert_all(docs, pk="id")
-            fresh.table("chunks").insert_all(chunks, pk="id", foreign_keys=[])
-            fresh.table("chunks").create_index(["doc_id"])
-            fresh.table("chunks").enable_fts(["heading", "text"], tokenize="porter", create_triggers=False)
-            fresh.execute(f"CREATE VIRTUAL TABLE chunk_vec USING vec0(embedding float[{self.embedder.dim}])")
-            fresh.conn.executemany(
-                "INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)",
-                [(c["id"], v.astype(np.float32).tobytes()) for c, v in zip(chunks, vectors, strict=True)],
-            )
-            fresh.table("history").insert_all(history_rows, pk="id")
-            meta = {
-                "schema": str(SCHEMA_VERSION),
-                "model": self.embedder.name,
-                "dim": str(self.embedder.dim),
-                "kb_hash": content_hash(self.root, self.embedder.name, self.outcomes),
-                "kb_dir": str(self.root),
-                "built_at": str(time.time()),
-            }
-            fresh.table("metadata").insert_all([{"key": k, "value": v} for k, v in meta.items()], pk="key")
+            self._fill(fresh, docs, chunks, vectors, history_rows, meta)
             fresh.conn.commit()
             with _writer_lock(self.path):
                 self.close()
@@ -391,13 +481,28 @@ class KnowledgeStore:
                 fresh.conn.backup(live.conn)  # one write transaction on the index; readers keep their snapshot
                 live.close()
             fresh.close()
-        return {
-            "documents": len(notes),
-            "records": len(records),
-            "chunks": len(chunks),
-            "embed_s": t_embed,
-            "total_s": time.perf_counter() - t0,
-        }
+        self._uri, self.storage = None, "file"
+
+    def _fill(
+        self,
+        fresh: sqlite_utils.Database,
+        docs: list[dict[str, Any]],
+        chunks: list[dict[str, Any]],
+        vectors: Any,
+        history_rows: list[dict[str, Any]],
+        meta: dict[str, str],
+    ) -> None:
+        fresh.table("documents").insert_all(docs, pk="id")
+        fresh.table("chunks").insert_all(chunks, pk="id", foreign_keys=[])
+        fresh.table("chunks").create_index(["doc_id"])
+        fresh.table("chunks").enable_fts(["heading", "text"], tokenize="porter", create_triggers=False)
+        fresh.execute(f"CREATE VIRTUAL TABLE chunk_vec USING vec0(embedding float[{self.embedder.dim}])")
+        fresh.conn.executemany(
+            "INSERT INTO chunk_vec(rowid, embedding) VALUES (?, ?)",
+            [(c["id"], v.astype(np.float32).tobytes()) for c, v in zip(chunks, vectors, strict=True)],
+        )
+        fresh.table("history").insert_all(history_rows, pk="id")
+        fresh.table("metadata").insert_all([{"key": k, "value": v} for k, v in meta.items()], pk="key")
 
     # -- search ---------------------------------------------------------------------------------------
     def _documents(self) -> dict[str, dict[str, Any]]:
@@ -497,9 +602,12 @@ class KnowledgeStore:
     def _knn(self, qv: bytes, only: list[int] | None) -> list[int]:
         """Vector KNN on the worker thread's own connection."""
         conn = getattr(self._local, "db", None)
-        if conn is None or getattr(self._local, "path", None) != self.path:
-            conn = self._local.db = _connect(self.path)
-            self._local.path = self.path
+        where_from = (self.path, self._uri)
+        if conn is None or getattr(self._local, "where", None) != where_from:
+            if conn is not None:
+                conn.close()
+            conn = self._local.db = self._open()
+            self._local.where = where_from
         where = f" and rowid in ({','.join('?' * len(only)) or 'NULL'})" if only is not None else ""
         rows = conn.execute(
             f"select rowid from chunk_vec where embedding match ? and k = ?{where} order by distance",
@@ -552,7 +660,8 @@ class KnowledgeStore:
         meta = self._meta(db)
         return {
             "path": str(self.path),
-            "bytes": self.path.stat().st_size if self.path.exists() else 0,
+            "storage": self.storage,
+            "bytes": self.path.stat().st_size if self.path.exists() and self.storage != "memory" else 0,
             "kb_dir": meta.get("kb_dir"),
             "model": meta.get("model"),
             "dim": int(meta.get("dim", 0) or 0),

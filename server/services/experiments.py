@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import statistics
 import time
 import uuid
@@ -36,6 +37,7 @@ from server.services.analysis import Analysis
 MIN_OUTCOMES = 20  # outcomes with a measured baseline before stated confidence is recalibrated
 PRIOR_WEIGHT = 5.0  # pseudo-outcomes at the stated confidence, per reliability bin
 BINS = ((0.0, 0.5), (0.5, 0.6), (0.6, 0.7), (0.7, 0.8), (0.8, 0.9), (0.9, 1.01))
+log = logging.getLogger("asap")
 
 
 class OutcomeError(ValueError):
@@ -48,12 +50,39 @@ def outcomes_dir() -> Path:
 
 def _db(db: sqlite_utils.Database | None = None) -> sqlite_utils.Database:
     """The store, with the log's tables created with their column types (a first row with a NULL must not
-    make a number column TEXT)."""
+    make a number column TEXT). A store whose log tables are of another shape, or damaged, is moved aside and
+    recreated (server/common/store.py); `db` is then closed and the new connection returned."""
     d = db if db is not None else store.connect()
+    why = _schema_problem(d)
+    if why is not None:
+        d = store.recreate(d, f"the experiment log: {why}", _schema_problem)
     for name, columns in _TABLES.items():
         if name not in d.table_names():
             d.table(name).create(columns, pk="id", if_not_exists=True)
     return d
+
+
+def _schema_problem(d: sqlite_utils.Database) -> str | None:
+    """What of the log's tables is not a shape this module can read (a column it reads missing, a view in a
+    table's place, a damaged file); None when every one present is. A table that lacks only columns nothing
+    reads gets them on its next insert (`alter=True`)."""
+    try:
+        views = set(d.view_names())
+        tables = set(d.table_names())
+        for name, columns in _READ.items():
+            if name in views:
+                return f"{name} is a view"
+            if name in tables:
+                have = {c.name for c in d[name].columns}
+                missing = [c for c in columns if c not in have]
+                if missing:
+                    more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+                    return f"table {name} has no column {', '.join(missing[:3])}{more}"
+    except store.sqlite3.DatabaseError as e:
+        if store.is_damaged(e):
+            return str(e)
+        raise
+    return None
 
 
 _TABLES: dict[str, dict[str, type]] = {
@@ -109,6 +138,23 @@ _TABLES: dict[str, dict[str, type]] = {
         "bottleneck_after": str,
         "bottleneck_moved": int,
     },
+}
+
+
+# The columns each table's readers use: a table without one of them is of another shape (moved aside).
+_READ: dict[str, tuple[str, ...]] = {
+    "experiments": ("id", "generation", "slice", "mesh", "measured_step_s", "estimate", "diagnosis", "proposals"),
+    "applications": ("id", "experiment_id", "rank", "config_path", "applied_at", "ici", "dcn", "other_changes"),
+    "outcomes": (
+        "id",
+        "created",
+        "generation",
+        "stated_confidence",
+        "delivered",
+        "step_error",
+        "memory_error",
+        "bottleneck_moved",
+    ),
 }
 
 
@@ -181,7 +227,7 @@ def record_analysis(
         "proposals": json.dumps(proposals),
         "backend": backend,
     }
-    _db(db).table("experiments").insert(row, pk="id")
+    _db(db).table("experiments").insert(row, pk="id", alter=True)
     return str(row["id"])
 
 
@@ -214,7 +260,7 @@ def record_applied(
         "dcn": json.dumps(prop["dcn"]),
         "other_changes": json.dumps(prop["other_changes"]),
     }
-    d.table("applications").insert(row, pk="id")
+    d.table("applications").insert(row, pk="id", alter=True)
     return row
 
 
@@ -355,8 +401,12 @@ def record_outcome(
         "bottleneck_after": measured.bottleneck,
         "bottleneck_moved": before_bottleneck is not None and before_bottleneck != measured.bottleneck,
     }
-    d.table("outcomes").insert(row, pk="id")
-    row["record"] = str(write_record(row, ex, prop))
+    d.table("outcomes").insert(row, pk="id", alter=True)
+    try:
+        row["record"] = str(write_record(row, ex, prop))
+    except OSError as e:  # an unwritable outcomes directory: the outcome is logged, its record not kept
+        log.warning("the outcome's knowledge record could not be written to %s: %s", outcomes_dir(), e)
+        row["record"] = ""
     return Outcome.model_validate(row)
 
 
@@ -436,9 +486,13 @@ def write_record(outcome: dict[str, Any], ex: dict[str, Any], prop: dict[str, An
 # -- the track record ------------------------------------------------------------------------------------
 def _outcomes(db: sqlite_utils.Database | None = None) -> list[dict[str, Any]]:
     d = _db(db)
-    if "outcomes" not in d.table_names():
+    try:
+        return [dict(r) for r in d.query("select * from outcomes order by created")]
+    except store.sqlite3.DatabaseError as e:  # damaged past its schema: moved aside like a file that never opens
+        if not store.is_damaged(e):
+            raise
+        store.recreate(d, f"the experiment log: {e}", store.integrity_problem)
         return []
-    return [dict(r) for r in d.query("select * from outcomes order by created")]
 
 
 def _errors(values: list[float]) -> dict[str, Any]:
@@ -610,7 +664,7 @@ def pending(an: Analysis, config: Path, measured: Measured, db: sqlite_utils.Dat
         return False
     if measured.captured_at < app["applied_at"]:
         return False
-    if "outcomes" in d.table_names():
+    if "outcomes" in d.table_names() and {"application_id", "profile"} <= {c.name for c in d["outcomes"].columns}:
         seen = d.query("select 1 from outcomes where application_id = ? and profile = ?", [app["id"], measured.source])
         if next(iter(seen), None) is not None:
             return False
