@@ -1,6 +1,8 @@
 """The `asap` commands: each reads its inputs, calls the services, agents, cost model or knowledge store, and
 prints the typed result through server/cli/render.py, or its JSON document with `--json`. Each returns the exit
-status (server/cli/main.py's docstring says which).
+status (server/cli/main.py's docstring has the table): a command that cannot do its work returns `fail(args,
+CliError(...))`, which says why on stderr and, with `--json`, prints `{"errors": [...]}` on stdout, so that every
+exit path of a `--json` run prints one JSON document.
 """
 
 from __future__ import annotations
@@ -9,13 +11,16 @@ import argparse
 import json
 import os
 import sys
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from server.cli import render
-from server.common.findings import Severity
+from server.common.codes import DiagCode
+from server.common.findings import Finding, Severity
 from server.config.mesh import check
-from server.config.resolve import parse_override, with_overrides
+from server.config.resolve import Config, load, parse_override, with_overrides
 from server.config.source import YamlSyntaxError
 from server.perf.enumeration import top_alternatives
 from server.perf.estimate import EstimateError, estimate
@@ -23,78 +28,169 @@ from server.profiles.profile import ProfileError
 from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import analyze_tools
 
+EXIT_CLEAN = 0  # nothing to report (warnings allowed)
+EXIT_FINDINGS = 1  # the config has errors (an invalid mesh, a mesh that does not fit, no estimate), or the
+# command's own verdict is negative (verify: does not compile or fit; outcome: not a run of the proposal)
+EXIT_UNREADABLE = 2  # an input cannot be read, or the command line is wrong
+EXIT_INTERNAL = 3  # a bug in ASAP: a one-line message (the traceback with --debug)
+
+
+@dataclass(frozen=True)
+class CliError:
+    """Why a command (or one file of it) could not do its work. `kind`: "read" (an input cannot be read),
+    "usage" (the command line), "internal" (a bug in ASAP), or the command's own ("outcome", "model", "kb")."""
+
+    kind: str
+    message: str
+    file: str | None = None
+    status: int = EXIT_UNREADABLE
+    prog: str = "asap"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, **({"file": self.file} if self.file else {})}
+
+    def line(self) -> str:
+        return f"{self.prog}: {self.message}"
+
+
+def fail(args: argparse.Namespace, *errors: CliError) -> int:
+    """Report `errors` (stderr; `{"errors": [...]}` on stdout with --json); the exit status (the worst)."""
+    for e in errors:
+        print(e.line(), file=sys.stderr)
+    if getattr(args, "json", False):
+        _print_json({"errors": [e.to_json() for e in errors]})
+    return max(e.status for e in errors)
+
+
+def internal_error(e: BaseException, debug: bool, file: str | None = None) -> CliError:
+    """An exception ASAP did not expect, as one line (the traceback goes to stderr first when `debug`)."""
+    if debug:
+        traceback.print_exception(e, file=sys.stderr)
+    what = (str(e).strip().splitlines() or [""])[0][:300]
+    where = f" on {file}" if file else ""
+    hint = "" if debug else "; --debug prints the traceback"
+    return CliError(
+        "internal",
+        f"internal error{where}: {type(e).__name__}{': ' + what if what else ''} (a bug in ASAP{hint})",
+        file,
+        EXIT_INTERNAL,
+    )
+
 
 def _print_json(doc: object, indent: int = 2) -> None:
     print(json.dumps(doc, indent=indent))
 
 
-def _read_config(name: str) -> tuple[Path, str] | None:
-    """The config's path and text, or None after saying why it cannot be read (exit status 2)."""
+def _read_config(name: str) -> tuple[Path, str] | CliError:
+    """The config's path and text, or why it cannot be read."""
     path = Path(name)
     try:
         return path, path.read_text(encoding="utf-8")
     except OSError as e:
-        print(f"asap: cannot read {name}: {e.strerror}", file=sys.stderr)
-        return None
+        return CliError("read", f"cannot read {name}: {e.strerror or e}", name)
+    except UnicodeDecodeError as e:
+        return CliError("read", f"cannot read {name}: not UTF-8 text (byte {e.start})", name)
 
 
-def _analysed(args: argparse.Namespace, mesh: bool = False) -> tuple[Path, str, Analysis, dict[str, Any]] | None:
-    """`args.config` read and analysed for `args.slice`, with `args.mesh` parsed when `mesh` (else {}); None after
-    saying why the config cannot be read or the mesh does not parse (exit status 2)."""
+def _analysed(args: argparse.Namespace, mesh: bool = False) -> tuple[Path, str, Analysis, dict[str, Any]] | CliError:
+    """`args.config` read and analysed for `args.slice`, with `args.mesh` parsed when `mesh` (else {}); or why the
+    config cannot be read or the mesh does not parse."""
     read = _read_config(args.config)
-    if read is None:
-        return None
-    path, text = read
-    an = analyze(path, text, default_slice=args.slice)
+    if isinstance(read, CliError):
+        return read
     overrides = _mesh_arg(args.mesh) if mesh else {}
-    return None if overrides is None else (path, text, an, overrides)
+    if isinstance(overrides, CliError):
+        return overrides
+    path, text = read
+    return path, text, analyze(path, text, default_slice=args.slice), overrides
 
 
-def _mesh_arg(text: str | None) -> dict[str, Any] | None:
-    """`--mesh k=v,...` as config overrides ({} when absent); None after saying why it does not parse."""
+def _mesh_arg(text: str | None) -> dict[str, Any] | CliError:
+    """`--mesh k=v,...` as config overrides ({} when absent), or why it does not parse."""
     if not text:
         return {}
     try:
         return parse_override(text)
     except (ValueError, YamlSyntaxError) as e:
-        print(f"asap: --mesh: {e}", file=sys.stderr)
-        return None
+        return CliError("usage", f"--mesh: {e}")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    results = []
+    """Each file on its own: one that cannot be read, or that ASAP fails on, is an error entry of its own (exit
+    status 2 or 3) and the others are reported as usual."""
+    docs: list[dict[str, Any]] = []
+    texts: list[str] = []
+    status = EXIT_CLEAN
     for name in args.configs:
-        read = _read_config(name)
-        if read is None:
-            return 2
-        results.append(analyze(*read, default_slice=args.slice))
+        done = _check_one(args, name)
+        if isinstance(done, CliError):
+            print(done.line(), file=sys.stderr)
+            docs.append({"file": name, "errors": [done.to_json()]})
+            status = max(status, done.status)
+            continue
+        an, out = done
+        if isinstance(out, dict):
+            docs.append(out)
+        else:
+            texts.append(out)
+        status = max(status, EXIT_FINDINGS if any(f.severity == Severity.ERROR for f in an.diagnostics) else 0)
     if args.json:
-        _print_json(results[0].to_json() if len(results) == 1 else [r.to_json() for r in results])
-    else:
-        print("\n\n".join(render.check(r) for r in results))
-    failed = any(f.severity == Severity.ERROR for r in results for f in r.diagnostics)
-    return 1 if failed else 0
+        _print_json(docs[0] if len(docs) == 1 else docs)
+    elif texts:
+        print("\n\n".join(texts))
+    return status
+
+
+def _check_one(args: argparse.Namespace, name: str) -> tuple[Analysis, dict[str, Any] | str] | CliError:
+    """One file of `asap check`: its analysis and report (the JSON document or the text), or why there is none."""
+    read = _read_config(name)
+    if isinstance(read, CliError):
+        return read
+    try:
+        an = analyze(*read, default_slice=args.slice)
+        return an, (an.to_json() if args.json else render.check(an))
+    except Exception as e:  # this file's failure is reported with it; the other files are not affected
+        return internal_error(e, args.debug, name)
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    loaded = _analysed(args, mesh=True)
-    if loaded is None:
-        return 2
-    path, _, an, overrides = loaded
-    cfg = an.config
+    """The estimate of the mesh asked about: the config's, with `--mesh` over it. That mesh is checked as a
+    config of its own (the file's mesh is never analysed when --mesh replaces it); when it has errors, they are
+    the report (with --json, the `asap check --json` document of that config, the --mesh keys under
+    `overrides`)."""
+    read = _read_config(args.config)
+    if isinstance(read, CliError):
+        return fail(args, read)
+    overrides = _mesh_arg(args.mesh)
+    if isinstance(overrides, CliError):
+        return fail(args, overrides)
+    path, text = read
+    cfg = load(path, text)
     if overrides:
         cfg = with_overrides(cfg, overrides)
     chk = check(cfg, args.slice)
-    errors = [f for f in [*cfg.findings, *chk.findings] if f.severity == Severity.ERROR]
+    findings = [*cfg.findings, *chk.findings]
+    errors = [f for f in findings if f.severity == Severity.ERROR]
+    if not errors:
+        try:
+            est = estimate(cfg, chk)
+        except EstimateError as e:
+            errors = [_no_estimate(cfg, e)]
+            findings.append(errors[0])
     if errors:
-        for f in errors:
-            print(render.finding_line(f, path), file=sys.stderr)
-        return 1
-    try:
-        est = estimate(cfg, chk)
-    except EstimateError as e:
-        print(f"{path}: error: {e}" + (f" (key {e.key})" if e.key else ""), file=sys.stderr)
-        return 1
+        findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))
+        if args.json:
+            doc = Analysis(path, cfg, chk).to_json()
+            doc["findings"] = [_finding_json(f, overrides) for f in findings]
+            doc["overrides"] = overrides
+            _print_json(doc)
+        else:
+            for f in (f for f in findings if f.severity == Severity.ERROR):
+                line = render.finding_line(f, path)
+                if f.key in overrides:  # located at the command line, not at the file's line for that key
+                    line = f"--mesh {f.key}={overrides[f.key]}: {f.severity.label} {f.code}: {f.message}"
+                print(line, file=sys.stderr)
+        return EXIT_FINDINGS
     ranked = top_alternatives(cfg, est, args.top) if args.top else None
     if args.json:
         doc = est.to_json()
@@ -108,17 +204,31 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0 if est.memory.launches else 1  # tight is a warning, as in check and analyze
 
 
+def _finding_json(f: Finding, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A finding as `asap check --json` writes it; `override` names the --mesh assignment it is about."""
+    out = f.to_json()
+    if f.key in overrides:
+        out["override"] = f"{f.key}={overrides[f.key]}"
+    return out
+
+
+def _no_estimate(cfg: Config, e: EstimateError) -> Finding:
+    """The cost model's refusal as the finding the editor shows for it (ASAP129), an error here: there is no
+    estimate to print."""
+    key = e.key or "model_name"
+    file, span = cfg.anchor(key)
+    return Finding(DiagCode.NO_ESTIMATE, Severity.ERROR, f"No estimate: {e}", key, file, span)
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     from server.profiles import profile_convert
 
     an = None
     if args.config:
-        cpath = Path(args.config)
-        try:
-            an = analyze(cpath, cpath.read_text(encoding="utf-8"))
-        except OSError as e:
-            print(f"asap: cannot read {args.config}: {e.strerror}", file=sys.stderr)
-            return 2
+        read = _read_config(args.config)
+        if isinstance(read, CliError):
+            return fail(args, read)
+        an = analyze(*read)
 
     def progress(msg: str, frac: float | None) -> None:
         if not args.json and sys.stderr.isatty():
@@ -129,8 +239,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         tools, _ = profile_convert.load_tools(pf, progress)
         report, findings = analyze_tools(tools, an, pf.describe())
     except ProfileError as e:
-        print(f"asap: {args.path}: {e}", file=sys.stderr)
-        return 2
+        return fail(args, CliError("read", f"{args.path}: {e}", args.path))
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
@@ -145,8 +254,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from server.agents.types import Experiment
 
     read = _read_config(args.config)
-    if read is None:
-        return 2
+    if isinstance(read, CliError):
+        return fail(args, read)
     path, text = read
     search = tuple(Path(p) for p in args.profile_search_path or [])
     exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd(), search)
@@ -163,8 +272,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         try:
             write(doc, Path(args.plot), analyze(path, text, default_slice=args.slice), args.plot_theme)
         except ValueError as e:
-            print(f"asap: --plot: {e}", file=sys.stderr)
-            return 2
+            return fail(args, CliError("usage", f"--plot: {e}"))
     if args.json:
         _print_json(doc.to_json())  # the shape: schema/analyze.schema.json
     else:
@@ -180,8 +288,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from server.presentation import verification
 
     loaded = _analysed(args, mesh=True)
-    if loaded is None:
-        return 2
+    if isinstance(loaded, CliError):
+        return fail(args, loaded)
     path, text, an, base = loaded
     todo = [verification.Target("current mesh" if not base else "mesh", base)]
     if args.proposals:
@@ -220,19 +328,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_outcome(args: argparse.Namespace) -> int:
     from server.services import experiments
 
-    loaded = _analysed(args)
-    if loaded is None:
-        return 2
-    path, _, an, _ = loaded
     if (args.experiment is None) != (args.proposal is None):
-        print("asap outcome: --experiment and --proposal go together", file=sys.stderr)
-        return 2
+        return fail(args, CliError("usage", "--experiment and --proposal go together", prog="asap outcome"))
+    loaded = _analysed(args)
+    if isinstance(loaded, CliError):
+        return fail(args, loaded)
+    path, _, an, _ = loaded
     try:
         measured = experiments.measure(an, Path(args.profile))
         out = experiments.record_outcome(an, path, measured, args.experiment, args.proposal)
     except (experiments.OutcomeError, ProfileError) as e:
-        print(f"asap outcome: {e}", file=sys.stderr)
-        return 1
+        return fail(args, CliError("outcome", str(e), status=EXIT_FINDINGS, prog="asap outcome"))
     if args.json:
         _print_json(out.model_dump())
     else:
@@ -258,15 +364,14 @@ def cmd_models(args: argparse.Namespace) -> int:
     try:
         if args.config:
             read = _read_config(args.config)
-            if read is None:
-                return 2
+            if isinstance(read, CliError):
+                return fail(args, read)
             path, text = read
             summaries = [model_summary.of_config(load(path, text, maxtext_path=args.maxtext_path))]
         else:
             summaries = model_summary.catalog(args.maxtext_path)
     except arith.ArithError as e:
-        print(f"asap: cannot price the model: {e.key}: {e}", file=sys.stderr)
-        return 1
+        return fail(args, CliError("model", f"cannot price the model: {e.key}: {e}", status=EXIT_FINDINGS))
     if args.name:
         exact = [s for s in summaries if s.name == args.name]
         summaries = exact or [s for s in summaries if args.name in s.name]
@@ -310,7 +415,13 @@ def cmd_kb(args: argparse.Namespace) -> int:
                 print(render.kb_results(results))
         elif args.kb_command == "similar":
             store.ensure()
-            mesh = {k: int(v) for k, v in parse_override(args.mesh).items()} if args.mesh else {}
+            parsed = _mesh_arg(args.mesh)
+            if isinstance(parsed, CliError):
+                return fail(args, parsed)
+            try:
+                mesh = {k: int(v) for k, v in parsed.items()}
+            except (TypeError, ValueError):
+                return fail(args, CliError("usage", f"--mesh: whole numbers expected, got {args.mesh}"))
             sit = Situation(args.params_b, args.slice, args.bottleneck, mesh, args.slices)
             found = store.similar_history(sit, args.k)
             if args.json:
@@ -328,7 +439,8 @@ def cmd_kb(args: argparse.Namespace) -> int:
                 _print_json(st)
             elif st:
                 print(render.key_values(st))
+    except BrokenPipeError:
+        raise
     except (RecordError, KbError, OSError) as e:
-        print(f"asap: {e}", file=sys.stderr)
-        return 2
+        return fail(args, CliError("kb", str(e)))
     return 0

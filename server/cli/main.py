@@ -9,9 +9,17 @@
     asap stats [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
 
-Exit status: 0 when no config has an error, 1 when any has, 2 for usage errors
-(a file that cannot be read). `verify`: 0 when the (first) mesh compiles and fits, 1 when it does not fit,
-cannot be placed or is invalid, 2 when the compiler is unavailable or failed.
+Exit status, every command (server/cli/commands.py's EXIT_*):
+    0  clean: nothing to report (warnings allowed)
+    1  findings: a config has errors (an invalid mesh, one that does not fit, no estimate), or the command's own
+       negative verdict (verify: the mesh does not compile, fit or place; outcome: the profile is not a run of it)
+    2  cannot read an input (a missing file, a directory, no permission, not UTF-8, not a profile), or a usage
+       error (the command line); verify also when the compiler is unavailable or failed
+    3  internal error: a bug in ASAP, one line on stderr (the traceback with --debug)
+With --json, stdout holds one JSON document on every exit path: the command's report, the check document of an
+invalid config (`asap estimate` too), or `{"errors": [{"kind", "message", "file"?}]}` when there is no report.
+`asap check A.yml B.yml` reports each file on its own: one that cannot be read or that ASAP fails on is an entry
+`{"file", "errors"}` of its own (the exit status is the worst of the files) and the others print as usual.
 
 This module is the parser and the entry point; the commands are in server/cli/commands.py and their human
 output in server/cli/render.py.
@@ -20,10 +28,12 @@ output in server/cli/render.py.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from server.cli.commands import (
+    CliError,
     cmd_analyze,
     cmd_check,
     cmd_estimate,
@@ -33,6 +43,8 @@ from server.cli.commands import (
     cmd_profile,
     cmd_stats,
     cmd_verify,
+    fail,
+    internal_error,
 )
 from server.config.models import MAXTEXT_PATH_HELP, MaxTextPathAction
 
@@ -42,6 +54,26 @@ SHARED_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "slice": ("--slice", {"metavar": "NAME", "help": "slice to assume when the config declares none"}),
     "maxtext-path": ("--maxtext-path", {"metavar": "PATH", "action": MaxTextPathAction, "help": MAXTEXT_PATH_HELP}),
 }
+
+
+DEBUG_HELP = "on an internal error (exit status 3), print the traceback"
+
+
+class UsageError(Exception):
+    """A command line argparse rejects: raised instead of argparse's exit, so that `main` reports it (and with
+    --json prints its JSON document)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, raising UsageError for a bad command line (its subcommands' parsers are of this class)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
 
 
 def add_shared(p: argparse.ArgumentParser, *flags: str, **helps: str | None) -> None:
@@ -54,7 +86,8 @@ def add_shared(p: argparse.ArgumentParser, *flags: str, **helps: str | None) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
+    p = Parser(prog="asap", description="ASAP: performance advisor for MaxText configs on TPU")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="validate the sharding mesh of MaxText configs for their TPU slice")
     c.add_argument("configs", nargs="+", metavar="CONFIG.yml")
@@ -150,15 +183,55 @@ def build_parser() -> argparse.ArgumentParser:
     st = ks.add_parser("stats", help="what the index holds")
     add_shared(st, "json", json=None)
     kb.set_defaults(func=cmd_kb)
+    _add_debug(p)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    import logging
+def _add_debug(p: argparse.ArgumentParser) -> None:
+    """`--debug` after any subcommand too (`asap check x.yml --debug`); it never resets `asap --debug ...`."""
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+                _add_debug(sub)
 
-    logging.getLogger("asap").setLevel(logging.WARNING)  # the CLI prints its own report; the editor wants the log
-    args = build_parser().parse_args(argv)
-    return int(args.func(args))
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status (the module's docstring). Exceptions do not escape: an unexpected one
+    is exit status 3 with a one-line message (the traceback with --debug)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    log = logging.getLogger("asap")
+    log.setLevel(logging.WARNING)  # the CLI prints its own report; the editor wants the log
+    notes = _StderrNotes()
+    log.addHandler(notes)  # the stores' notices (a file moved aside, a store in memory) and other warnings
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except UsageError as e:
+            e.parser.print_usage(sys.stderr)
+            wants_json = argparse.Namespace(json=SHARED_FLAGS["json"][0] in argv)
+            return fail(wants_json, CliError("usage", e.message, prog=f"{e.parser.prog}: error"))
+        try:
+            return int(args.func(args))
+        except BrokenPipeError:  # the reader went away (`asap check ... | head`): run() handles it
+            raise
+        except Exception as e:
+            return fail(args, internal_error(e, getattr(args, "debug", False)))
+    finally:
+        log.removeHandler(notes)
+
+
+class _StderrNotes(logging.Handler):
+    """Warnings of the "asap" loggers as `asap: ...` lines on stderr (never stdout: it may hold the JSON)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"asap: {record.getMessage()}", file=sys.stderr)
+        except Exception:
+            self.handleError(record)
 
 
 def run() -> None:
