@@ -9,6 +9,7 @@ nothing is rewritten that already means the same.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from server.common.findings import Span, TextEdit
@@ -65,12 +66,12 @@ def proposal_edits(
             inserts.append(f"{key}: {_scalar(value)}\n")
     if inserts:
         at = _insertion_point(cfg)
-        block = "".join(_ordered(inserts))
-        lines = doc.text.split("\n")
-        if not doc.text.endswith("\n") and at.line >= len(lines) - 1 + (0 if doc.text else 1):
+        eol = line_ending(doc.text)
+        block = "".join(_ordered(inserts)).replace("\n", eol)
+        if at_end_without_newline(doc.text, at):
             # past the last line of a file without a final newline: start a line, keep the file's ending
-            last = len(lines) - 1
-            at, block = Span.point(last, len(lines[last])), "\n" + block.rstrip("\n")
+            last = len(doc.lines) - 1
+            at, block = Span.point(last, len(doc.lines[last])), eol + block.removesuffix(eol)
         edits.append(TextEdit(doc.path, at, block))
     return edits
 
@@ -96,24 +97,61 @@ def _insertion_point(cfg: Config) -> Span:
     if written:
         last = max(written, key=lambda e: e.value_span.end_line)
         return Span.point(last.value_span.end_line + 1, 0)
-    lines = doc.text.split("\n")
-    return Span.point(len(lines) - 1 if doc.text.endswith("\n") else len(lines), 0)
+    return Span.point(len(doc.lines), 0)
+
+
+_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def line_ending(text: str) -> str:
+    """The document's dominant line break (CRLF, CR or LF; LF for a single line), which inserted lines use."""
+    crlf = text.count("\r\n")
+    cr, lf = text.count("\r") - crlf, text.count("\n") - crlf
+    best = max((crlf, "\r\n"), (cr, "\r"), (lf, "\n"), key=lambda c: c[0])
+    return best[1] if best[0] else "\n"
+
+
+def with_line_ending(new_text: str, eol: str) -> str:
+    """`new_text` with every line break written as `eol`."""
+    return _BREAK.sub(eol, new_text) if eol != "\n" or "\r" in new_text else new_text
+
+
+def ends_with_break(text: str) -> bool:
+    return text.endswith(("\n", "\r"))
+
+
+def at_end_without_newline(text: str, at: Span) -> bool:
+    """Whether a point lies past the last line of a text whose last line has no line break (an insertion there
+    would be glued onto that line)."""
+    return bool(text) and not ends_with_break(text) and offset(text, at.line, at.column) == len(text)
+
+
+def line_starts(text: str) -> list[int]:
+    """The offset where each line starts, lines as LSP and the parser count them (str.splitlines), plus the end."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return starts
+
+
+def offset(text: str, line: int, column: int, starts: list[int] | None = None) -> int:
+    """The string index of a 0-based line and code-point column; past the last line, the end of the text; past
+    the end of a line, the end of that line (before its line break), as LSP clamps a position."""
+    starts = starts if starts is not None else line_starts(text)
+    if line >= len(starts) - 1:
+        return len(text)
+    body = text[starts[line] : starts[line + 1]]
+    width = len(body.splitlines()[0]) if body else 0
+    return starts[line] + min(column, width)
 
 
 def apply_text(text: str, edits: list[TextEdit]) -> str:
-    """The document after `edits` (0-based line/column spans, code-point columns)."""
-    lines = text.split("\n")
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line) + 1)
-
-    def pos(line: int, col: int) -> int:
-        if line >= len(lines):
-            return len(text)
-        return offsets[line] + col
-
+    """The document after `edits` (0-based line/column spans, code-point columns, lines as str.splitlines counts
+    them: a CR-only or CRLF file is edited where its lines are)."""
+    starts = line_starts(text)
     out = text
     for e in sorted(edits, key=lambda e: (e.span.line, e.span.column), reverse=True):
-        a, b = pos(e.span.line, e.span.column), pos(e.span.end_line, e.span.end_column)
+        a = offset(text, e.span.line, e.span.column, starts)
+        b = offset(text, e.span.end_line, e.span.end_column, starts)
         out = out[:a] + e.new_text + out[b:]
     return out

@@ -88,3 +88,13 @@ def code_action(fix: Fix, doc: TextDocument, diag: lsp.Diagnostic | None) -> lsp
         is_preferred=fix.preferred or None,
         edit=lsp.WorkspaceEdit(document_changes=[change]),
     )
+
+
+def refused_action(title: str, reason: str, diag: lsp.Diagnostic | None) -> lsp.CodeAction:
+    """A fix ASAP will not make, shown disabled with why (for a client that supports `disabled`)."""
+    return lsp.CodeAction(
+        title=title,
+        kind=lsp.CodeActionKind.QuickFix,
+        diagnostics=[diag] if diag is not None else None,
+        disabled=lsp.CodeActionDisabled(reason=f"ASAP does not make this edit: {reason}"),
+    )

@@ -1,18 +1,23 @@
 """The agents' result (the typed `asap analyze --json` document, server/agents/report.py) as editor findings
 and quick fixes: the diagnosis as a finding on each key it implicates (with what would fit when no mesh does), and
-each proposal as a fix whose edits are the minimal rewrite of the config (server/config/apply.py), re-validated
-before it is offered. No editor types here.
+each proposal as a fix whose edits are the minimal rewrite of the config (server/config/apply.py), made safe
+(server/config/safe_edits.py) and re-validated before it is offered. No editor types here.
 """
 
 from __future__ import annotations
+
+import logging
 
 from server.agents.report import AnalysisReport, FitOptionView, NothingFitsView, ProposalView
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config import axes
-from server.config.apply import ApplyError, apply_text, proposal_edits
+from server.config.apply import ApplyError, proposal_edits
 from server.config.resolve import Reader
+from server.config.safe_edits import Vetted, vet_fix
 from server.services.analysis import Analysis, analyze
+
+log = logging.getLogger("asap")
 
 DIAGNOSIS_CODE = DiagCode.AGENTS
 STALE = "[stale: the config changed since this analysis; save to refresh] "
@@ -109,27 +114,40 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
     ]
 
 
-def proposal_fixes(result: AnalysisReport, an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
-    """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh."""
-    fixes = []
+def proposal_offers(result: AnalysisReport, an: Analysis, text: str, reader: Reader | None = None) -> list[Vetted]:
+    """Each proposal that changes something as a fix through safe_edits.vet_fix (written in the file's line
+    endings, never through an alias, a merge key or a shared anchor, and read back intact), offered only when its
+    result re-validates to exactly the proposed mesh. A refused one (`refused`) keeps its reason, for an editor to
+    show; one that would not launch as proposed is left out."""
+    out: list[Vetted] = []
     for p in result.proposals:
         if p.keep_current:
             continue
         try:
             edits = proposal_edits(an.config, p.ici, p.dcn, p.other_changes)
-        except ApplyError:
+        except ApplyError as e:
+            log.info("proposal %d not offered: %s", p.rank, e)
             continue
         if not edits:
             continue
-        after = (
-            analyze(an.path, apply_text(text, list(edits)), reader)
-            if reader
-            else analyze(an.path, apply_text(text, list(edits)))
+        vetted = vet_fix(
+            text, Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1, proposal=p.rank), path=an.path
         )
+        if vetted.text is None:
+            if vetted.refused:
+                out.append(vetted)
+            continue
+        after = analyze(an.path, vetted.text, reader) if reader else analyze(an.path, vetted.text)
         chk = after.check
         errors = [f for f in after.findings if f.severity == Severity.ERROR]
         ici, dcn = chk.degrees("ici", drop_ones=True), chk.degrees("dcn", drop_ones=True)
         if errors or (ici, dcn) != (p.ici, p.dcn):
+            log.info("proposal %d not offered: the edited config would not launch as proposed", p.rank)
             continue  # never offer an edit that would not launch as proposed
-        fixes.append(Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1, proposal=p.rank))
-    return fixes
+        out.append(vetted)
+    return out
+
+
+def proposal_fixes(result: AnalysisReport, an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
+    """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh."""
+    return [v.fix for v in proposal_offers(result, an, text, reader) if v.fix is not None]

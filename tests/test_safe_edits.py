@@ -1,0 +1,225 @@
+"""Quick fixes that cannot break a file (server/config/safe_edits.py): inserted lines in the file's own line ending
+and on a line of their own, no edit through an alias, a merge key or a shared anchor (an anchor only its key uses is
+kept), and no fix offered whose result would not parse, would lose a key or comment, or would not clear its
+finding; and one round trip through the language server over stdio on a CRLF document."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsp.conftest import CONFIG, ROOT, AsapClient, Doc, apply_edits, capabilities, document_edit, has, lacks
+from lsprotocol import types as lsp
+
+from server.common.findings import Finding, Fix, Span, TextEdit
+from server.config.apply import apply_text, line_ending
+from server.config.safe_edits import Vetted, static_findings, vet_fix
+from server.services.analysis import analyze
+
+PARENT = "ici_fsdp_parallelism: 1\n"
+# fsdp comes from the parent as 1: the product fix inserts ici_fsdp_parallelism after the mesh block
+INHERITED = (
+    "base_config: parent.yml\nmodel_name: llama2-7b\ncompile_topology: v5e-256\nici_data_parallelism: 16  # dp\n"
+    "steps: 10\n"
+)
+BAD = (
+    "# Llama2-7B on v5e-256\nmodel_name: llama2-7b\ncompile_topology: v5e-256\n"
+    "ici_fsdp_parallelism: 32   # tuned by hand\nici_tensor_parallelism: 16\n"
+)
+
+
+def product_fixes(path: Path | None, text: str) -> tuple[Finding, list[Vetted]]:
+    """The ICI product finding of `text` and each of its fixes as vet_fix leaves it."""
+    (f,) = [x for x in analyze(path, text).findings if x.code == "ASAP101"]
+    recheck = static_findings(path)
+    return f, [vet_fix(text, fx, path=path, clears=(f.code, f.key), recheck=recheck) for fx in f.fixes]
+
+
+def by_title(vetted: list[Vetted], start: str) -> Vetted:
+    (v,) = [x for x in vetted if x.title.startswith(start)]
+    return v
+
+
+# -- (a) line endings and the final newline ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("eol", ["\r\n", "\r", "\n"])
+def test_inserted_line_takes_the_files_line_ending(write, eol: str) -> None:
+    write("parent.yml", PARENT)
+    text = INHERITED.replace("\n", eol)
+    _, vetted = product_fixes(write("c.yml", text), text)
+    v = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert v.ok and v.text == text.replace(f"# dp{eol}", f"# dp{eol}ici_fsdp_parallelism: 16{eol}")
+    assert v.fix is not None and all(e.new_text in ("ici_fsdp_parallelism: 16" + eol,) for e in v.fix.edits)
+    assert apply_text(text, list(v.fix.edits)) == v.text  # the offered edits give exactly the checked text
+
+
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_value_edit_on_a_later_line_of_a_crlf_or_cr_file(eol: str) -> None:
+    text = BAD.replace("\n", eol)
+    _, vetted = product_fixes(None, text)
+    v = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert v.text == text.replace("ici_fsdp_parallelism: 32 ", "ici_fsdp_parallelism: 16 ")
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_key_inserted_after_a_last_line_without_a_line_break_gets_its_own_line(write, eol: str) -> None:
+    write("parent.yml", PARENT)
+    text = INHERITED.removesuffix("steps: 10\n").replace("\n", eol).removesuffix(eol)  # ends "# dp", no break
+    _, vetted = product_fixes(write("c.yml", text), text)
+    v = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert v.ok and v.text == text + f"{eol}ici_fsdp_parallelism: 16"  # the file's ending (none) is kept
+    assert analyze(write("c.yml", v.text), v.text).findings == []
+
+
+def test_line_ending_is_the_dominant_one() -> None:
+    assert line_ending("a: 1\r\nb: 2\r\nc: 3\n") == "\r\n"
+    assert line_ending("a: 1\rb: 2\r") == "\r"
+    assert line_ending("a: 1") == "\n"
+
+
+def test_apply_text_counts_lines_as_the_editor_does() -> None:
+    text = "a: 1\rb: 2\rc: 3\r"
+    assert apply_text(text, [TextEdit(None, Span(1, 3, 1, 4), "9")]) == "a: 1\rb: 9\rc: 3\r"
+    assert apply_text(text, [TextEdit(None, Span.point(3), "d: 4\r")]) == text + "d: 4\r"
+
+
+# -- (b) where the value lives -------------------------------------------------------------------------------
+
+
+def test_a_value_given_by_an_alias_is_refused_with_a_reason() -> None:
+    text = "m: &m 8\n" + BAD.replace("32   # tuned by hand", "*m")  # 8 x 16 on 256 devices
+    _, vetted = product_fixes(None, text)
+    through = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert not through.ok and through.refused
+    assert through.reason is not None and "&m" in through.reason and "ici_fsdp_parallelism" in through.reason
+    assert not by_title(vetted, "Set ici_fsdp_parallelism to -1").ok
+    # a fix that writes another key is not through the alias: still offered, the anchor untouched
+    other = [v for v in vetted if v.ok]
+    assert [v.title for v in other] == ["Set ici_data_parallelism to 2 (ICI product 256)"]
+    assert other[0].text is not None and other[0].text.startswith("m: &m 8\n")
+
+
+def test_an_edit_on_the_alias_itself_is_refused() -> None:
+    text = "m: &m 8\nici_fsdp_parallelism: *m\n"
+    at = text.index("*m") - len("m: &m 8\n")
+    v = vet_fix(text, Fix("Set it", (TextEdit(None, Span(1, at, 1, at + 2), "16"),)))
+    assert v.refused and v.reason is not None and "alias *m" in v.reason
+
+
+def test_an_edit_inside_a_merge_key_value_is_refused() -> None:
+    text = "<<: {ici_fsdp_parallelism: 4}\nmodel_name: llama2-7b\n"
+    col = text.index("4")
+    v = vet_fix(text, Fix("Set it", (TextEdit(None, Span(0, col, 0, col + 1), "16"),)))
+    assert v.refused and v.reason is not None and "merge key" in v.reason
+
+
+def test_an_anchor_shared_through_a_merge_key_is_refused() -> None:
+    text = "base: &b {ici_fsdp_parallelism: 4}\n<<: *b\nmodel_name: llama2-7b\n"
+    col = text.index("4")
+    v = vet_fix(text, Fix("Set it", (TextEdit(None, Span(0, col, 0, col + 1), "16"),)))
+    assert v.refused and v.reason is not None and "&b" in v.reason and "<<" in v.reason
+
+
+def test_an_anchor_used_only_by_the_fixed_key_is_edited_keeping_the_anchor() -> None:
+    text = BAD.replace("32   # tuned", "&f 32   # tuned")
+    _, vetted = product_fixes(None, text)
+    v = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert v.ok and v.text == text.replace("&f 32 ", "&f 16 ")
+    shared = text + "dcn_fsdp_parallelism: *f\n"  # now another key uses it too
+    _, vetted = product_fixes(None, shared)
+    v = by_title(vetted, "Set ici_fsdp_parallelism to 16")
+    assert v.refused and v.reason is not None and "dcn_fsdp_parallelism" in v.reason
+
+
+# -- (c) read back and re-checked ----------------------------------------------------------------------------
+
+
+def test_a_fix_that_does_not_clear_its_finding_is_not_offered() -> None:
+    f, _ = product_fixes(None, BAD)
+    start = BAD.splitlines()[3].index("32")
+    fake = Fix("Set ici_fsdp_parallelism to 8", (TextEdit(None, Span(3, start, 3, start + 2), "8"),))
+    v = vet_fix(BAD, fake, clears=(f.code, f.key), recheck=static_findings(None))
+    assert not v.ok and not v.refused and v.reason is not None and "ASAP101" in v.reason
+
+
+def test_a_fix_whose_result_does_not_parse_is_not_offered() -> None:
+    broken = Fix("Break it", (TextEdit(None, Span.point(1), "ici_fsdp_parallelism: [\n"),))
+    v = vet_fix(BAD, broken)
+    assert not v.ok and not v.refused and v.reason is not None and "valid YAML" in v.reason
+
+
+def test_a_fix_that_loses_a_key_a_comment_or_another_value_is_not_offered() -> None:
+    line = BAD.splitlines()[4]  # ici_tensor_parallelism: 16
+    lose_key = Fix("Drop it", (TextEdit(None, Span(4, 0, 5, 0), ""),))
+    assert "lose the key ici_tensor_parallelism" in str(vet_fix(BAD, lose_key).reason)
+    lose_comment = Fix("Drop a comment", (TextEdit(None, Span(3, 24, 3, len(BAD.splitlines()[3])), ""),))
+    assert "comment" in str(vet_fix(BAD, lose_comment).reason)
+    dup = Fix("Set twice", (TextEdit(None, Span.point(5), f"{line}\n"),))
+    assert not vet_fix(BAD, dup).ok  # a duplicate key does not parse
+
+
+def test_the_rule_fixes_of_the_examples_are_all_offered(write) -> None:
+    examples = {f.name: f.read_text(encoding="utf-8") for f in sorted((ROOT / "examples").glob("*.yml"))}
+    paths = {name: write(name, text) for name, text in examples.items()}  # parents resolve next to the child
+    offered = 0
+    for name, text in examples.items():
+        p = paths[name]
+        for finding in analyze(p, text).findings:
+            for fx in finding.fixes:
+                v = vet_fix(text, fx, path=p, clears=(finding.code, finding.key), recheck=static_findings(p))
+                assert v.ok, (name, fx.title, v.reason)
+                offered += 1
+    assert offered
+
+
+# -- over stdio ----------------------------------------------------------------------------------------------
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def editor(lsp_client: AsapClient):
+    """A server whose client shows disabled code actions (as VS Code does)."""
+    caps = capabilities()
+    assert caps.text_document is not None and caps.text_document.code_action is not None
+    caps.text_document.code_action.disabled_support = True
+    await asyncio.wait_for(
+        lsp_client.initialize_session(lsp.InitializeParams(capabilities=caps, root_uri=ROOT.as_uri())), 30
+    )
+    yield lsp_client
+    await lsp_client.shutdown_session()
+
+
+async def test_lsp_quick_fix_on_a_crlf_document_inserts_a_crlf_line(editor: AsapClient, tmp_path: Path) -> None:
+    (tmp_path / "parent.yml").write_text(PARENT)
+    text = INHERITED.replace("\n", "\r\n")
+    path = tmp_path / "c.yml"
+    path.write_bytes(text.encode())
+    doc = Doc(editor, path, text=text).open()
+    diags = await doc.diagnostics(version=1, where=has("ASAP101"))
+    product = [d for d in diags if d.code == "ASAP101"]
+    actions = [a for a in await doc.code_actions(product) if a.title.startswith("Set ici_fsdp_parallelism to 16")]
+    assert len(actions) == 1 and actions[0].disabled is None
+    change = document_edit(actions[0])
+    assert change.text_document.version == 1
+    after = apply_edits(doc.text, change.edits)
+    assert after == text.replace("# dp\r\n", "# dp\r\nici_fsdp_parallelism: 16\r\n")
+    doc.edit(change.edits)  # the client applies it: the server sees the same text and the finding is gone
+    await doc.diagnostics(where=lacks("ASAP101"))
+    assert doc.text == after
+
+
+async def test_lsp_fix_through_an_alias_is_shown_disabled_with_its_reason(editor: AsapClient, tmp_path: Path) -> None:
+    text = "m: &m 32\r\n" + BAD.replace("32   # tuned by hand", "*m").replace("\n", "\r\n")
+    path = tmp_path / "alias.yml"
+    path.write_bytes(text.encode())
+    doc = Doc(editor, path, text=text).open()
+    diags = await doc.diagnostics(version=1, where=has("ASAP101"))
+    actions = await doc.code_actions([d for d in diags if d.code == "ASAP101"])
+    refused = [a for a in actions if a.title.startswith("Set ici_fsdp_parallelism")]
+    assert refused and all(a.disabled is not None and a.edit is None for a in refused)
+    assert all(a.disabled is not None and "&m" in a.disabled.reason for a in refused)
+    for a in actions:  # whatever is offered leaves the anchor and its line alone
+        if a.disabled is None:
+            assert apply_edits(doc.text, document_edit(a).edits).startswith("m: &m 32\r\n")
