@@ -19,7 +19,7 @@ from server.config.placement import jax_physical_shape, place
 from server.config.slices import Slice, parse_slice
 from server.perf.enumeration import DCN_AXES, ICI_AXES, Candidate, enumerate_meshes
 from server.perf.estimate import Inputs, inputs, price, step_flops
-from server.perf.layout import BATCH_SHARDING, Layout
+from server.perf.layout import BATCH_SHARDING, Layout, build
 from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,3 +218,126 @@ def test_enumeration_does_not_import_jax() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- the pricing memo (server/perf/estimate.py price, steptime.py step_time): an enumeration prices every mesh of a
+# slice with one memo, which keeps what depends on part of a mesh (memory per the degrees it reads, each axis group's
+# path per its links, collectives per path numbers and degrees, the work per tensor/expert/weight-sharding degrees).
+# A memo entry must never serve a mesh that differs in anything its key leaves out.
+
+_GROUPS = (("fsdp", "fsdp_transpose"), ("tensor",), ("context",), ("expert",), ("data",), ("pipeline",))
+
+
+def _json(est: Any) -> str:
+    import json
+
+    return json.dumps(est.to_json(), sort_keys=True)
+
+
+def _alone(inp: Inputs, lays: list[Layout]) -> list[str]:
+    flops = step_flops(inp, lays[0].slice.devices)
+    return [_json(price(inp, lay, flops)) for lay in lays]
+
+
+def _shared(inp: Inputs, lays: list[Layout]) -> list[str]:
+    flops = step_flops(inp, lays[0].slice.devices)
+    memo: dict[Any, Any] = {}
+    return [_json(price(inp, lay, flops, memo)) for lay in lays]
+
+
+def _candidates(model: str, pdbs: int, seq: int, slice_name: str, slices: int) -> tuple[Inputs, list[Layout]]:
+    inp = _inputs(model, pdbs, seq)
+    e = enumerate_meshes(inp, parse_slice(slice_name, slices), True)
+    return inp, [c.layout for c in e.ranked + e.too_big]
+
+
+def _first_pair(lays: list[Layout], same: Any, differ: Any) -> tuple[Layout, Layout]:
+    seen: dict[Any, Layout] = {}
+    for lay in lays:
+        k = same(lay)
+        if k in seen and differ(seen[k]) != differ(lay):
+            return seen[k], lay
+        seen.setdefault(k, lay)
+    raise AssertionError("no such pair")
+
+
+def _degrees(lay: Layout) -> tuple[int, ...]:
+    return lay.degrees(*_GROUPS)
+
+
+def _links(lay: Layout) -> tuple[Any, ...]:
+    return tuple(lay.links(*g) for g in _GROUPS)
+
+
+@pytest.mark.parametrize(
+    ("case", "same", "differ"),
+    [
+        # the same degrees on other physical axes: a group's path (and its name in the plan's links) per its links
+        (("mixtral-8x7b", 4, 4096, "v6e-64", 1), _degrees, _links),
+        (("llama2-7b", 4, 4096, "v5p-64", 1), _degrees, _links),
+        # the same fsdp group (degrees and physical axes) with another tensor degree: the collectives over fsdp per
+        # the degrees they read besides the path
+        (("llama2-7b", 4, 4096, "v5e-32", 2), lambda lay: lay.links("fsdp", "fsdp_transpose"), _degrees),
+        (("mixtral-8x7b", 4, 4096, "v6e-64", 1), lambda lay: lay.links("fsdp", "fsdp_transpose"), _degrees),
+        # the same group degrees split otherwise between ICI and DCN
+        (("llama2-7b", 4, 4096, "v5e-32", 2), _degrees, lambda lay: tuple(lay.dcn.values())),
+        # the same tensor and expert degrees with another weight-sharding degree: the scanned state's traffic
+        (("mixtral-8x7b", 4, 4096, "v6e-64", 1), lambda lay: lay.degrees(("tensor",), ("expert",)), _degrees),
+    ],
+)
+def test_price_memo_never_serves_another_mesh(case: tuple[Any, ...], same: Any, differ: Any) -> None:
+    inp, lays = _candidates(*case)
+    a, b = _first_pair(lays, same, differ)
+    alone = _alone(inp, [a, b])
+    assert alone[0] != alone[1]  # the pair is priced apart
+    assert _shared(inp, [a, b]) == alone
+    assert _shared(inp, [b, a]) == alone[::-1]
+
+
+@pytest.mark.parametrize(
+    ("model", "pdbs", "seq", "slice_name", "slices", "extra"),
+    [
+        ("mixtral-8x7b", 4, 4096, "v6e-64", 1, ""),  # dropless MoE: fsdp+expert, expert and fsdp groups
+        ("mixtral-8x7b", 2, 4096, "v5p-64", 2, "sparse_matmul: false\ncapacity_factor: 1.25\n"),  # over the expert axis
+        ("llama2-7b", 4, 4096, "v5e-32", 2, "remat_policy: minimal_offloaded\ngradient_accumulation_steps: 2\n"),
+    ],
+)
+def test_price_memo_in_any_order_equals_pricing_alone(
+    model: str, pdbs: int, seq: int, slice_name: str, slices: int, extra: str
+) -> None:
+    """Every candidate of an enumeration priced with one memo, in reverse order and every other one first, as each is
+    priced alone (memo=None): whichever mesh fills an entry first, the others get what is theirs."""
+    text = f"model_name: {model}\nper_device_batch_size: {pdbs}\nmax_target_length: {seq}\n{extra}"
+    inp = inputs(analyze(None, text).config)
+    e = enumerate_meshes(inp, parse_slice(slice_name, slices), True)
+    lays = [c.layout for c in e.ranked + e.too_big]
+    alone = _alone(inp, lays)
+    rev = lays[::-1]
+    assert _shared(inp, rev) == alone[::-1]
+    mixed = lays[1::2] + lays[::2]
+    assert _shared(inp, mixed) == [alone[i] for i in [*range(1, len(lays), 2), *range(0, len(lays), 2)]]
+
+
+def test_a_duplicate_estimate_is_its_twin_with_its_own_layout() -> None:
+    """Estimate.on (the enumeration's copy for a mesh it cannot tell from one priced) is dataclasses.replace."""
+    import dataclasses
+
+    inp, lays = _candidates("llama2-7b", 4, 4096, "v5e-32", 1)
+    est = price(inp, lays[0])
+    assert est.on(lays[1]) == dataclasses.replace(est, layout=lays[1])
+
+
+def test_price_memo_keeps_memory_apart_by_the_data_degree() -> None:
+    """Two meshes alike in every degree memory reads but `data` (context_autoregressive, which no training degree
+    counts, takes data's place): the logits' gradient outlives the loss only without data parallelism, so their
+    memory differs and the memo keeps them apart (no enumeration has such a pair: there the data degree follows from
+    the weight-sharding one)."""
+    inp = _inputs("llama2-7b", 4, 4096)
+    sl = parse_slice("v5e-16")
+    a = build(sl, {"fsdp": 8, "data": 2})
+    b = build(sl, {"fsdp": 8, "context_autoregressive": 2})
+    alone = [price(inp, a).memory, price(inp, b).memory]
+    assert alone[0].total != alone[1].total
+    flops = step_flops(inp, sl.devices)
+    memo: dict[Any, Any] = {}
+    assert [price(inp, lay, flops, memo).memory for lay in (a, b)] == alone
