@@ -80,11 +80,15 @@ def vet_fix(
     path: Path | None = None,
     clears: tuple[str, str | None] | None = None,
     recheck: Recheck | None = None,
+    document: YamlSource | None = None,
 ) -> Vetted:
     """`fix` made safe for `text` (the document at `path`), or why it is not offered. `clears`: the (code, key) of
-    the finding the fix is for, which `recheck` (the findings of a text) must no longer report."""
+    the finding the fix is for, which `recheck` (the findings of a text) must no longer report. `document`: `text`
+    already parsed (the analysis has it), to save parsing it again."""
     try:
-        return _vet(text, fix, path, clears, recheck)
+        return _vet(
+            text, document if document is not None and document.text == text else None, fix, path, clears, recheck
+        )
     except _Refusal as r:
         log.info("quick fix %r not offered: %s", fix.title, r.reason)
         return Vetted(fix.title, reason=r.reason, refused=r.show)
@@ -107,7 +111,14 @@ class _Edit:
         self.at = (self.start, self.end)  # where the fix wrote it, before any move past an anchor
 
 
-def _vet(text: str, fix: Fix, path: Path | None, clears: tuple[str, str | None] | None, rc: Recheck | None) -> Vetted:
+def _vet(
+    text: str,
+    document: YamlSource | None,
+    fix: Fix,
+    path: Path | None,
+    clears: tuple[str, str | None] | None,
+    rc: Recheck | None,
+) -> Vetted:
     if not fix.edits:
         raise _Refusal("it changes nothing")
     for te in fix.edits:
@@ -148,7 +159,7 @@ def _vet(text: str, fix: Fix, path: Path | None, clears: tuple[str, str | None] 
             out.append(replace(e.original, span=_span(starts, e.start, e.end), new_text=new))
     after = apply_text(text, out)
 
-    _reads_back(text, after, path, out)
+    _reads_back(document or _parsed(text, path, "the document"), after, path, out)
     if clears is not None and rc is not None:
         try:
             left = [f for f in rc(after) if (str(f.code), f.key) == (str(clears[0]), clears[1])]
@@ -212,7 +223,7 @@ class _Frame:
 
 def _shape(text: str) -> _Shape | None:
     """The anchors, aliases and merge keys of the text, from the parser's events; None when it has none."""
-    if not _MAYBE_SHARED.search(text):
+    if ("&" not in text and "*" not in text and "<<" not in text) or not _MAYBE_SHARED.search(text):
         return None
     shape = _Shape()
     stack: list[_Frame] = []
@@ -306,8 +317,7 @@ def _of(key: str | None) -> str:
 # -- (c) reading the result back -----------------------------------------------------------------------------
 
 
-def _reads_back(before: str, after: str, path: Path | None, edits: list[TextEdit]) -> None:
-    old = _parsed(before, path, "the document")
+def _reads_back(old: YamlSource, after: str, path: Path | None, edits: list[TextEdit]) -> None:
     new = _parsed(after, path, "the result")
     if old.is_mapping and not new.is_mapping:
         raise _Refusal("the result would not be a YAML mapping")
@@ -320,9 +330,9 @@ def _reads_back(before: str, after: str, path: Path | None, edits: list[TextEdit
             continue
         if not renamed and not any(_on_value(x, entry) for x in edits) and plain(got.value) != plain(entry.value):
             raise _Refusal(f"the result would change {key}, which the fix does not edit")
-    kept = _comments(after)
-    for c, n in Counter(_comments(before)).items():
-        if sum(c in k for k in kept) < n:
+    kept = Counter(_comments(after))
+    for c, n in (Counter(_comments(old.text)) - kept).items():  # a comment not kept as is: inside a new one?
+        if sum(m for k, m in kept.items() if c in k) < n:
             raise _Refusal(f"the result would lose the comment {c!r}")
 
 

@@ -130,9 +130,8 @@ def proposal_offers(result: AnalysisReport, an: Analysis, text: str, reader: Rea
             continue
         if not edits:
             continue
-        vetted = vet_fix(
-            text, Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1, proposal=p.rank), path=an.path
-        )
+        fix = Fix(proposal_title(p), tuple(edits), preferred=p.rank == 1, proposal=p.rank)
+        vetted = vet_fix(text, fix, path=an.path, document=an.config.document)
         if vetted.text is None:
             if vetted.refused:
                 out.append(vetted)

@@ -57,7 +57,14 @@ def _rule_fix(ls: AsapServer, doc: TextDocument, an: Analysis, finding: Finding,
     key = (fix, str(finding.code), finding.key)
     if key not in cache:
         recheck = static_findings(an.path, ls.read, ls.settings.default_slice)
-        cache[key] = vet_fix(doc.source, fix, path=an.path, clears=(str(finding.code), finding.key), recheck=recheck)
+        cache[key] = vet_fix(
+            doc.source,
+            fix,
+            path=an.path,
+            clears=(str(finding.code), finding.key),
+            recheck=recheck,
+            document=an.config.document,
+        )
     return cache[key]
 
 
