@@ -97,14 +97,16 @@ def _factorizations(
     return hit
 
 
-_ICI_OPTIONS: dict[tuple[int, tuple[int, ...], bool], list[tuple[int, ...]]] = {}
+_ICI_OPTIONS: dict[tuple[int, tuple[int, ...], bool], list[tuple[tuple[int, ...], tuple[int, ...]]]] = {}
 
 
-def _ici_options(sl: Slice, split: bool) -> list[tuple[int, ...]]:
+def _ici_options(sl: Slice, split: bool) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The ICI assignments to generate (ICI_AXES order), each with its mesh shape (_ORDER, 1 on the other axes)."""
     key = (sl.devices_per_slice, jax_physical_shape(sl), split)
     hit = _ICI_OPTIONS.get(key)
     if hit is None:
-        hit = _ICI_OPTIONS[key] = _factorizations(sl.devices_per_slice, len(ICI_AXES), tuple(_placeable(sl, split)))
+        options = _factorizations(sl.devices_per_slice, len(ICI_AXES), tuple(_placeable(sl, split)))
+        hit = _ICI_OPTIONS[key] = [(t, tuple(map((*t, 1).__getitem__, _SHAPE_FROM_ICI))) for t in options]
     return hit
 
 
@@ -184,11 +186,10 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
     whole_batch = abs(global_batch - round(global_batch)) <= 1e-9
     batch = round(global_batch)
     moe, q_heads, kv_heads, experts, layers, seq = s.moe, s.q_heads, s.kv_heads, s.experts, s.layers, inp.seq
-    for ici_t in ici_options:
+    for ici_t, shape in ici_options:
         if ici_t[_EXPERT] > 1 and not moe:
             reject("expert parallelism without experts")
             continue
-        shape = tuple(map((*ici_t, 1).__getitem__, _SHAPE_FROM_ICI))  # the ICI degrees in _ORDER, 1 elsewhere
         pl = _place(sl, shape, allow_split)
         if not pl.ok:
             generated += len(dcn_options)
