@@ -637,15 +637,16 @@ def step_time(
     busy = compute_total + hbm_total + exposed_total
     m = microbatches or stages
     bubble = busy * (stages - 1) / (m + stages - 1) if stages > 1 else 0.0
+    # positional (in the order of StepTime's fields): a dataclass with default factories takes keywords slowly
     return StepTime(
-        compute_s=compute_total,
-        hbm_s=hbm_total,
-        comm_s=sum(map(_SECONDS, collectives)),
-        exposed_comm_s=exposed_total,
-        bubble_s=bubble,
-        step_s=busy + bubble,
-        comm=plan,
-        points=list(points),
-        comm_by_axis=by_axis,
-        exposed_by_axis={k: v for k, v in exposed.items() if v > 0},
+        compute_total,  # compute_s
+        hbm_total,  # hbm_s
+        sum(map(_SECONDS, collectives)),  # comm_s
+        exposed_total,  # exposed_comm_s
+        bubble,  # bubble_s
+        busy + bubble,  # step_s
+        plan,  # comm
+        list(points),
+        by_axis,  # comm_by_axis
+        {k: v for k, v in exposed.items() if v > 0},  # exposed_by_axis
     )
