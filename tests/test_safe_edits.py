@@ -6,10 +6,13 @@ finding; and one round trip through the language server over stdio on a CRLF doc
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
 import pytest_lsp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lsp.conftest import CONFIG, ROOT, AsapClient, Doc, apply_edits, capabilities, document_edit, has, lacks
 from lsprotocol import types as lsp
 
@@ -223,3 +226,75 @@ async def test_lsp_fix_through_an_alias_is_shown_disabled_with_its_reason(editor
     for a in actions:  # whatever is offered leaves the anchor and its line alone
         if a.disabled is None:
             assert apply_edits(doc.text, document_edit(a).edits).startswith("m: &m 32\r\n")
+
+
+# -- property: every offered fix of generated configs -------------------------------------------------------
+
+
+def client_apply(text: str, edits: tuple[TextEdit, ...]) -> str:
+    """Apply edits the way an editor does (lines as str.splitlines counts them), independently of apply_text."""
+    lines = text.splitlines(keepends=True)
+
+    def index(line: int, col: int) -> int:
+        if line >= len(lines):
+            return len(text)
+        return sum(map(len, lines[:line])) + min(col, len(lines[line].rstrip("\r\n")))
+
+    for e in sorted(edits, key=lambda e: (e.span.line, e.span.column), reverse=True):
+        a, b = index(e.span.line, e.span.column), index(e.span.end_line, e.span.end_column)
+        text = text[:a] + e.new_text + text[b:]
+    return text
+
+
+@st.composite
+def messy_configs(draw: st.DrawFn) -> tuple[str, str]:
+    """Configs with a wrong mesh, an ignored and a misspelt key, in any line ending, with or without a final
+    newline, with comments, and with a degree sometimes given by an alias or an anchor."""
+    fsdp, tensor = draw(st.sampled_from([(32, 16), (8, 16), (4, 4), (16, 8)]))
+    entries = [("model_name", "llama2-7b"), ("compile_topology", "v5e-256"), ("ici_tensor_parallelism", str(tensor))]
+    how = draw(st.sampled_from(["plain", "alias", "anchor", "anchor shared"]))
+    head = []
+    if how == "alias":
+        head.append(f"m: &m {fsdp}")
+        entries.append(("ici_fsdp_parallelism", "*m"))
+    elif how.startswith("anchor"):
+        entries.append(("ici_fsdp_parallelism", f"&f {fsdp}"))
+        if how == "anchor shared":
+            entries.append(("dcn_fsdp_parallelism", "*f"))
+    else:
+        entries.append(("ici_fsdp_parallelism", str(fsdp)))
+    entries += draw(
+        st.lists(
+            st.sampled_from([("ici_sequence_parallelism", "2"), ("ici_data_paralelism", "1")]), max_size=2, unique=True
+        )
+    )
+    lines = [*head]
+    for k, v in draw(st.permutations(entries)):
+        if draw(st.booleans()):
+            lines.append(f"# about {k}")
+        lines.append(f"{k}: {v}" + (f"  # note {k}" if draw(st.booleans()) else ""))
+    eol = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    return eol.join(lines) + (eol if draw(st.booleans()) else ""), eol
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(messy_configs())
+def test_every_offered_fix_keeps_the_file_whole_and_clears_its_finding(case: tuple[str, str]) -> None:
+    text, eol = case
+    recheck = static_findings(None)
+    for f in analyze(None, text).findings:
+        for fx in f.fixes:
+            v = vet_fix(text, fx, clears=(f.code, f.key), recheck=recheck)
+            if not v.ok:
+                assert v.reason
+                continue
+            assert v.fix is not None
+            after = client_apply(text, v.fix.edits)
+            assert after == v.text
+            assert set(re.findall(r"\r\n|\r|\n", after)) <= {eol}  # every line break the file's own
+            assert after.endswith(("\n", "\r")) == text.endswith(("\n", "\r"))  # the final newline as it was
+            left = [(x.code, x.key) for x in analyze(None, after).findings]
+            assert (f.code, f.key) not in left, (fx.title, after)
+            for line in text.splitlines():
+                if line.startswith("m: &m") or line.startswith("# about"):
+                    assert line in after.splitlines()  # anchors' own keys and comments untouched
