@@ -179,17 +179,21 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             findings.append(errors[0])
     if errors:
         findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))
+        about = [_override_of(f, cfg, overrides, args.mesh) for f in findings]
         if args.json:
             doc = Analysis(path, cfg, chk).to_json()
-            doc["findings"] = [_finding_json(f, overrides) for f in findings]
+            doc["findings"] = [
+                f.to_json() | ({"override": o} if o else {}) for f, o in zip(findings, about, strict=True)
+            ]
             doc["overrides"] = overrides
             _print_json(doc)
         else:
-            for f in (f for f in findings if f.severity == Severity.ERROR):
-                line = render.finding_line(f, path)
-                if f.key in overrides:  # located at the command line, not at the file's line for that key
-                    line = f"--mesh {f.key}={overrides[f.key]}: {f.severity.label} {f.code}: {f.message}"
-                print(line, file=sys.stderr)
+            for f, o in zip(findings, about, strict=True):
+                if f.severity == Severity.ERROR:  # located at the command line when it is about --mesh
+                    line = (
+                        f"--mesh {o}: {f.severity.label} {f.code}: {f.message}" if o else render.finding_line(f, path)
+                    )
+                    print(line, file=sys.stderr)
         return EXIT_FINDINGS
     ranked = top_alternatives(cfg, est, args.top) if args.top else None
     if args.json:
@@ -204,12 +208,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     return 0 if est.memory.launches else 1  # tight is a warning, as in check and analyze
 
 
-def _finding_json(f: Finding, overrides: dict[str, Any]) -> dict[str, Any]:
-    """A finding as `asap check --json` writes it; `override` names the --mesh assignment it is about."""
-    out = f.to_json()
+def _override_of(f: Finding, cfg: Config, overrides: dict[str, Any], mesh: str | None) -> str | None:
+    """The --mesh assignment a finding is about: its key's, or the whole --mesh for a finding on a parallelism key
+    the file does not write (the asked mesh as a whole, located by default at the file's top); None when it is
+    about the file."""
+    if not overrides or f.key is None:
+        return None
     if f.key in overrides:
-        out["override"] = f"{f.key}={overrides[f.key]}"
-    return out
+        return f"{f.key}={overrides[f.key]}"
+    return mesh if f.key.endswith("_parallelism") and cfg.entry(f.key) is None else None
 
 
 def _no_estimate(cfg: Config, e: EstimateError) -> Finding:

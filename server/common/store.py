@@ -233,7 +233,7 @@ class BlobCache:
         row = {"key": key, **extra, "created": time.time(), self.column: blob}
         try:
             db.table(self.table).upsert(row, pk="key")
-        except sqlite3.OperationalError as e:
+        except (sqlite3.OperationalError, sqlite_utils.db.InvalidColumns) as e:
             if getattr(e, "sqlite_errorname", "SQLITE_ERROR") != "SQLITE_ERROR":  # locked, read-only, I/O: not shape
                 raise
             # a table of another shape (another ASAP's, or not ASAP's): a cache, so replaced

@@ -283,7 +283,7 @@ class KnowledgeStore:
         if meta.get("schema") != str(SCHEMA_VERSION):
             return "built by another ASAP version"
         if missing := TABLES - tables:
-            return f"corrupt: no table {', '.join(sorted(missing))}"
+            return f"the index has no table {', '.join(sorted(missing))}"
         if meta.get("kb_hash") != content_hash(self.root, self.embedder.name, self.outcomes):
             return f"{self.root} changed since the index was built"
         return None
@@ -492,6 +492,12 @@ class KnowledgeStore:
         history_rows: list[dict[str, Any]],
         meta: dict[str, str],
     ) -> None:
+        # created with their columns first, so that every table search reads exists however little kb/ holds
+        text = {k: str for k in ("id", "kind", "source", "title", "axes", "generations", "families", "sources")}
+        fresh.table("documents").create(text, pk="id")
+        chunk_columns = {"id": int, "doc_id": str, "title": str, "position": int, "heading": str, "text": str}
+        fresh.table("chunks").create(chunk_columns, pk="id")
+        fresh.table("history").create({"id": str, "record": str}, pk="id")
         fresh.table("documents").insert_all(docs, pk="id")
         fresh.table("chunks").insert_all(chunks, pk="id", foreign_keys=[])
         fresh.table("chunks").create_index(["doc_id"])
