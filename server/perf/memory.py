@@ -249,9 +249,9 @@ class Memory:
         are not live at once, so the larger of the two phases counts. Computed once: `components` is never changed
         after construction (an enumeration reads it of each mesh several times, and many meshes share a Memory)."""
         c = self.components
-        loss = sum(c.get(k, 0.0) for k in LOSS_PHASE)
-        backward = sum(c.get(k, 0.0) for k in BACKWARD_PHASE)
-        return sum(v for k, v in c.items() if k not in _ONE_PHASE) + max(loss, backward)
+        loss = sum([c.get(k, 0.0) for k in LOSS_PHASE])
+        backward = sum([c.get(k, 0.0) for k in BACKWARD_PHASE])
+        return sum([v for k, v in c.items() if k not in _ONE_PHASE]) + max(loss, backward)
 
     @property
     def usable(self) -> float:
