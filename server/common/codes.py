@@ -19,6 +19,7 @@ class DiagCode(StrEnum):
     UNKNOWN_MODEL = "ASAP004"
     UNKNOWN_SLICE = "ASAP005"
     MODEL_FILE_OVERRIDE = "ASAP006"
+    DOCUMENT_TOO_LARGE = "ASAP007"
     NO_SLICE = "ASAP010"
     PLACEMENT_UNCHECKED = "ASAP099"
     INVALID_DEGREE = "ASAP100"
@@ -131,6 +132,17 @@ _CODES = (
         "command-line override does not contradict the model file (pyconfig.py).",
         "Remove the key from the config, or to train with your value: drop `model_name` and set every dimension "
         "yourself, or pass `key=value` on MaxText's command line together with `override_model_config=true`.",
+    ),
+    Code(
+        DiagCode.DOCUMENT_TOO_LARGE,
+        "Document too large to analyse",
+        "editor",
+        "The document is larger than the editor analyses (512 KiB of UTF-8 or 10,000 lines; MaxText's own "
+        "base.yml is about 50 KB and 1,000 lines), so ASAP checks nothing in it: no diagnostics, hover, "
+        "code lens or quick fix beyond this line, and no agents.",
+        "Certain: the document's size and line count when it was opened or last changed.",
+        "Split the file into a `base_config` chain of smaller files, or check it from the command line "
+        "(`asap check`), which has no such limit.",
     ),
     Code(
         DiagCode.NO_SLICE,

@@ -76,10 +76,8 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     loop = asyncio.get_running_loop()
     st = ls.state(uri)
     try:
-        an = st.analysis.fresh(version) if st.analysis is not None else None  # refresh() usually has it already
-        if an is None:
-            an = await loop.run_in_executor(None, ls.analyze_text, uri, text)
-        if not an.config.is_maxtext or an.check.slice is None:
+        an = await ls.analysis(doc)  # off the event loop; refresh() usually has it already
+        if an is None or not an.config.is_maxtext or an.check.slice is None:  # None: over the size limit
             return
         task = st.jobs.get("agents")
         # a cancel from the progress bar drops this run (the worker finishes alone)
@@ -110,8 +108,11 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
         return
     doc, path = opened
     version = doc.version
-    an = ls.analyze_doc(doc)
-    if not an.config.is_maxtext or an.check.slice is None:
+    try:
+        an = await ls.analysis(doc)
+    except Exception:  # logged where it failed
+        return
+    if an is None or not an.config.is_maxtext or an.check.slice is None:
         return
     todo = verification.targets(ls.agents_of(doc))
     loop = asyncio.get_running_loop()

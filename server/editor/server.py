@@ -1,6 +1,12 @@
 """The ASAP language server object: per-document state (server/editor/state.py), the settings, what the client can
-do (resolved once at initialize), and the one path from a document's text to its published diagnostics: analyse
-off the event loop, read the linked profile from the cache, merge every producer's findings, publish.
+do (resolved once at initialize), and the one path from a document's text to its analysis and its published
+diagnostics.
+
+The server never blocks on an analysis. Every analysis runs off the event loop through `analysis()` (one at a time
+per document, shared by whoever asks for the same version, kept only for the version and generation it is of: the
+latest version wins); request handlers (hover, code action, code lens) take what `ready_analysis()` has for the
+document as it is now, and start one when none is on its way. A document over the size limit (`MAX_DOCUMENT_BYTES`,
+`MAX_DOCUMENT_LINES`) is not analysed at all: it gets one diagnostic (ASAP007).
 
 The long jobs that feed it (the agents, the TPU compiler, profile conversion) are in server/editor/background.py;
 the LSP handlers in server/editor/features/.
@@ -9,6 +15,7 @@ the LSP handlers in server/editor/features/.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
@@ -24,11 +31,11 @@ from pygls.workspace import TextDocument
 from server import __version__
 from server.agents.report import AnalysisReport
 from server.common.codes import DiagCode
-from server.common.findings import Finding
+from server.common.findings import Finding, Severity, Span
 from server.config import models
 from server.editor import background, lsp_convert
 from server.editor.settings import Settings
-from server.editor.state import DocumentState, Versioned
+from server.editor.state import DocumentState, Running, Versioned
 from server.presentation import agent_findings, verification
 from server.services import experiments
 from server.services.analysis import Analysis, analyze
@@ -37,6 +44,12 @@ from server.services.profile_analysis import ProfileResult
 log = logging.getLogger("asap")
 
 DEBOUNCE_S = 0.25  # a keystroke's analysis waits this long for the next keystroke
+
+# Documents over either limit are not analysed (ASAP007). MaxText's own base.yml, the largest config it ships, is
+# about 50 KB and 1,000 lines; analysing grows with the text (a 60 KB config takes about a second here, 500 KB
+# several), and a document this large is not a hand-written config.
+MAX_DOCUMENT_BYTES = 512 * 1024  # UTF-8
+MAX_DOCUMENT_LINES = 10_000
 
 
 @dataclass(frozen=True)
@@ -128,11 +141,63 @@ class AsapServer(LanguageServer):
         path = Path(p) if (p := to_fs_path(uri)) else None
         return analyze(path, source, self.read, self.settings.default_slice)
 
-    def analyze_doc(self, doc: TextDocument) -> Analysis:
-        """The analysis of the document as it is now (on the event loop: hover, code action)."""
+    def too_large(self, doc: TextDocument) -> Finding | None:
+        """The one diagnostic of a document over the size limit (None: within it), worked out once a version."""
         st = self.state(doc.uri)
-        an = st.analysis.fresh(doc.version) if st.analysis is not None else None
+        if st.size is None or st.size.version != doc.version:
+            st.size = Versioned(doc.version, oversize(doc.source))
+        return st.size.value
+
+    async def analysis(self, doc: TextDocument) -> Analysis | None:
+        """The analysis of `doc`'s text as it is at this call, computed off the event loop (None: the document is
+        over the size limit). Shared with any caller asking for the same version; a run for another version
+        finishes first (one at a time per document). What the analysis raised is raised here (and logged once).
+        The result is kept for the document only while it is of the current version and generation."""
+        if self.too_large(doc) is not None:
+            return None
+        uri, version, source = doc.uri, doc.version, doc.source  # pygls edits documents in place: snapshot
+        st = self.state(uri)
+        while True:
+            if (an := st.ready(version)) is not None:
+                return an
+            run = st.running
+            if run is None or run.future.done():
+                break
+            if (run.version, run.generation) == (version, st.generation):
+                return await asyncio.shield(run.future)  # a cancelled caller leaves it to the others
+            await asyncio.wait([run.future])
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, self.analyze_text, uri, source)
+        st.running = Running(version, st.generation, future)
+        future.add_done_callback(functools.partial(self._analysed, st, uri, version, st.generation))
+        return await asyncio.shield(future)
+
+    @staticmethod
+    def _analysed(st: DocumentState, uri: str, version: int | None, generation: int, future: Any) -> None:
+        if not future.cancelled() and (e := future.exception()) is not None:  # a bug in a rule must not stop the server
+            log.error("analysis of %s (version %s) failed: %s", uri, version, e, exc_info=e)
+        st.analysed(version, generation, future)
+
+    def ready_analysis(self, doc: TextDocument) -> Analysis | None:
+        """Never waits: the analysis of the document as it is now when it is ready, else None, having started one
+        if none is on its way. For request handlers (hover, code action, code lens): they answer from this."""
+        st = self.state(doc.uri)
+        an = st.ready(doc.version)
+        if an is None and self.too_large(doc) is None and st.failed != (doc.version, st.generation):
+            job = st.jobs.get("refresh")
+            if job is None or job.done():
+                self.schedule(doc.uri)
+        return an
+
+    def analyze_doc(self, doc: TextDocument) -> Analysis:
+        """The analysis of the document as it is now, computed on the event loop when it is not ready: it BLOCKS the
+        server for as long as the analysis takes. Only for callers not yet moved to `ready_analysis` (which never
+        waits) or `analysis` (awaitable). A document over the size limit gets the analysis of an empty text."""
+        st = self.state(doc.uri)
+        an = st.ready(doc.version)
         if an is None:
+            if self.too_large(doc) is not None:
+                return self.analyze_text(doc.uri, "")
             an = self.analyze_text(doc.uri, doc.source)
             st.analysis = Versioned(doc.version, an)
         return an
@@ -167,18 +232,23 @@ class AsapServer(LanguageServer):
         return [f for f in findings if here(f.file) and (self.settings.show_estimate or f.code != DiagCode.ESTIMATE)]
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
+        self._send(doc, self.shown(doc, an))
+
+    def _send(self, doc: TextDocument, findings: list[Finding]) -> None:
         if self.shutting_down:  # background work finishing after shutdown has no one to tell
             return
-        diags = [lsp_convert.diagnostic(f, doc) for f in self.shown(doc, an)]
+        diags = [lsp_convert.diagnostic(f, doc) for f in findings]
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(uri=doc.uri, version=doc.version, diagnostics=diags)
         )
 
     def publish_current(self, uri: str) -> None:
-        """Publish again for the document as it is now (a background result arrived)."""
+        """Publish again for the document as it is now (a background result arrived); when its analysis is not
+        ready, the refresh on its way publishes."""
         doc = self.workspace.text_documents.get(uri)
-        if doc is not None:
-            self.publish(doc, self.analyze_doc(doc))
+        an = self.ready_analysis(doc) if doc is not None else None
+        if doc is not None and an is not None:
+            self.publish(doc, an)
 
     def refresh_code_lenses(self) -> None:
         if self.features.code_lens_refresh:
@@ -188,7 +258,7 @@ class AsapServer(LanguageServer):
         """(Re)start the analysis of `uri`; `invalidate` when its parents may have changed."""
         st = self.state(uri)
         if invalidate:
-            st.analysis = None
+            st.invalidate()
         st.restart("refresh", self.refresh(uri, delay))
 
     def reanalyze_all(self) -> None:
@@ -196,22 +266,26 @@ class AsapServer(LanguageServer):
             self.schedule(uri, invalidate=True)
 
     async def refresh(self, uri: str, delay: float = 0.0) -> None:
-        """Analyze a snapshot off the event loop; publish and cache it unless the document moved on."""
+        """Analyze the document off the event loop; publish unless it moved on meanwhile. A document over the size
+        limit gets its one diagnostic and nothing else."""
         if delay:
             await asyncio.sleep(delay)  # debounce: a newer change cancels this task
         doc = self.workspace.text_documents.get(uri)
         if doc is None:
             return
-        version, source = doc.version, doc.source  # pygls edits the document in place: snapshot it here
-        st = self.state(uri)
-        loop = asyncio.get_running_loop()
-        an = st.analysis.fresh(version) if st.analysis is not None else None
+        version = doc.version
+        big = self.too_large(doc)
+        if big is not None:
+            self.state(uri).profile = None
+            self._send(doc, [big])
+            return
+        try:
+            an = await self.analysis(doc)
+        except Exception:  # logged where it failed
+            return
         if an is None:
-            try:
-                an = await loop.run_in_executor(None, self.analyze_text, uri, source)
-            except Exception:  # a bug in a rule must not take the server down
-                log.exception("analysis of %s failed", uri)
-                return
+            return
+        loop = asyncio.get_running_loop()
         try:
             prof = await loop.run_in_executor(None, background.profile_of, self, uri, an)
         except Exception:
@@ -221,8 +295,11 @@ class AsapServer(LanguageServer):
         if current is None or current.version != version:
             return
         st = self.state(uri)
-        st.analysis, st.profile = Versioned(version, an), prof
+        st.profile = prof
         self.publish(current, an)
+        if st.lens_waiting:  # a code lens was answered while this analysis ran: the client asks again
+            st.lens_waiting = False
+            self.refresh_code_lenses()
         if st.new_outcome is not None:
             text = experiments.describe(st.new_outcome)
             st.new_outcome = None
@@ -239,7 +316,7 @@ class AsapServer(LanguageServer):
             return
         target = Path(path).resolve()
         for other, st in list(self.docs.items()):
-            if other != uri and st.analysis is not None and target in st.analysis.value.depends_on:
+            if other != uri and st.last is not None and target in st.last.value.depends_on:
                 self.schedule(other, DEBOUNCE_S, invalidate=True)
 
     def report_server_error(self, error: Exception, source: Any) -> None:
@@ -265,3 +342,26 @@ class _InDocument:
         if self._resolved is None:
             self._resolved = self.path.resolve()
         return file.resolve() == self._resolved
+
+
+def oversize(source: str) -> Finding | None:
+    """The one diagnostic of a text over the size limit (on its first line), else None. Cheap: counting bytes and
+    line breaks runs in C, and only a text near the limit is encoded."""
+    size = len(source)  # characters: at most the UTF-8 bytes, at least a quarter of them
+    if MAX_DOCUMENT_BYTES // 4 < size <= MAX_DOCUMENT_BYTES:
+        size = len(source.encode("utf-8", "surrogatepass"))
+    lines = max(source.count("\n"), source.count("\r")) + 1
+    if size <= MAX_DOCUMENT_BYTES and lines <= MAX_DOCUMENT_LINES:
+        return None
+    head = source[:200]
+    first = min((i for i in (head.find("\n"), head.find("\r")) if i >= 0), default=len(head))
+    what = f"{size / 1024:,.0f} KiB" if size > MAX_DOCUMENT_BYTES else f"{lines:,} lines"
+    return Finding(
+        DiagCode.DOCUMENT_TOO_LARGE,
+        Severity.WARNING,
+        f"Not analysed: the document is {what}, over ASAP's limit for the editor "
+        f"({MAX_DOCUMENT_BYTES // 1024} KiB, {MAX_DOCUMENT_LINES:,} lines)",
+        None,
+        None,
+        Span(0, 0, 0, min(first, 200)),
+    )

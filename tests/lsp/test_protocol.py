@@ -8,8 +8,10 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 from lsprotocol import types as lsp
@@ -53,15 +55,27 @@ def _parse_frames(out: bytes) -> list[dict]:
     return msgs
 
 
+def _read_frame(stream: IO[bytes]) -> dict:
+    """One Content-Length frame from a pipe, as strictly as `_parse_frames` reads (EOF fails)."""
+    headers: dict[str, str] = {}
+    while (line := stream.readline()) != b"\r\n":
+        assert line.endswith(b"\r\n"), f"not a header: {line!r}"
+        key, value = line[:-2].decode("ascii").split(": ", 1)
+        headers[key] = value
+    assert set(headers) <= {"Content-Length", "Content-Type"}, f"not a header: {headers!r}"
+    return json.loads(stream.read(int(headers["Content-Length"])))
+
+
 def test_stdout_holds_only_protocol_frames(tmp_path: Path):
-    """Nothing prints: stdout is the protocol. Exercise start-up, JAX's import (a hover on a
-    clean mesh places it), analysis, shutdown and exit, then parse stdout strictly."""
+    """Nothing prints: stdout is the protocol. Exercise start-up, analysis (its diagnostics are
+    published before the hover, which answers from the analysis it finds ready), a hover on a
+    clean mesh, shutdown and exit, and parse every byte of stdout strictly."""
     shutil.copy(EXAMPLES / "common.yml", tmp_path)
     child = tmp_path / "llama2.yml"
     shutil.copy(EXAMPLES / "llama2-7b-v5e-256.yml", child)
     text = child.read_text()
     uri = child.as_uri()
-    messages = [
+    opening = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"processId": None, "capabilities": {}}},
         {"jsonrpc": "2.0", "method": "initialized", "params": {}},
         {
@@ -69,6 +83,8 @@ def test_stdout_holds_only_protocol_frames(tmp_path: Path):
             "method": "textDocument/didOpen",
             "params": {"textDocument": {"uri": uri, "languageId": "yaml", "version": 1, "text": text}},
         },
+    ]
+    closing = [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -78,20 +94,31 @@ def test_stdout_holds_only_protocol_frames(tmp_path: Path):
         {"jsonrpc": "2.0", "id": 3, "method": "shutdown"},
         {"jsonrpc": "2.0", "method": "exit"},
     ]
-    proc = subprocess.run(
-        SERVER_COMMAND,
-        cwd=ROOT,
-        input=b"".join(map(_frame, messages)),
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
-    msgs = _parse_frames(proc.stdout)
+    with (tmp_path / "stderr").open("w+b") as err:
+        proc = subprocess.Popen(SERVER_COMMAND, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        assert proc.stdin is not None and proc.stdout is not None
+        watchdog = threading.Timer(60, proc.kill)  # a hung server ends the reads below with EOF, not a hung test
+        watchdog.start()
+        try:
+            proc.stdin.write(b"".join(map(_frame, opening)))
+            proc.stdin.flush()
+            msgs = []
+            while not (msgs and msgs[-1].get("method") == "textDocument/publishDiagnostics"):
+                msgs.append(_read_frame(proc.stdout))
+            proc.stdin.write(b"".join(map(_frame, closing)))
+            proc.stdin.close()
+            msgs += _parse_frames(proc.stdout.read())
+            returncode = proc.wait()
+        finally:
+            watchdog.cancel()
+            proc.kill()
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
     by_id = {m["id"]: m for m in msgs if "id" in m and "method" not in m}
     assert set(by_id) == {1, 2, 3}, msgs
     assert "result" in by_id[2], f"hover failed: {by_id[2].get('error')}"
     assert "Degree: **256**" in by_id[2]["result"]["contents"]["value"]
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert returncode == 0, stderr[-2000:]
 
 
 STRAY_WRITERS = """

@@ -1,26 +1,43 @@
 """The code lenses above the mesh block: the estimate's summary, the agents' and the TPU compiler's verdicts when
-fresh, and the actions Analyze, Verify, Show roofline and Proposals."""
+fresh, and the actions Analyze, Verify, Show roofline and Proposals.
+
+They answer from what is ready and never wait for an analysis: while the analysis of the document as it is now
+runs, the lens row stays where the last analysis put it (its line, clamped to the document) with "ASAP: analysing…"
+and Analyze, and the client is asked to refresh its lenses (`workspace/codeLens/refresh`) once the analysis is
+published. A document over the size limit has no lenses.
+"""
 
 from __future__ import annotations
 
 from lsprotocol import types as lsp
+from pygls.workspace import TextDocument
 
 from server.editor import lsp_convert
 from server.editor.contract import ClientCommand, ServerCommand
 from server.editor.server import AsapServer
 from server.presentation import agent_findings, verification
 
+ANALYSING = "ASAP: analysing…"
+
+
+def _lens(rng: lsp.Range, title: str, command: str = "", *args: object) -> lsp.CodeLens:
+    return lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=command, arguments=list(args) or None))
+
 
 def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     doc = ls.workspace.get_text_document(params.text_document.uri)
-    an = ls.analyze_doc(doc)
+    if ls.too_large(doc) is not None:
+        return []
+    an = ls.ready_analysis(doc)
+    if an is None:
+        return _analysing(ls, doc)
     anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
     if anchor is None:
         return []
     rng = lsp_convert.client_range(doc, anchor.key_span)
 
     def lens(title: str, command: str = "", *args: object) -> lsp.CodeLens:
-        return lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=command, arguments=list(args) or None))
+        return _lens(rng, title, command, *args)
 
     lenses = []
     if an.estimate is not None:
@@ -41,3 +58,16 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         lenses.append(lens("Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character))
     return lenses
+
+
+def _analysing(ls: AsapServer, doc: TextDocument) -> list[lsp.CodeLens]:
+    """While the analysis runs: the row where the last analysis had it (no row if it had none)."""
+    st = ls.state(doc.uri)
+    st.lens_waiting = True
+    last = st.last.value if st.last is not None else None
+    anchor = last.config.mesh_anchor() if last is not None and last.config.is_maxtext else None
+    if anchor is None:
+        return []
+    line = max(0, min(anchor.key_span.line, len(doc.lines) - 1))
+    rng = lsp.Range(lsp.Position(line, 0), lsp.Position(line, 0))
+    return [_lens(rng, ANALYSING), _lens(rng, "Analyze", ServerCommand.RUN_AGENTS, doc.uri)]

@@ -19,6 +19,7 @@ from server.editor.server import AsapServer
 from server.profiles import profile_convert, profile_link
 from server.profiles.profile import ProfileError
 from server.services import experiments
+from server.services.analysis import Analysis
 
 log = logging.getLogger("asap")
 
@@ -29,6 +30,16 @@ def _open_config(ls: AsapServer, uri: str, why: str) -> tuple[Path, TextDocument
     if not path or doc is None:
         raise CommandError(ErrorCode.CONFIG_NOT_OPEN, why)
     return Path(path), doc
+
+
+async def _analysis(ls: AsapServer, doc: TextDocument) -> Analysis:
+    """The analysis of the document as it is now, awaited off the event loop (the server answers other requests
+    meanwhile); a document over the size limit is not analysed."""
+    an = await ls.analysis(doc)
+    if an is None:
+        big = ls.too_large(doc)
+        raise CommandError(ErrorCode.NO_ESTIMATE, big.message if big is not None else "the config is not analysed")
+    return an
 
 
 async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
@@ -59,7 +70,7 @@ async def record_applied(ls: AsapServer, experiment_id: str, rank: int, uri: str
 async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
     """The outcome of the applied proposal from a profile (given, else the config's linked profile)."""
     path, doc = _open_config(ls, uri, "recording an outcome needs the config open in the editor")
-    an = ls.analyze_doc(doc)
+    an = await _analysis(ls, doc)
     target = background.outcome_profile(ls, uri, profile)
     if target is None:
         raise CommandError(
@@ -89,7 +100,7 @@ def run_agents(ls: AsapServer, uri: str) -> None:
     background.start(ls, uri, "agents")
 
 
-def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
+async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
     """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
     profile's top ops, and the agents' proposals when their analysis is of this version."""
     from server.agents.report import EstimateView, ProfileView
@@ -98,7 +109,7 @@ def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:
         raise CommandError(ErrorCode.CONFIG_NOT_OPEN, "the roofline needs the config open in the editor")
-    an = ls.analyze_doc(doc)
+    an = await _analysis(ls, doc)
     if an.estimate is None:
         raise CommandError(
             ErrorCode.NO_ESTIMATE, "no estimate for this config: declare its slice and fix the mesh errors first"
