@@ -6,7 +6,9 @@ On ICI, without `allow_split_physical_axes`, a degree can only be a product of w
 so only those are generated (JAX's placement, server/config/placement.py, then confirms each); with it,
 every divisor is, and a candidate says whether it needs the split (`Candidate.needs_split`).
 Placements are cached per slice and shape across calls; candidates the cost model cannot tell apart
-(`_cost_key`) are priced once per call.
+(`_cost_key`) are priced once per call, and the others share one pricing memo (server/perf/estimate.py `price`:
+what depends on only part of a mesh is computed once per value of that part). The garbage collector is paused
+during a call.
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ ICI_AXES = ("data", "pipeline", "fsdp", "fsdp_transpose", "context", "tensor", "
 DCN_AXES = ("data", "pipeline", "fsdp")
 _ORDER = tuple(a.name for a in AXES)  # mesh_axes order: a layout's degrees and the placement's shape
 _POS = {a: i for i, a in enumerate(_ORDER)}
-_ICI_POS = tuple(_POS[a] for a in ICI_AXES)
 _NO_DCN = dict.fromkeys(_ORDER, 1)
 _EXPERT = ICI_AXES.index("expert")
 # For each axis in _ORDER, its index in an ICI assignment (ICI_AXES order), or len(ICI_AXES): a 1 appended to it.
 _SHAPE_FROM_ICI = tuple(ICI_AXES.index(a) if a in ICI_AXES else len(ICI_AXES) for a in _ORDER)
 _BATCH_POS = tuple(_POS[a] for a in BATCH_SHARDING)
-_DATA, _PIPELINE, _FSDP, _FSDP_T, _CONTEXT, _TENSOR, _EXPERT_POS = (_POS[a] for a in ICI_AXES)
+# each training axis' position in _ORDER (a mesh shape, a placement's assignment, a candidate's total degrees)
+_AT_DATA, _AT_PIPELINE, _AT_FSDP, _AT_FSDP_T, _AT_CONTEXT, _AT_TENSOR, _AT_EXPERT = (_POS[a] for a in ICI_AXES)
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,14 @@ def _cost_key(ici_t: tuple[int, ...], dcn_t: tuple[int, ...], pl: Placement) -> 
     a = pl.assignment
     physical: tuple[Any, ...] = ()
     if a:
-        physical = (a[_DATA], a[_PIPELINE], a[_FSDP] + a[_FSDP_T], a[_CONTEXT], a[_TENSOR], a[_EXPERT_POS])
+        physical = (
+            a[_AT_DATA],
+            a[_AT_PIPELINE],
+            a[_AT_FSDP] + a[_AT_FSDP_T],
+            a[_AT_CONTEXT],
+            a[_AT_TENSOR],
+            a[_AT_EXPERT],
+        )
     return (data, pipeline, fsdp * fsdp_t, context, tensor, expert, dcn_t, physical)
 
 
@@ -198,17 +207,17 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
         for dcn_t, full_dcn, factors in zip(dcn_options, dcn_dicts, dcn_factors, strict=True):
             generated += 1
             total = shape if factors is None else [d * f for d, f in zip(shape, factors, strict=True)]
-            tp = total[_TENSOR]
+            tp = total[_AT_TENSOR]
             if q_heads % tp or kv_heads % tp:
                 reject("heads not divisible by tensor parallelism")
                 continue
-            if moe and experts % total[_EXPERT_POS]:
+            if moe and experts % total[_AT_EXPERT]:
                 reject("experts not divisible by expert parallelism")
                 continue
-            if layers % total[_PIPELINE]:
+            if layers % total[_AT_PIPELINE]:
                 reject("layers not divisible by pipeline stages")
                 continue
-            if seq % total[_CONTEXT]:
+            if seq % total[_AT_CONTEXT]:
                 reject("sequence not divisible by context parallelism")
                 continue
             shards = 1
