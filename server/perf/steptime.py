@@ -307,7 +307,7 @@ class _Group:
     path: Path
     # ICI and DCN degree, ICI bandwidth, ring steps, hop latency: paths that differ only in the physical axes they
     # name (x or y, say) price every collective alike
-    links: tuple[int, int, float, int, float]
+    numbers: tuple[int, int, float, int, float]
 
 
 def _group(lay: Layout, axes: tuple[str, ...], memo: dict[Any, Any]) -> _Group:
@@ -349,7 +349,7 @@ class _Step:
 
 
 # The collectives of a step, in groups that each run over one axis group's links and read of the mesh only the
-# degrees they take as arguments (step_time's `add` memoises them per group, on those degrees).
+# degrees they take as arguments (step_time's `add` memoises them on the numbers of the group's path and those degrees).
 
 
 def _dense_weights(st: _Step, tp: int) -> list[Spec]:
@@ -570,13 +570,13 @@ def step_time(
 
     def add(axis: str, build: Callable[..., list[Spec]], *degrees: int) -> None:
         """Append the collectives `build` lists, priced on `axis`' path (none when the mesh has no such group, or for
-        a zero count or size). Memoised on the axis, what collectives.price reads of its path (_Group.links), `build`
+        a zero count or size). Memoised on the axis, what collectives.price reads of its path (_Group.numbers), `build`
         and `degrees`, all `build` reads of the mesh: the Collective objects are shared by the plans of every mesh
         with those (nothing changes a priced Collective)."""
         g = groups.get(axis)
         if g is None:
             return
-        key = (axis, g.links, build, degrees)
+        key = (axis, g.numbers, build, degrees)
         hit = priced.get(key)
         if hit is None:
             hit = priced[key] = tuple(
