@@ -199,3 +199,12 @@ def test_applying_keeps_everything_else_byte_identical(text: str, proposal: tupl
     for ln in text.splitlines():  # comments on mesh lines survive too
         if "_parallelism" in ln and "#" in ln:
             assert ln[ln.index("#") :] in out
+
+
+@pytest.mark.parametrize("eol", ["\r\n", "\r"])
+def test_inserted_keys_take_the_files_line_ending(eol: str) -> None:
+    text = "compile_topology: v5e-256\nmodel_name: llama2-7b\nici_fsdp_parallelism: -1  # fill\nremat_policy: full\n"
+    out = apply(text.replace("\n", eol), {"fsdp": 16, "tensor": 16})
+    assert out == text.replace("# fill\n", "# fill\nici_tensor_parallelism: 16\n").replace("\n", eol)
+    bare = eol.join(["compile_topology: v5e-256", "model_name: llama2-7b", "ici_fsdp_parallelism: 16"])  # no break
+    assert apply(bare, {"fsdp": 16, "tensor": 16}) == bare + f"{eol}ici_tensor_parallelism: 16"
