@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 
 from server.common.findings import Finding, Fix, Span, TextEdit
 from server.config.apply import apply_text, line_ending
-from server.config.safe_edits import Vetted, static_findings, vet_fix
+from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.services.analysis import analyze
 
 PARENT = "ici_fsdp_parallelism: 1\n"
@@ -36,7 +36,7 @@ BAD = (
 def product_fixes(path: Path | None, text: str) -> tuple[Finding, list[Vetted]]:
     """The ICI product finding of `text` and each of its fixes as vet_fix leaves it."""
     (f,) = [x for x in analyze(path, text).findings if x.code == "ASAP101"]
-    recheck = static_findings(path)
+    recheck = static_checks(path)
     return f, [vet_fix(text, fx, path=path, clears=(f.code, f.key), recheck=recheck) for fx in f.fixes]
 
 
@@ -144,7 +144,7 @@ def test_a_fix_that_does_not_clear_its_finding_is_not_offered() -> None:
     f, _ = product_fixes(None, BAD)
     start = BAD.splitlines()[3].index("32")
     fake = Fix("Set ici_fsdp_parallelism to 8", (TextEdit(None, Span(3, start, 3, start + 2), "8"),))
-    v = vet_fix(BAD, fake, clears=(f.code, f.key), recheck=static_findings(None))
+    v = vet_fix(BAD, fake, clears=(f.code, f.key), recheck=static_checks(None))
     assert not v.ok and not v.refused and v.reason is not None and "ASAP101" in v.reason
 
 
@@ -172,7 +172,7 @@ def test_the_rule_fixes_of_the_examples_are_all_offered(write) -> None:
         p = paths[name]
         for finding in analyze(p, text).findings:
             for fx in finding.fixes:
-                v = vet_fix(text, fx, path=p, clears=(finding.code, finding.key), recheck=static_findings(p))
+                v = vet_fix(text, fx, path=p, clears=(finding.code, finding.key), recheck=static_checks(p))
                 assert v.ok, (name, fx.title, v.reason)
                 offered += 1
     assert offered
@@ -281,7 +281,7 @@ def messy_configs(draw: st.DrawFn) -> tuple[str, str]:
 @given(messy_configs())
 def test_every_offered_fix_keeps_the_file_whole_and_clears_its_finding(case: tuple[str, str]) -> None:
     text, eol = case
-    recheck = static_findings(None)
+    recheck = static_checks(None)
     for f in analyze(None, text).findings:
         for fx in f.fixes:
             v = vet_fix(text, fx, clears=(f.code, f.key), recheck=recheck)

@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -41,7 +41,8 @@ from server.config.source import Entry, YamlSource, YamlSyntaxError, parse, plai
 
 log = logging.getLogger("asap")
 
-Recheck = Callable[[str], Iterable[Finding]]
+# The static checks of a text: its document as read (None when it is not valid YAML) and the findings.
+Recheck = Callable[[str], tuple[YamlSource | None, list[Finding]]]
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,14 @@ class Vetted:
         return self.fix is not None
 
 
-def static_findings(path: Path | None, reader: Reader | None = None, default_slice: str | None = None) -> Recheck:
+def static_checks(path: Path | None, reader: Reader | None = None, default_slice: str | None = None) -> Recheck:
     """The static checks (config loading and the mesh rules, no estimate) of a text for `path`: what a rule fix
-    must clear."""
+    must clear. The document they read is the one the result is read back from (one parse, not two)."""
 
-    def run(text: str) -> list[Finding]:
+    def run(text: str) -> tuple[YamlSource | None, list[Finding]]:
         cfg = load(path, text, reader) if reader else load(path, text)
         chk = check(cfg, default_slice)
-        return [*cfg.findings, *chk.findings] if cfg.is_maxtext else []
+        return cfg.document, [*cfg.findings, *chk.findings] if cfg.is_maxtext else list(cfg.findings)
 
     return run
 
@@ -159,15 +160,21 @@ def _vet(
             out.append(replace(e.original, span=_span(starts, e.start, e.end), new_text=new))
     after = apply_text(text, out)
 
-    _reads_back(document or _parsed(text, path, "the document"), after, path, out)
-    if clears is not None and rc is not None:
-        try:
-            left = [f for f in rc(after) if (str(f.code), f.key) == (str(clears[0]), clears[1])]
-        except Exception as ex:  # a check that fails on the result: the fix is not known to be safe
-            log.exception("quick fix %r: the checks failed on the result", fix.title)
-            raise _Refusal(f"the checks failed on the result ({type(ex).__name__})") from None
-        if left:
-            raise _Refusal(f"the result still has {clears[0]} on {clears[1]}")
+    old = document or _parsed(text, path, "the document")
+    if rc is None:
+        _reads_back(old, _parsed(after, path, "the result"), out)
+        return Vetted(fix.title, fix=replace(fix, edits=tuple(out)), text=after)
+    try:
+        reread, findings = rc(after)
+    except Exception as ex:  # the loader's or a check's failure on the result: the fix is not known to be safe
+        log.exception("quick fix %r: the checks failed on the result", fix.title)
+        raise _Refusal(f"the checks failed on the result ({type(ex).__name__})") from None
+    if reread is None:
+        why = next((f.message for f in findings), "invalid YAML")
+        raise _Refusal(f"the result would not be valid YAML ({why})")
+    _reads_back(old, reread, out)
+    if clears is not None and any((str(f.code), f.key) == (str(clears[0]), clears[1]) for f in findings):
+        raise _Refusal(f"the result still has {clears[0]} on {clears[1]}")
     return Vetted(fix.title, fix=replace(fix, edits=tuple(out)), text=after)
 
 
@@ -204,6 +211,8 @@ class _Shape:
 _MAYBE_SHARED = re.compile(r"(?:^|[\s\[{,:])[&*][^\s\[\]{},]|<<[ \t]*:", re.M)
 _ANCHOR = re.compile(r"&\S+[ \t]*")
 _local = threading.local()
+_SHAPES: dict[str, _Shape | None] = {}
+_SHAPES_LOCK = threading.Lock()
 
 
 def _parser() -> YAML:
@@ -222,9 +231,22 @@ class _Frame:
 
 
 def _shape(text: str) -> _Shape | None:
-    """The anchors, aliases and merge keys of the text, from the parser's events; None when it has none."""
+    """The anchors, aliases and merge keys of the text, from the parser's events; None when it has none. The
+    last few texts' are kept: the fixes of one version are vetted one after another."""
     if ("&" not in text and "*" not in text and "<<" not in text) or not _MAYBE_SHARED.search(text):
         return None
+    with _SHAPES_LOCK:
+        if text in _SHAPES:
+            return _SHAPES[text]
+    shape = _read_shape(text)
+    with _SHAPES_LOCK:
+        _SHAPES[text] = shape
+        while len(_SHAPES) > 4:
+            _SHAPES.pop(next(iter(_SHAPES)))
+    return shape
+
+
+def _read_shape(text: str) -> _Shape | None:
     shape = _Shape()
     stack: list[_Frame] = []
     top: str | None = None
@@ -317,8 +339,7 @@ def _of(key: str | None) -> str:
 # -- (c) reading the result back -----------------------------------------------------------------------------
 
 
-def _reads_back(old: YamlSource, after: str, path: Path | None, edits: list[TextEdit]) -> None:
-    new = _parsed(after, path, "the result")
+def _reads_back(old: YamlSource, new: YamlSource, edits: list[TextEdit]) -> None:
     if old.is_mapping and not new.is_mapping:
         raise _Refusal("the result would not be a YAML mapping")
     for key, entry in old.entries.items():
@@ -330,7 +351,7 @@ def _reads_back(old: YamlSource, after: str, path: Path | None, edits: list[Text
             continue
         if not renamed and not any(_on_value(x, entry) for x in edits) and plain(got.value) != plain(entry.value):
             raise _Refusal(f"the result would change {key}, which the fix does not edit")
-    kept = Counter(_comments(after))
+    kept = Counter(_comments(new.text))
     for c, n in (Counter(_comments(old.text)) - kept).items():  # a comment not kept as is: inside a new one?
         if sum(m for k, m in kept.items() if c in k) < n:
             raise _Refusal(f"the result would lose the comment {c!r}")

@@ -18,7 +18,7 @@ from pygls.workspace import TextDocument
 
 from server.agents.report import AnalysisReport
 from server.common.findings import Finding, Fix
-from server.config.safe_edits import Vetted, static_findings, vet_fix
+from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.editor import lsp_convert
 from server.editor.contract import ServerCommand
 from server.editor.server import AsapServer
@@ -56,7 +56,7 @@ def _rule_fix(ls: AsapServer, doc: TextDocument, an: Analysis, finding: Finding,
     cache = _vetting(doc, an).rules
     key = (fix, str(finding.code), finding.key)
     if key not in cache:
-        recheck = static_findings(an.path, ls.read, ls.settings.default_slice)
+        recheck = static_checks(an.path, ls.read, ls.settings.default_slice)
         cache[key] = vet_fix(
             doc.source,
             fix,
