@@ -5,12 +5,16 @@ agents' "Apply proposal N" when their report is of the text as it is now. A prop
 Every fix goes through server/config/safe_edits.py before it is offered: written in the file's line endings, read
 back and re-checked. One that would break the file or not clear its diagnostic is not offered; one refused because
 its value lives behind an alias, a merge key or a shared anchor is shown disabled with its reason (to a client that
-supports `disabled`). Vetting re-runs the static checks, so its results are kept per analysis (one per document
-version) and fix."""
+supports `disabled`). The analysis and the vetting (the static checks again, and for a proposal its analysis) run
+off the event loop; their results are kept per analysis (one per document version) and fix. A document that
+changes meanwhile gets no actions: fixes never apply to text they were not made for."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from lsprotocol import types as lsp
@@ -18,6 +22,7 @@ from pygls.workspace import TextDocument
 
 from server.agents.report import AnalysisReport
 from server.common.findings import Finding, Fix
+from server.config.resolve import Reader
 from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.editor import lsp_convert
 from server.editor.contract import ServerCommand
@@ -29,50 +34,74 @@ OPTIONS = lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix],
 
 _KEPT_DOCUMENTS = 32
 
+_RuleKey = tuple[Fix, str, str | None]  # the fix and the (code, key) of the finding it is for
 
+
+@dataclass
 class _Vetting:
     """The vetted fixes of one analysis of one document (an analysis is of one version of the text)."""
 
-    def __init__(self, an: Analysis, text: str) -> None:
-        self.an, self.text = an, text
-        self.rules: dict[tuple[Fix, str, str | None], Vetted] = {}
-        self.proposals: tuple[AnalysisReport, list[Vetted]] | None = None
+    an: Analysis
+    text: str
+    rules: dict[_RuleKey, Vetted] = field(default_factory=dict)
+    proposals: tuple[AnalysisReport, list[Vetted]] | None = None
 
 
 _VETTING: OrderedDict[str, _Vetting] = OrderedDict()
 
 
-def _vetting(doc: TextDocument, an: Analysis) -> _Vetting:
-    v = _VETTING.get(doc.uri)
-    if v is None or v.an is not an or v.text != doc.source:
-        v = _VETTING[doc.uri] = _Vetting(an, doc.source)
+def _vetting(uri: str, an: Analysis, text: str) -> _Vetting:
+    v = _VETTING.get(uri)
+    if v is None or v.an is not an or v.text != text:
+        v = _VETTING[uri] = _Vetting(an, text)
         while len(_VETTING) > _KEPT_DOCUMENTS:
             _VETTING.popitem(last=False)
-    _VETTING.move_to_end(doc.uri)
+    _VETTING.move_to_end(uri)
     return v
 
 
-def _rule_fix(ls: AsapServer, doc: TextDocument, an: Analysis, finding: Finding, fix: Fix) -> Vetted:
-    cache = _vetting(doc, an).rules
-    key = (fix, str(finding.code), finding.key)
-    if key not in cache:
-        recheck = static_checks(an.path, ls.read, ls.settings.default_slice)
-        cache[key] = vet_fix(
-            doc.source,
-            fix,
-            path=an.path,
-            clears=(str(finding.code), finding.key),
-            recheck=recheck,
-            document=an.config.document,
+def _rule_key(finding: Finding, fix: Fix) -> _RuleKey:
+    return fix, str(finding.code), finding.key
+
+
+def _vet(
+    an: Analysis,
+    text: str,
+    rules: list[tuple[Finding, Fix]],
+    report: AnalysisReport | None,
+    reader: Reader,
+    default_slice: str | None,
+) -> tuple[dict[_RuleKey, Vetted], list[Vetted] | None]:
+    """Pure (runs in a worker thread): the rule fixes vetted against the static checks, and the report's
+    proposals vetted and re-validated (None without a report)."""
+    recheck = static_checks(an.path, reader, default_slice)
+    done = {
+        _rule_key(f, fix): vet_fix(
+            text, fix, path=an.path, clears=_rule_key(f, fix)[1:], recheck=recheck, document=an.config.document
         )
-    return cache[key]
+        for f, fix in rules
+    }
+    proposals = agent_findings.proposal_offers(report, an, text, reader) if report is not None else None
+    return done, proposals
 
 
-def _proposals(ls: AsapServer, doc: TextDocument, an: Analysis, report: AnalysisReport) -> list[Vetted]:
-    vetting = _vetting(doc, an)
-    if vetting.proposals is None or vetting.proposals[0] is not report:
-        vetting.proposals = (report, agent_findings.proposal_offers(report, an, doc.source, ls.read))
-    return vetting.proposals[1]
+async def _vetted(
+    ls: AsapServer, doc: TextDocument, an: Analysis, text: str, rules: list[tuple[Finding, Fix]], proposals: bool
+) -> tuple[dict[_RuleKey, Vetted], list[Vetted]]:
+    """The vetted rule fixes asked for, and the proposals when asked and the agents' report is of this text."""
+    vetting = _vetting(doc.uri, an, text)
+    todo = [(f, fix) for f, fix in rules if _rule_key(f, fix) not in vetting.rules]
+    report = ls.agents_of(doc) if proposals else None
+    stale = report is not None and (vetting.proposals is None or vetting.proposals[0] is not report)
+    if todo or stale:
+        work = functools.partial(_vet, an, text, todo, report if stale else None, ls.read, ls.settings.default_slice)
+        done, offers = await asyncio.get_running_loop().run_in_executor(None, work)
+        vetting.rules.update(done)
+        if report is not None and offers is not None:
+            vetting.proposals = (report, offers)
+    rule_results = {k: vetting.rules[k] for k in (_rule_key(f, fix) for f, fix in rules)}
+    kept = vetting.proposals
+    return rule_results, kept[1] if report is not None and kept is not None and kept[0] is report else []
 
 
 def _shows_disabled(ls: AsapServer) -> bool:
@@ -88,24 +117,41 @@ def _action(ls: AsapServer, vetted: Vetted, doc: TextDocument, diag: lsp.Diagnos
     return None
 
 
-def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+async def _analysis(ls: AsapServer, doc: TextDocument) -> tuple[Analysis, str] | None:
+    """The analysis of the document as it is now and its text, computed off the event loop; None over the size
+    limit or when the document changed meanwhile."""
+    version, text = doc.version, doc.source  # pygls edits documents in place: snapshot
+    an = await ls.analysis(doc)
+    return (an, text) if an is not None and doc.version == version else None
+
+
+async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
     doc = ls.workspace.get_text_document(params.text_document.uri)
-    an = ls.analyze_doc(doc)  # for the document as it is now: fixes never apply to stale text
+    got = await _analysis(ls, doc)
+    if got is None:
+        return []
+    an, text = got
+    version = doc.version
+    asked: list[tuple[lsp.Diagnostic, Finding]] = [
+        (diag, f)
+        for diag in params.context.diagnostics
+        if diag.source == lsp_convert.SOURCE
+        for f in an.diagnostics
+        if lsp_convert.is_diagnostic_of(f, diag, doc)
+    ]
+    rules, proposals = await _vetted(ls, doc, an, text, [(f, fix) for _, f in asked for fix in f.fixes], True)
+    if doc.version != version:
+        return []  # changed while the fixes were checked: their edits are of the text before
     actions: list[lsp.CodeAction] = []
-    for diag in params.context.diagnostics:
-        if diag.source != lsp_convert.SOURCE:
-            continue
-        for f in an.diagnostics:
-            if not lsp_convert.is_diagnostic_of(f, diag, doc):
-                continue
-            for fix in f.fixes:
-                action = _action(ls, _rule_fix(ls, doc, an, f, fix), doc, diag)
-                if action is not None:
-                    actions.append(action)
+    for diag, f in asked:
+        for fix in f.fixes:
+            action = _action(ls, rules[_rule_key(f, fix)], doc, diag)
+            if action is not None:
+                actions.append(action)
     report = ls.agents_of(doc)
     if report is not None:  # proposals never apply to text they were not made for
         on = [d for d in params.context.diagnostics if d.code == agent_findings.DIAGNOSIS_CODE]
-        for vetted in _proposals(ls, doc, an, report):
+        for vetted in proposals:
             proposal = vetted.fix.proposal if vetted.fix is not None else None
             action = _action(ls, vetted, doc, on[0] if on else None)
             if action is None or proposal is None:
@@ -125,15 +171,20 @@ def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.CodeAc
     return actions
 
 
-def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeAction:
+async def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeAction:
     """The proposal's edit, for the document as it is now (nothing when it moved on since the action was listed)."""
     data: dict[str, Any] = action.data if isinstance(action.data, dict) else {}
     doc = ls.workspace.text_documents.get(str(data.get("uri", "")))
-    report = ls.agents_of(doc) if doc is not None else None
-    if doc is None or report is None or doc.version != data.get("version"):
+    if doc is None or ls.agents_of(doc) is None or doc.version != data.get("version"):
         return action
-    an = ls.analyze_doc(doc)
-    for vetted in _proposals(ls, doc, an, report):
+    got = await _analysis(ls, doc)
+    if got is None:
+        return action
+    an, text = got
+    _, proposals = await _vetted(ls, doc, an, text, [], True)
+    if doc.version != data.get("version"):
+        return action
+    for vetted in proposals:
         if vetted.fix is not None and vetted.fix.proposal == data.get("proposal"):
             resolved = lsp_convert.code_action(vetted.fix, doc, action.diagnostics[0] if action.diagnostics else None)
             if resolved is not None:
