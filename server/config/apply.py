@@ -126,11 +126,15 @@ def at_end_without_newline(text: str, at: Span) -> bool:
     return bool(text) and not ends_with_break(text) and offset(text, at.line, at.column) == len(text)
 
 
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+
+
 def line_starts(text: str) -> list[int]:
-    """The offset where each line starts, lines as LSP and the parser count them (str.splitlines), plus the end."""
+    """The offset where each line starts, plus the end: lines as LSP clients count them (only CRLF, CR and LF end
+    a line), which is how the parser counts the lines of a fix's spans."""
     starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    for m in _LINE.finditer(text):
+        starts.append(m.end())
     return starts
 
 
@@ -141,13 +145,13 @@ def offset(text: str, line: int, column: int, starts: list[int] | None = None) -
     if line >= len(starts) - 1:
         return len(text)
     body = text[starts[line] : starts[line + 1]]
-    width = len(body.splitlines()[0]) if body else 0
+    width = len(body.rstrip("\r\n"))
     return starts[line] + min(column, width)
 
 
 def apply_text(text: str, edits: list[TextEdit]) -> str:
-    """The document after `edits` (0-based line/column spans, code-point columns, lines as str.splitlines counts
-    them: a CR-only or CRLF file is edited where its lines are)."""
+    """The document after `edits` (0-based line/column spans, code-point columns, lines as LSP counts them: a
+    CR-only or CRLF file is edited where its lines are)."""
     starts = line_starts(text)
     out = text
     for e in sorted(edits, key=lambda e: (e.span.line, e.span.column), reverse=True):

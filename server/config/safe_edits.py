@@ -306,7 +306,11 @@ def _where_the_value_lives(text: str, e: _Edit, shape: _Shape) -> None:
     key uses is kept, the edit moved after it."""
     for a in shape.aliases:
         if _touches(e, a):
-            raise _Refusal(f"{a.key or 'the value'} is the alias *{a.name}: ASAP does not edit through an alias", True)
+            held = next((n for n in shape.anchors if n.name == a.name and n.start < a.start), None)
+            where = f", whose value is the anchor &{a.name}{_of(held.key if held else None)}" if held else ""
+            raise _Refusal(
+                f"{a.key or 'the value'} is the alias *{a.name}{where}: ASAP does not edit through an alias", True
+            )
     for m in shape.merges:
         if _touches(e, m):
             raise _Refusal(f"the value is inside the merge key <<{_of(m.key)}: ASAP does not edit a merged value", True)
