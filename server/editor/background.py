@@ -6,6 +6,7 @@ refresh and the outcome it may record. Each job stores its result in the documen
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -65,8 +66,6 @@ def start(ls: AsapServer, uri: str, job: Literal["agents", "verify"]) -> None:
 
 # -- the agents ---------------------------------------------------------------------------------------------
 async def run_agents(ls: AsapServer, uri: str) -> None:
-    from server.agents.coordinator import run_report
-
     opened = _open_file(ls, uri)
     if opened is None:
         return
@@ -79,6 +78,9 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
         an = await ls.analysis(doc)  # off the event loop; refresh() usually has it already
         if an is None or not an.config.is_maxtext or an.check.slice is None:  # None: over the size limit
             return
+        # the first import of the agents takes 60 ms or more: not on the event loop
+        coordinator = await loop.run_in_executor(None, importlib.import_module, "server.agents.coordinator")
+        run_report = coordinator.run_report
         task = st.jobs.get("agents")
         # a cancel from the progress bar drops this run (the worker finishes alone)
         cancel = task.cancel if task is not None else None
@@ -93,6 +95,7 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     current = ls.workspace.text_documents.get(uri)
     if current is None:
         return
+    ls.freeze_heap("agents")
     st = ls.state(uri)
     st.agents = Versioned(version, report)
     if st.analysis is not None and st.analysis.version == current.version:  # else the pending refresh publishes
