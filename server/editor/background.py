@@ -98,8 +98,8 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     ls.freeze_heap("agents")
     st = ls.state(uri)
     st.agents = Versioned(version, report)
-    if st.analysis is not None and st.analysis.version == current.version:  # else the pending refresh publishes
-        ls.publish(current, st.analysis.value)
+    if (an := st.publishable(current.version)) is not None:  # else the pending refresh publishes
+        ls.publish(current, an)
     if ls.settings.verify == "auto" and current.version == version:
         start(ls, uri, "verify")
 

@@ -57,6 +57,7 @@ class DocumentState:
     size: Versioned[Finding | None] | None = None  # the size-limit finding of a version (None: within the limits)
     lens_waiting: bool = False  # a code lens was answered before the analysis was ready: refresh when it is
     profile: ProfileResult | None = None  # the linked profile's result (for the last analysis)
+    refreshed: tuple[int | None, int] | None = None  # (version, generation) whose analysis and profile were published
     agents: Versioned[AnalysisReport] | None = None  # the agents' diagnosis and proposals
     verified: Versioned[list[VerifiedTarget]] | None = None  # the TPU compiler's, per target
     new_outcome: Outcome | None = None  # an outcome recorded by itself, to announce once
@@ -65,6 +66,11 @@ class DocumentState:
     def ready(self, version: int | None) -> Analysis | None:
         """The analysis of `version`, of the current generation, when it has completed; else None."""
         return self.analysis.fresh(version) if self.analysis is not None else None
+
+    def publishable(self, version: int | None) -> Analysis | None:
+        """The analysis of `version` once its refresh has published it with the profile's findings: what another
+        producer (the agents, the compiler) publishes again with its own. Before that, the refresh publishes."""
+        return self.ready(version) if self.refreshed == (version, self.generation) else None
 
     def invalidate(self) -> None:
         """The text's analysis must be redone (its parents, the settings or the disk changed)."""

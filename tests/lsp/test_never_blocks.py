@@ -47,6 +47,14 @@ def many_keys(workdir: Path) -> Path:
     return path
 
 
+def misspelt_keys(workdir: Path) -> Path:
+    """About 2,250 misspelt parallelism keys (each its own ASAP113 warning) in 60 KB: under the limits."""
+    path = workdir / "misspelt.yml"
+    keys = "".join(f"ici_fsdp_paralelism{i}: 1\n" for i in range(2250))
+    path.write_text((workdir / CLEAN).read_text() + keys + "dcn_data_parallelism: 2\n")  # an error, last
+    return path
+
+
 async def lens_titles(client: AsapClient, doc: Doc) -> list[lsp.CodeLens]:
     return await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri))) or []
 
@@ -147,3 +155,18 @@ async def test_rapid_edits_of_a_large_config_publish_only_the_latest(shared: Asa
     hover = await big.hover(FSDP_LINE, 2)
     assert hover is not None and "Degree: **8**" in hover.contents.value
     big.close()
+
+
+async def test_at_most_a_thousand_diagnostics_errors_first(shared: AsapClient, workdir: Path):
+    doc = Doc(shared, misspelt_keys(workdir)).open()
+    diags = await doc.diagnostics(version=1)
+    assert len(diags) == 1000
+    error = by_code(diags, "ASAP105")  # DCN parallelism on one slice, on the last line
+    assert error.range.start.line == 2260 and error.severity == lsp.DiagnosticSeverity.Error
+    warnings = [d for d in diags if d is not error]
+    assert all(d.code == "ASAP113" for d in warnings)
+    lines = [d.range.start.line for d in warnings]
+    assert lines == list(range(10, 1009)), "then in document order from the first misspelt key"
+    hover = await doc.hover(2000, 3)  # a finding past the thousandth is still explained
+    assert hover is not None and "ASAP113" in hover.contents.value
+    doc.close()
