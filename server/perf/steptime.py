@@ -500,9 +500,9 @@ def step_time(
     """`memo`: a dict shared across calls with the same arguments but `lay`, on one slice (an enumeration), so
     what depends on only part of the mesh is priced once per value of that part: the layers' compute and memory-bound
     work per (tensor, expert) degrees, the scanned state's per weight-sharding degree, each axis group's path per its
-    links (Layout.links), the collectives over it per the path's numbers and the degrees they read. `moe_factor`: arith.moe_compute_factor (the capacity path's capacity factor, which sizes its
-    dispatch and combine); `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding`
-    (_moe_weights_over_expert)."""
+    links (Layout.links), the collectives over it per the path's numbers and the degrees they read. `moe_factor`:
+    arith.moe_compute_factor (the capacity path's capacity factor, which sizes its dispatch and combine);
+    `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding` (_moe_weights_over_expert)."""
     if memo is None:
         memo = {}
     chip = lay.slice.chip
