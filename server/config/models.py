@@ -98,7 +98,8 @@ def parse_model_text(text: str, path: Path | None = None) -> tuple[dict[str, Any
         raise ModelFileError(path or Path("<text>"), f"line {e.span.line + 1}: {e.message}") from None
     if not src.is_mapping:
         raise ModelFileError(path or Path("<text>"), "not a YAML mapping of keys")
-    return {k: plain(e.value) for k, e in src.entries.items()}, dict(src.entries)
+    entries = src.all_entries()
+    return {k: plain(e.value) for k, e in entries.items()}, dict(entries)
 
 
 def base_name(name: str) -> str:

@@ -21,7 +21,17 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Related, Severity, Span
 from server.config import models
 from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
-from server.config.source import Entry, YamlSource, YamlSyntaxError, parse
+from server.config.slices import MAX_SLICES
+from server.config.source import (
+    Entry,
+    SourceReadError,
+    YamlSource,
+    YamlSyntaxError,
+    decode_error,
+    parse,
+    read_text,
+    split_lines,
+)
 
 Reader = Callable[[Path], str]
 
@@ -69,8 +79,8 @@ _KEY_LINE = re.compile(r"^\s*([A-Za-z_][\w]*)\s*:")
 
 
 def _looks_like_maxtext(text: str) -> bool:
-    """For text that does not parse: does any line start with a MaxText key?"""
-    return any((m := _KEY_LINE.match(line)) and is_maxtext_key(m[1]) for line in text.splitlines())
+    """For text that does not parse: does any line (of its first 64 kB) start with a MaxText key?"""
+    return any((m := _KEY_LINE.match(line)) and is_maxtext_key(m[1]) for line in split_lines(text[:65536]))
 
 
 @dataclass(frozen=True)
@@ -112,9 +122,12 @@ class Config:
         return v.value if v is not None else default
 
     def entry(self, key: str) -> Entry | None:
-        """Where `key` is written in the document itself (None if inherited or defaulted)."""
+        """Where `key` is written in the document itself (None if inherited, defaulted, or brought in by a
+        merge key: its value is not on a line of its own that a fix could rewrite)."""
         v = self.values.get(key)
-        return v.entry if v is not None and v.origin == "document" else None
+        if v is None or v.origin != "document" or v.entry is None or v.entry.merged:
+            return None
+        return v.entry
 
     def mesh_entries(self) -> list[Entry]:
         """The parallelism keys written in the document itself, in file order (the mesh block)."""
@@ -136,14 +149,24 @@ class Config:
         if v is not None and v.entry is not None and v.origin == "document":
             return v.entry.file, v.entry.key_span
         if self.document is not None:
-            base = self.document.entries.get("base_config")
+            base = self.document.all_entries().get("base_config")
             if v is not None and v.origin == "parent" and base is not None:
                 return self.path, base.key_span
         return self.path, Span.point(0)
 
 
 def _read_file(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+    return read_text(path)  # UTF-8 within the size limit, else a located SourceReadError (an OSError)
+
+
+def _unreadable(e: Exception, path: Path | None) -> SourceReadError | None:
+    """A reader's failure on a file that exists but is not a config's text (not UTF-8, too large), located;
+    None for any other failure (a missing file)."""
+    if isinstance(e, SourceReadError):
+        return e
+    if isinstance(e, UnicodeDecodeError):  # a reader of its own (the editor's) decoding with str.decode
+        return decode_error(e, path)
+    return None
 
 
 def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Config) -> list[YamlSource]:
@@ -153,10 +176,10 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
     seen = {path.resolve()} if path else set()
     current, current_path = doc, path
     while True:
-        entry = current.entries.get("base_config")
+        entry = current.all_entries().get("base_config")
         if entry is None:
             return parents
-        anchor = doc.entries["base_config"].key_span
+        anchor = doc.all_entries()["base_config"].key_span
         where = "" if current is doc else f" (in {current_path})"
         if not isinstance(entry.value, str) or not entry.value.strip():
             cfg.findings.append(
@@ -171,7 +194,22 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
             )
             return parents
         base_dir = current_path.parent if current_path else Path.cwd()
-        parent_path = (base_dir / entry.value).resolve()
+        try:
+            if "\x00" in entry.value:
+                raise ValueError("it contains a NUL character")
+            parent_path = (base_dir / entry.value).resolve()
+        except (OSError, ValueError, RuntimeError) as e:  # not a path the system can look up
+            cfg.findings.append(
+                Finding(
+                    DiagCode.BASE_CONFIG_NOT_FOUND,
+                    Severity.ERROR,
+                    f"base_config must be a file name, got {entry.value!r}{where}: {e}",
+                    "base_config",
+                    path,
+                    anchor,
+                )
+            )
+            return parents
         if parent_path in seen:
             cfg.findings.append(
                 Finding(
@@ -187,7 +225,21 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
             return parents
         try:
             text = reader(parent_path)
-        except OSError:
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            bad = _unreadable(e, parent_path)
+            if bad is not None:
+                cfg.findings.append(
+                    Finding(
+                        DiagCode.BASE_CONFIG_NOT_FOUND,
+                        Severity.ERROR,
+                        f"base_config '{entry.value}' cannot be read: {bad.strerror} in {parent_path}{where}; "
+                        "keys it would set fall back to MaxText's defaults",
+                        "base_config",
+                        path,
+                        anchor,
+                    )
+                )
+                return parents
             if Path(entry.value).name == "base.yml" and Path(entry.value).parent in (Path("."), Path("configs")):
                 # MaxText looks next to the config, then in its own configs directory: its base.yml holds the
                 # defaults ASAP already applies (server/config/defaults.py), so the chain ends here, correctly
@@ -224,22 +276,38 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
         current, current_path = parent, parent_path
 
 
+_FIELD = re.compile(r"([a-z_]+)\s*=\s*([^\s,]+)", re.I)
+
+
 def parse_asap_comment(lines: list[str]) -> tuple[str | None, int | None, Span | None]:
     """`# asap: slice=v5e-256 [slices=2]` anywhere in the document's comment lines."""
+    sl, num, span, _ = _asap_comment(lines)
+    return sl, num, span
+
+
+def _asap_comment(lines: list[str]) -> tuple[str | None, int | None, Span | None, tuple[str, Span] | None]:
+    """The comment's slice, its slice count, the slice name's span, and what is wrong with a `slices=` that is
+    not a whole number from 1 to MAX_SLICES in ASCII digits (with its span)."""
     for i, line in enumerate(lines):
         m = SLICE_COMMENT.match(line)
         if not m:
             continue
-        fields = dict(re.findall(r"([a-z_]+)\s*=\s*([^\s,]+)", m["body"], re.I))
-        if "slice" in fields:
-            num = fields.get("slices")
-            col = line.index(fields["slice"], m.start("body"))
-            return (
-                fields["slice"],
-                int(num) if num and num.isdigit() else None,
-                Span(i, col, i, col + len(fields["slice"])),
-            )
-    return None, None, None
+        found = {f[1].lower(): f for f in _FIELD.finditer(line, m.start("body"))}
+        if "slice" not in found:
+            continue
+        sl = found["slice"]
+        span = Span(i, sl.start(2), i, sl.end(2))
+        count = found.get("slices")
+        if count is None:
+            return sl[2], None, span, None
+        text = count[2]
+        if text.isascii() and text.isdecimal() and len(text) <= 7 and 1 <= int(text) <= MAX_SLICES:
+            return sl[2], int(text), span, None
+        problem = (
+            f"asap slice comment: slices must be a whole number from 1 to {MAX_SLICES} in digits 0-9, got {text!r}"
+        )
+        return sl[2], None, span, (problem, Span(i, count.start(2), i, count.end(2)))
+    return None, None, None, None
 
 
 def load(
@@ -253,15 +321,21 @@ def load(
     if text is None:
         if path is None:
             raise ValueError("load() needs a path or a text")
-        text = reader(path)
+        try:
+            text = reader(path)
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            bad = _unreadable(e, path)
+            if bad is None:
+                raise  # a missing file: the caller says so, as for any file it cannot open
+            return _unreadable_config(path, bad)
     try:
         doc = parse(text, path)
     except YamlSyntaxError as e:
         cfg = Config(path, None, is_maxtext=_looks_like_maxtext(text))
-        cfg.findings.append(Finding(DiagCode.INVALID_YAML, Severity.ERROR, e.message, None, path, e.span))
+        cfg.findings.append(Finding(DiagCode.INVALID_YAML, Severity.ERROR, e.message, e.key, path, e.span))
         return cfg
     cfg = Config(path, doc)
-    cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.entries)
+    cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.all_entries())
     if not cfg.is_maxtext:
         return cfg
     parents = _load_parents(doc, path, reader, cfg)
@@ -273,11 +347,26 @@ def load(
     values: dict[str, Value] = {k: Value(k, v, "default") for k, v in base_defaults().items()}
     for src in [*reversed(parents), doc]:
         origin = "document" if src is doc else "parent"
-        for key, ent in src.entries.items():
+        for key, ent in src.all_entries().items():
             values[key] = Value(key, ent.value, origin, ent)
     cfg.chain_values = values
     _resolve(cfg, {})
-    cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span = parse_asap_comment(doc.lines)
+    cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span, problem = _asap_comment(doc.lines)
+    if problem is not None:
+        cfg.findings.append(Finding(DiagCode.UNKNOWN_SLICE, Severity.ERROR, problem[0], None, path, problem[1]))
+    return cfg
+
+
+def _unreadable_config(path: Path, e: SourceReadError) -> Config:
+    """The config of a document that cannot be read (not UTF-8, too large): one ASAP001 where it fails."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        head = ""
+    cfg = Config(path, None, is_maxtext=_looks_like_maxtext(head))
+    msg = f"Invalid YAML: cannot read: {e.strerror}"
+    cfg.findings.append(Finding(DiagCode.INVALID_YAML, Severity.ERROR, msg, None, path, Span.point(e.line, e.column)))
     return cfg
 
 
@@ -338,7 +427,7 @@ def _chain_anchor(cfg: Config, v: Value) -> tuple[Path | None, Span, list[Relate
     document's base_config line with the parent's line as related information."""
     if v.origin == "document" and v.entry is not None:
         return v.entry.file, v.entry.key_span, []
-    base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+    base = cfg.document.all_entries().get("base_config") if cfg.document is not None else None
     span = base.key_span if base is not None else Span.point(0)
     related = [Related(v.entry.file, v.entry.key_span, f"{v.key} is set here")] if v.entry is not None else []
     return cfg.path, span, related
@@ -411,7 +500,7 @@ def _name_anchor(cfg: Config, name_v: Value) -> tuple[Path | None, Span]:
     if name_v.origin == "document" and name_v.entry is not None:
         return name_v.file, name_v.entry.value_span
     if name_v.origin == "parent":
-        base = cfg.document.entries.get("base_config") if cfg.document is not None else None
+        base = cfg.document.all_entries().get("base_config") if cfg.document is not None else None
         return cfg.path, base.key_span if base is not None else Span.point(0)
     return cfg.path, Span.point(0)
 

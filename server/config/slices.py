@@ -504,7 +504,13 @@ def _wrap(topology: tuple[int, ...], rank: int) -> tuple[bool, ...]:
     return tuple(math.prod(topology) >= 64 for _ in topology)
 
 
-_NAME = re.compile(r"^\s*(?P<gen>[a-z0-9]+?)(?:-(?P<n>\d+)|:(?P<topo>\d+(?:x\d+){1,2}))\s*$", re.I)
+# ASCII digits only, at most 9 of them: a count or a side Python's int() reads exactly, and no slice is larger.
+_NAME = re.compile(
+    r"^\s*(?P<gen>[a-z0-9]+?)(?:-(?P<n>[0-9]{1,9})|:(?P<topo>[0-9]{1,9}(?:x[0-9]{1,9}){1,2}))\s*$", re.I | re.ASCII
+)
+# The most slices a job may declare: far beyond any multislice job, and small enough that every device count and
+# product the cost model forms from it stays an exact, finite number.
+MAX_SLICES = 1_000_000
 
 
 def name_generation(name: str) -> str | None:
@@ -537,8 +543,8 @@ def known_names(gen: str) -> list[str]:
 
 def parse_slice(name: str, num_slices: int = 1) -> Slice:
     """Resolve a `compile_topology` name ('v5e-256', 'v5p-512', 'tpu7x-8', or 'v5e:16x16')."""
-    if not isinstance(num_slices, int) or isinstance(num_slices, bool) or num_slices < 1:
-        raise SliceError(f"number of slices must be a whole number >= 1, got {num_slices!r}")
+    if not isinstance(num_slices, int) or isinstance(num_slices, bool) or not 1 <= num_slices <= MAX_SLICES:
+        raise SliceError(f"number of slices must be a whole number from 1 to {MAX_SLICES}, got {num_slices!r}")
     m = _NAME.match(str(name))
     gen = name_generation(name)
     if m is None or gen is None:

@@ -1,32 +1,153 @@
 """One YAML file read with ruamel.yaml round-trip: top-level keys with the exact span of
 each key and scalar value, so findings point at the key and fixes edit only the value.
+
+Also what every reader of a config shares: lines as editors count them (`split_lines`: only `\n`, `\r\n` and
+`\r` end a line; Python's `str.splitlines` and pygls also break at U+2028, U+2029, U+0085, `\v`, `\f` and
+`\x1c`-`\x1e`, which LSP clients do not), a file's text (`read_text`: UTF-8 or a located error), and the
+limits past which a document is refused with a located error instead of exhausting the parser: its size
+(`MAX_DOCUMENT_BYTES`, `too_large`), its nesting (`MAX_DEPTH`) and the length of an integer (`MAX_INT_DIGITS`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
+from ruamel.yaml.reader import ReaderError
 
-from server.common.findings import Span
+from server.common.codes import DiagCode
+from server.common.findings import Finding, Severity, Span
+
+log = logging.getLogger("asap")
+
+# -- limits -------------------------------------------------------------------------------------------------
+# A MaxText config is a few kilobytes, a few levels deep, its integers a few digits. Past these limits the
+# document gets one located error (ASAP001) and nothing else is analysed: ruamel's composer recurses once per
+# level (Python's recursion limit ends it near 250 levels), Python refuses to convert integers of more than
+# 4300 digits, and a multi-megabyte buffer would be re-parsed on every keystroke.
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
+MAX_DEPTH = 64  # nested collections (a top-level mapping of lists is 2)
+MAX_INT_DIGITS = 64
+
+# -- lines ----------------------------------------------------------------------------------------------------
+_BREAK = re.compile(r"\r\n|\r|\n")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
+# Characters Python's str.splitlines (and so pygls) takes for line breaks that LSP clients do not; YAML's
+# scanner ends a comment or a plain scalar at the first three, but counts lines only at \n, \r\n and \r.
+ODD_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_YAML_BREAKS = re.compile("[\x85\u2028\u2029]")
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """The lines of `text` as LSP clients and ASAP count them: only `\n`, `\r\n` and `\r` end a line. Like
+    `str.splitlines` otherwise: no empty last line after a final line break, `[]` for an empty text."""
+    if keepends:
+        return _LINE.findall(text)
+    lines = _BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """The 0-based (line, column) of a code-point offset, lines as split_lines counts them."""
+    offset = max(0, min(offset, len(text)))
+    line, start = 0, 0
+    for m in _BREAK.finditer(text, 0, offset):
+        if m.end() > offset:  # between the \r and \n of one break: still on its line
+            break
+        line, start = line + 1, m.end()
+    return line, offset - start
+
+
+def _char_name(ch: str) -> str:
+    import unicodedata
+
+    return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
+
+
+# -- reading a file -------------------------------------------------------------------------------------------
+class SourceReadError(OSError):
+    """A file that exists but cannot be read as a config: not UTF-8, or larger than MAX_DOCUMENT_BYTES.
+    An OSError, so callers that report unreadable files report these too; `strerror` says why and where, `line`
+    and `column` (0-based) locate it in the file."""
+
+    def __init__(self, path: Path | None, reason: str, line: int = 0, column: int = 0):
+        super().__init__(reason)
+        self.strerror = reason
+        self.filename = str(path) if path is not None else None
+        self.line = line
+        self.column = column
+
+
+def decode_error(e: UnicodeDecodeError, path: Path | None = None) -> SourceReadError:
+    """A UnicodeDecodeError as a located SourceReadError: "not UTF-8 (byte 0xe9 at line 3)"."""
+    data = bytes(e.object)
+    before = data[: e.start]
+    line = len(re.findall(rb"\r\n|\r|\n", before))
+    start = max(before.rfind(b"\n"), before.rfind(b"\r")) + 1
+    column = len(before[start:].decode("utf-8", errors="replace"))
+    byte = data[e.start] if e.start < len(data) else 0
+    return SourceReadError(path, f"not UTF-8 (byte 0x{byte:02x} at line {line + 1})", line, column)
+
+
+def read_text(path: Path) -> str:
+    """A config file's text. Raises OSError: SourceReadError, located, for a file that is not UTF-8 or is larger
+    than MAX_DOCUMENT_BYTES (only that much is read)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_DOCUMENT_BYTES + 1)
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise SourceReadError(path, f"too large: more than {_size(MAX_DOCUMENT_BYTES)}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise decode_error(e, path) from None
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} kB"
+
+
+def _too_large_message(text: str) -> str | None:
+    if len(text) * 4 <= MAX_DOCUMENT_BYTES:  # at most 4 bytes a character: no need to encode
+        return None
+    size = len(text.encode("utf-8", errors="surrogatepass"))
+    if size <= MAX_DOCUMENT_BYTES:
+        return None
+    return (
+        f"Document too large for ASAP: {_size(size)} (the limit is {_size(MAX_DOCUMENT_BYTES)}); "
+        "nothing in it is analysed"
+    )
+
+
+def too_large(text: str, path: Path | None = None) -> Finding | None:
+    """The one finding for a document over MAX_DOCUMENT_BYTES (ASAP001 on its first line: nothing else is
+    analysed), else None. Cheap: a front end can call it before deciding to analyse at all."""
+    msg = _too_large_message(text)
+    return None if msg is None else Finding(DiagCode.INVALID_YAML, Severity.ERROR, msg, None, path, Span.point(0))
 
 
 class YamlSyntaxError(Exception):
-    """The text is not valid YAML; `span` is the parser's error position."""
+    """The text is not valid YAML (or is past one of the limits); `span` is the error's position, `key` the
+    top-level key whose entry holds it (None before the first key)."""
 
-    def __init__(self, message: str, span: Span):
+    def __init__(self, message: str, span: Span, key: str | None = None):
         super().__init__(message)
         self.message = message
         self.span = span
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -38,15 +159,23 @@ class Entry:
     file: Path | None
     key_span: Span
     value_span: Span  # the scalar token (quotes included); for a collection, its first line
+    # Brought in by a YAML merge key (`<<: {k: v}`, `<<: *anchor`): both spans are on the `<<` line, which a
+    # fix must not rewrite as this key's value (writing `key: value` beside it overrides the merge).
+    merged: bool = False
 
 
 @dataclass
 class YamlSource:
     path: Path | None
     text: str
-    entries: dict[str, Entry]
+    entries: dict[str, Entry]  # the keys written in the top-level mapping, in file order
     is_mapping: bool
-    lines: list[str]
+    lines: list[str]  # split_lines(text)
+    merged: dict[str, Entry] = field(default_factory=dict)  # keys only a merge key (`<<`) brings in
+
+    def all_entries(self) -> dict[str, Entry]:
+        """Every top-level key as YAML loads it: the merged ones, then the written ones (which win)."""
+        return {**self.merged, **self.entries} if self.merged else self.entries
 
 
 _PLAIN_END = re.compile(r"\s+#|\s*$")
@@ -96,6 +225,24 @@ def plain_scalar(value: Any) -> Any:
     return value
 
 
+class _Constructor(RoundTripConstructor):
+    """ruamel's round-trip constructor with MAX_INT_DIGITS: a longer integer is a located error, not Python's
+    ValueError from int() (4300 digits) or seconds of quadratic conversion below that."""
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        digits = sum(c.isdigit() for c in str(node.value))
+        if digits > MAX_INT_DIGITS:
+            raise ConstructorError(
+                None,
+                None,
+                f"integer of {digits} digits: ASAP reads integers of at most {MAX_INT_DIGITS} digits",
+                node.start_mark,
+            )
+        return super().construct_yaml_int(node)
+
+
+_Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yaml_int)
+
 _local = threading.local()
 
 
@@ -104,13 +251,76 @@ def _yaml() -> YAML:
     y = getattr(_local, "yaml", None)
     if y is None:
         y = _local.yaml = YAML(typ="rt")
+        y.Constructor = _Constructor
         y.allow_duplicate_keys = False
     return y
 
 
-# A raw top-level entry: key, plain value, (key line, key col), (value line, value col), lines relative
+# -- nesting ----------------------------------------------------------------------------------------------
+_BRACKET = re.compile(r"[\[\]{}]")
+_BLOCK_PREFIX = re.compile(r"^(?:[ ]|[-?:](?=[ ]|$))*", re.M)
+
+
+def _depth_bound(text: str) -> int:
+    """An upper bound on the nesting depth, cheap enough for every keystroke: each level of block nesting
+    starts at least one column to the right of the one above (a list under a key may share its column, hence
+    x2), and each flow level opens a bracket (brackets inside strings and comments only raise the bound)."""
+    depth = deepest = 0
+    for m in _BRACKET.finditer(text):
+        depth = depth + 1 if m[0] in "[{" else max(0, depth - 1)
+        deepest = max(deepest, depth)
+    indent = max((m.end() - m.start() for m in _BLOCK_PREFIX.finditer(text)), default=0)
+    return deepest + 2 * (indent + 1)
+
+
+def _too_deep(text: str) -> tuple[int, int] | None:
+    """Where the first collection deeper than MAX_DEPTH starts (ruamel's parser makes events without
+    recursing), or None. YAML errors are left to the parse proper."""
+    depth = 0
+    try:
+        for ev in YAML(typ="rt").parse(text):
+            if isinstance(ev, (MappingStartEvent, SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return ev.start_mark.line, ev.start_mark.column
+            elif isinstance(ev, (MappingEndEvent, SequenceEndEvent)):
+                depth -= 1
+    except (YAMLError, RecursionError):
+        return None
+    return None
+
+
+def _check_depth(text: str, lines: list[str]) -> None:
+    if _depth_bound(text) <= MAX_DEPTH:
+        return
+    at = _too_deep(text)
+    if at is not None:
+        raise _nested_too_deeply(lines, *at)
+
+
+def _nested_too_deeply(lines: list[str], line: int, col: int) -> YamlSyntaxError:
+    end = len(lines[line]) if 0 <= line < len(lines) else col
+    return YamlSyntaxError(
+        f"Invalid YAML: document nested too deeply (more than {MAX_DEPTH} levels); ASAP reads configs "
+        f"at most {MAX_DEPTH} levels deep",
+        Span(line, col, line, max(col, end)),
+    )
+
+
+# A raw top-level entry: key, plain value, (key line, key col), (value line, value col), merged; lines relative
 # to the text that was parsed.
-_Raw = tuple[str, Any, tuple[int, int], tuple[int, int]]
+_Raw = tuple[str, Any, tuple[int, int], tuple[int, int], bool]
+_MERGE_KEY = re.compile(r"^([ ]*)<<[ ]*:[ ]*")
+
+
+def _merge_position(data: CommentedMap, text: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Where the top-level mapping's merge key (`<<`) and its value are: the position merged keys take."""
+    col = data.lc.col or 0
+    for i, line in enumerate(split_lines(text)):
+        m = _MERGE_KEY.match(line)
+        if m and len(m[1]) == col:
+            return (i, col), (i, m.end())
+    return (0, 0), (0, 0)
 
 
 def _load_entries(text: str) -> list[_Raw] | None:
@@ -118,7 +328,18 @@ def _load_entries(text: str) -> list[_Raw] | None:
     data = _yaml().load(text)
     if not isinstance(data, CommentedMap):
         return None
-    return [(k, plain_scalar(data[k]), data.lc.key(k), data.lc.value(k)) for k in data if isinstance(k, str)]
+    out: list[_Raw] = []
+    merge_at: tuple[tuple[int, int], tuple[int, int]] | None = None
+    for k in data:
+        if not isinstance(k, str):
+            continue
+        if k in data.lc.data:
+            out.append((k, plain_scalar(data[k]), data.lc.key(k), data.lc.value(k), False))
+            continue
+        if merge_at is None:  # a key only the merge key brings in: ruamel keeps no position for it
+            merge_at = _merge_position(data, text)
+        out.append((k, plain_scalar(data[k]), *merge_at, True))
+    return out
 
 
 # Incremental parsing. MaxText configs are flat top-level mappings, and a keystroke changes one
@@ -126,8 +347,8 @@ def _load_entries(text: str) -> list[_Raw] | None:
 # own, so an edit re-parses only its piece. Anything unusual (anchors, aliases, merge keys,
 # directives, several documents, tabs) or any piece that fails to parse alone goes to a parse of the
 # whole document, which alone decides errors and their positions.
-_TOP_KEY = re.compile(r"""^(?:"[^"\n]*"|'[^'\n]*'|[A-Za-z_][\w.\-]*)[ ]*:(?:[ ]|$)""")
-_UNUSUAL = re.compile(r"(?:^|[\s\[{,])[&*][\w-]|<<\s*:|^(?:---|\.\.\.|%)|\t", re.M)
+_TOP_KEY = re.compile(r"""^(?P<key>"[^"\n]*"|'[^'\n]*'|[A-Za-z_][\w.\-]*)[ ]*:(?:[ ]|$)""")
+_UNUSUAL = re.compile(r"(?:^|[\s\[{,])[&*][\w-]|<<\s*:|^(?:---|\.\.\.|%)|[\t\x85\u2028\u2029]", re.M)
 _PIECES: OrderedDict[str, list[_Raw]] = OrderedDict()
 _PIECES_MAX = 8192
 _PIECES_LOCK = threading.Lock()
@@ -167,47 +388,121 @@ def _incremental(text: str, lines: list[str]) -> list[_Raw] | None:
     for start, piece in _pieces(lines):
         try:
             raw = _parse_piece(piece)
-        except YAMLError:
+        except Exception:  # a YAML error, or anything else: the whole-document parse decides and locates it
             return None
         if raw is None:
             return None
-        for key, value, (kl, kc), (vl, vc) in raw:
+        for key, value, (kl, kc), (vl, vc), merged in raw:
             if key in seen:
                 return None  # a duplicate key: let the whole-document parse report it
             seen.add(key)
-            out.append((key, value, (kl + start, kc), (vl + start, vc)))
+            out.append((key, value, (kl + start, kc), (vl + start, vc), merged))
     return out or None
 
 
 def parse(text: str, path: Path | None = None, incremental: bool = True) -> YamlSource:
-    """Parse one file. Raises YamlSyntaxError located at the parser's mark."""
-    lines = text.splitlines()
-    raw = _incremental(text, lines) if incremental else None
-    if raw is None:
-        try:
-            raw = _load_entries(text)
-        except MarkedYAMLError as e:
-            mark = e.problem_mark or e.context_mark
-            line, col = (mark.line, mark.column) if mark else (0, 0)
-            problem = e.problem or e.context or "invalid YAML"
-            detail = f"{e.context}: {problem}" if e.context and e.problem else problem
-            end = len(lines[line]) if 0 <= line < len(lines) else col
-            raise YamlSyntaxError(f"Invalid YAML: {detail}", Span(line, col, line, max(col, end))) from None
-        except YAMLError as e:  # errors without a mark (rare): put them on the first line
-            raise YamlSyntaxError(f"Invalid YAML: {e}", Span.point(0)) from None
-
+    """Parse one file. Raises YamlSyntaxError located at the parser's mark, or at the first place past one of
+    the limits (MAX_DOCUMENT_BYTES, MAX_DEPTH, MAX_INT_DIGITS)."""
+    too_big = _too_large_message(text)
+    if too_big is not None:
+        raise YamlSyntaxError(too_big, Span.point(0))
+    lines = split_lines(text)
+    try:
+        _check_depth(text, lines)
+        raw = _incremental(text, lines) if incremental else None
+        if raw is None:
+            raw = _load_whole(text, lines)
+    except YamlSyntaxError as e:
+        e.key = _key_of_line(lines, e.span.line)
+        raise
     entries: dict[str, Entry] = {}
+    merged: dict[str, Entry] = {}
     if raw is None:
         return YamlSource(path, text, entries, False, lines)
-    for key, value, (kl, kc), (vl, vc) in raw:
+    for key, value, (kl, kc), (vl, vc), is_merged in raw:
+        line = lines[kl] if 0 <= kl < len(lines) else ""
+        if is_merged:
+            key_span = Span(kl, kc, kl, kc + 2)  # the `<<`
+            value_span = Span(vl, vc, vl, max(vc, len(line)))
+            merged[key] = Entry(key, value, path, key_span, value_span, merged=True)
+            continue
+        kc = _key_start(line, kc)
         key_end = kc + len(key)
-        if 0 <= kl < len(lines) and lines[kl][kc : kc + 1] in ("'", '"'):
-            key_end = _scalar_end(lines[kl], kc)
+        if line[kc : kc + 1] in ("'", '"'):
+            key_end = _scalar_end(line, kc)
         if value is None:  # `key:` with nothing after it: the point just past the colon
             vl, vc = kl, key_end + 1
+        elif (vl, vc) < (kl, kc):  # an alias (`key: *name`): ruamel gives the anchored node's position
+            vl, vc = kl, _after_colon(line, key_end)
         if isinstance(value, (dict, list)):
             v_end = (vl, len(lines[vl]) if vl < len(lines) else vc)
         else:
             v_end = (vl, _scalar_end(lines[vl], vc) if vl < len(lines) else vc)
         entries[key] = Entry(key, value, path, Span(kl, kc, kl, key_end), Span(vl, vc, *v_end))
-    return YamlSource(path, text, entries, True, lines)
+    return YamlSource(path, text, entries, True, lines, merged)
+
+
+def _key_of_line(lines: list[str], line: int) -> str | None:
+    """The top-level key whose entry holds `line`: the last one that starts at or above it."""
+    for i in range(min(line, len(lines) - 1), -1, -1):
+        m = _TOP_KEY.match(lines[i])
+        if m:
+            return m["key"][1:-1] if m["key"][0] in "'\"" else m["key"]
+    return None
+
+
+_NODE_PROPERTIES = re.compile(r"(?:[&!][^\s]*[ ]+)+")
+
+
+def _key_start(line: str, col: int) -> int:
+    """The key's own text: past an anchor or a tag written before it (`&k key: 1`)."""
+    m = _NODE_PROPERTIES.match(line, col)
+    return m.end() if m else col
+
+
+def _after_colon(line: str, key_end: int) -> int:
+    m = re.compile(r"[ ]*:[ ]*").match(line, key_end)
+    return m.end() if m else key_end
+
+
+def _load_whole(text: str, lines: list[str]) -> list[_Raw] | None:
+    """The whole document's entries; every way the parser can fail becomes a located YamlSyntaxError."""
+    try:
+        return _load_entries(text)
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line, mark.column) if mark else (0, 0)
+        problem = e.problem or e.context or "invalid YAML"
+        detail = f"{e.context}: {problem}" if e.context and e.problem else problem
+        index = getattr(mark, "index", None) if mark else None
+        raise _syntax_error(f"Invalid YAML: {detail}", lines, line, col, text, index) from None
+    except ReaderError as e:  # a character YAML does not allow: located by its offset
+        line, col = position(text, e.position)
+        what = _char_name(chr(e.character)) if isinstance(e.character, int) else repr(e.character)
+        msg = f"Invalid YAML: {what} is not allowed in YAML (special characters are not allowed)"
+        raise YamlSyntaxError(msg, Span(line, col, line, col + 1)) from None
+    except RecursionError:  # deeper than the cheap bound guessed: find where, without recursing
+        at = _too_deep(text)
+        raise _nested_too_deeply(lines, *(at or (0, 0))) from None
+    except YAMLError as e:  # errors without a mark (rare): put them on the first line
+        raise YamlSyntaxError(f"Invalid YAML: {e}", Span.point(0)) from None
+    except Exception as e:  # ruamel failing on input it should have refused: an error, never a crash
+        log.warning("ruamel.yaml failed on a document: %s: %s", type(e).__name__, e)
+        raise YamlSyntaxError(
+            f"Invalid YAML: ASAP cannot read this document ({type(e).__name__}: {e})", Span.point(0)
+        ) from None
+
+
+def _syntax_error(msg: str, lines: list[str], line: int, col: int, text: str, index: int | None) -> YamlSyntaxError:
+    """A parser error at (line, col); when a character YAML reads as a line break (U+2028, U+2029, U+0085) and
+    editors do not comes before it, the message says where: it is the usual cause of an error nobody can see."""
+    odd = _YAML_BREAKS.search(text, 0, index + 1 if index is not None else len(text))
+    if odd is not None:
+        ol, oc = position(text, odd.start())
+        if ol <= line:
+            msg += (
+                f" (line {ol + 1}, column {oc + 1} has {_char_name(odd[0])}, which YAML reads as a line break "
+                "and editors do not)"
+            )
+    end = len(lines[line]) if 0 <= line < len(lines) else col
+    return YamlSyntaxError(msg, Span(line, col, line, max(col, end)))

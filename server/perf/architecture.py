@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from server.common.dims import MAX_DIM, MAX_LAYERS, whole_number
+
 COMMIT = "e591f30cb"
 
 
@@ -143,17 +145,58 @@ def _avg_causal_keys(seq: int, window: int = 0, chunk: int = 0, block: int = 1) 
         if 0 < window < seq:
             return (window * (window + 1) / 2 + (seq - window) * window) / seq
         return (seq + 1) / 2
+    if -(-seq // block) > _BLOCK_LOOP_MAX:  # a sequence of millions of blocks: counted without visiting each
+        closed = _block_keys(seq, window, chunk, block)
+        if closed is None:  # a chunk whose pattern repeats only every millions of blocks: the mask's area
+            return _avg_causal_keys(seq, window, chunk, 1)
+        return min(closed / seq, float(seq))
     total = 0.0
     for q0 in range(0, seq, block):
         q1 = min(q0 + block, seq) - 1
-        lo = 0
-        if chunk > 0:
-            lo = (q0 // chunk) * chunk
-        elif window > 0:
-            lo = max(0, q0 - window + 1)
-        kblocks = q1 // block - lo // block + 1
+        kblocks = q1 // block - _first_key(q0, window, chunk) // block + 1
         total += kblocks * block * (q1 - q0 + 1)
     return min(total / seq, float(seq))
+
+
+_BLOCK_LOOP_MAX = 1 << 16  # query blocks counted one by one; beyond, _block_keys counts them in closed form
+
+
+def _first_key(q0: int, window: int, chunk: int) -> int:
+    """The first key the queries from `q0` on may see."""
+    if chunk > 0:
+        return (q0 // chunk) * chunk
+    if window > 0:
+        return max(0, q0 - window + 1)
+    return 0
+
+
+def _block_keys(seq: int, window: int, chunk: int, block: int) -> int | None:
+    """The block-granular key count _avg_causal_keys sums block by block (times `seq`), in closed form: the
+    query blocks before the last are whole, and the key blocks each sees follow a pattern (causal: one more per
+    block; a window: one more until the window is full, then constant; a chunk: periodic with period
+    chunk / gcd(chunk, block) blocks). None when that period is itself longer than _BLOCK_LOOP_MAX blocks.
+    Exact, in integers: max_target_length is read as any whole number, and the loop would take years."""
+    full, rest = divmod(seq, block)
+
+    def kblocks(i: int) -> int:  # key blocks whole query block i sees
+        return i - _first_key(i * block, window, chunk) // block + 1
+
+    if chunk > 0 and chunk < seq:
+        period = chunk // math.gcd(chunk, block)
+        if period > _BLOCK_LOOP_MAX:
+            return None
+        repeats, left = divmod(full, period)
+        blocks = repeats * sum(kblocks(i) for i in range(period)) + sum(kblocks(i) for i in range(left))
+    elif window > 0 and chunk <= 0:
+        ramp = min(-(-(window - 1) // block), full)  # whole blocks before the window is full: i + 1 each
+        blocks = ramp * (ramp + 1) // 2 + (full - ramp) * (1 - (1 - window) // block)
+    else:  # causal (or a chunk no shorter than the sequence)
+        blocks = full * (full + 1) // 2
+    total = blocks * block * block
+    if rest:
+        last = full * block
+        total += ((seq - 1) // block - _first_key(last, window, chunk) // block + 1) * block * rest
+    return total
 
 
 def _avg_compressed_keys(seq: int, ratio: int) -> float:
@@ -467,15 +510,16 @@ class _Keys:
         return BASE_DEFAULTS.get(key) if v is None else v
 
     def num(self, key: str, minimum: int | None = 1) -> int:
-        v = self.raw(key)
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        elif isinstance(v, str) and v.strip().lstrip("-").replace("_", "").isdigit():
-            v = int(v.strip())  # a command-line override arrives as text; MaxText's pydantic config coerces it
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise _error(key, f"{key} must be a whole number, got {v!r}")
+        """A whole-number key (a command-line override arrives as text; MaxText's pydantic config coerces it),
+        checked once here: the type, `minimum`, and at most MAX_DIM in size, so no product overflows."""
+        raw = self.raw(key)
+        v = whole_number(raw)
+        if v is None:
+            raise _error(key, f"{key} must be a whole number, got {raw!r}")
         if minimum is not None and v < minimum:
             raise _error(key, f"{key} must be >= {minimum}, got {v}")
+        if abs(v) > MAX_DIM:
+            raise _error(key, f"{key} must be at most {MAX_DIM} (2^40), got {raw!r}")
         return v
 
     def flag(self, key: str) -> bool:
@@ -502,10 +546,10 @@ class _Keys:
             raise _error(key, f"{key} must be a list of whole numbers, got {v!r}")
         out = []
         for x in v:
-            try:
-                out.append(int(x))
-            except (TypeError, ValueError):
-                raise _error(key, f"{key} must be a list of whole numbers, got {v!r}") from None
+            n = whole_number(x)
+            if n is None or abs(n) > MAX_DIM:
+                raise _error(key, f"{key} must be a list of whole numbers up to {MAX_DIM}, got {v!r}")
+            out.append(n)
         return out
 
     def activations(self) -> int:
@@ -577,6 +621,12 @@ def _dims(k: _Keys) -> _Ctx:
         top_k=top_k,
     )
     c.src("configs/types.py", 3396)
+    if c.L > MAX_LAYERS:  # each layer is built one by one below
+        raise _error(
+            "base_num_decoder_layers",
+            f"the model would have {c.L} decoder layers (base_num_decoder_layers x global_parameter_scale's layer "
+            f"factor): ASAP prices at most {MAX_LAYERS}",
+        )
     if c.H % c.K:
         raise _error("base_num_kv_heads", f"query heads ({c.H}) must be a multiple of kv heads ({c.K})")
     # A fully-MoE qwen3_moe model takes mlp_dim from moe_mlp_dim (configs/types.py:3896).
