@@ -418,8 +418,13 @@ def _merge_rules(base: Any, new: Any, replace: bool) -> Any:
         return new
     if not isinstance(new, list) or not new:
         return base
-    names = {r[0] for r in new if isinstance(r, list) and r}
-    return [r for r in base if not (isinstance(r, list) and r and r[0] in names)] + list(new)
+    names = {r[0] for r in new if _rule_name(r) is not None}
+    return [r for r in base if _rule_name(r) not in names] + list(new)
+
+
+def _rule_name(rule: Any) -> str | None:
+    """A logical axis rule's name (`[name, mesh axes]`); None for anything else (the mesh rules report it)."""
+    return rule[0] if isinstance(rule, list) and rule and isinstance(rule[0], str) else None
 
 
 def _chain_anchor(cfg: Config, v: Value) -> tuple[Path | None, Span, list[Related]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 from ruamel.yaml.reader import ReaderError
 
@@ -31,6 +32,9 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 
 log = logging.getLogger("asap")
+
+# YAML 1.2 lets an anchor be defined again (later aliases take the new one); ruamel warns on stderr each time.
+warnings.filterwarnings("ignore", category=ReusedAnchorWarning)
 
 # -- limits -------------------------------------------------------------------------------------------------
 # A MaxText config is a few kilobytes, a few levels deep, its integers a few digits. Past these limits the

@@ -1,0 +1,314 @@
+"""Hostile input (issue 17: items 1 and 10, input causes 1-8): each is a finding located at file, line and key,
+never an exception, through the analysis service and through `asap check`; the rest of the file is still read.
+
+Every text is written as exact bytes or built in Python, so the characters under test are really there.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server.cli.main import main as cli
+from server.common.codes import DiagCode
+from server.common.findings import Finding
+from server.config import source
+from server.config.source import MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_INT_DIGITS, split_lines
+from server.perf import architecture
+from server.services.analysis import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+# Lines 1-4; a case appends from line 5.
+BASE = "compile_topology: v5e-256\nmodel_name: llama2-7b\nper_device_batch_size: 2\nici_fsdp_parallelism: -1\n"
+NO_BATCH = BASE.replace("per_device_batch_size: 2\n", "")  # lines 1-3 (a merge key's value must not be overridden)
+# The same without model_name, for a model written as base_* keys (a model file would replace them).
+DIMS = (
+    "compile_topology: v5e-256\nper_device_batch_size: 2\nici_fsdp_parallelism: -1\n"
+    "base_emb_dim: 4096\nbase_num_query_heads: 32\nbase_num_kv_heads: 32\nbase_mlp_dim: 11008\n"
+    "base_num_decoder_layers: 32\n"
+)
+
+
+def _with(text: str, key: str, value: str) -> str:
+    """`text` with `key: value` replacing that key's line (appended when absent)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"{key}:"):
+            lines[i] = f"{key}: {value}"
+            return "\n".join(lines) + "\n"
+    return text + f"{key}: {value}\n"
+
+
+def _deep_mapping(levels: int) -> str:
+    return "a:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(levels)) + "  " * (levels + 1) + "x: 1\n"
+
+
+def _one(findings: list[Finding], code: str) -> Finding:
+    got = [f for f in findings if f.code == code]
+    assert len(got) == 1, [(f.code, f.span.line + 1, f.key, f.message) for f in findings]
+    return got[0]
+
+
+PDBS = "per_device_batch_size"
+YAML, BATCH, NO_EST = DiagCode.INVALID_YAML, DiagCode.BAD_BATCH_SIZE, DiagCode.NO_ESTIMATE
+SLICE, NOT_FOUND = DiagCode.UNKNOWN_SLICE, DiagCode.BASE_CONFIG_NOT_FOUND
+SLICE_COMMENT = "# asap: slice=v5e-256 slices="
+NO_TOPOLOGY = BASE.removeprefix("compile_topology: v5e-256\n")  # lines 2-4 after a comment on line 1
+
+
+def case(name: str, text: str, code: str, line: int, key: str | None, word: str) -> Any:
+    """The file's text, the code expected, its 1-based line and key, and a word its message has."""
+    return pytest.param(text, code, line, key, word, id=name)
+
+
+CASES = [
+    # 1. limits: nesting, size, integer length
+    case("deep-flow-sequence", BASE + "a: " + "[" * 300 + "]" * 300 + "\n", YAML, 5, "a", "too deeply"),
+    case("deep-block-mapping", BASE + _deep_mapping(300), YAML, 5 + MAX_DEPTH, "a", "too deeply"),
+    case("deep-flow-mapping", BASE + "a: " + "{b: " * 300 + "1" + "}" * 300 + "\n", YAML, 5, "a", "deep"),
+    case("too-large", BASE + "# " + "x" * (MAX_DOCUMENT_BYTES + 10) + "\n", YAML, 1, None, "too large"),
+    # 2. merge keys: the merged key is read, and located at the merge
+    case("merge-inline", NO_BATCH + "<<: {per_device_batch_size: .nan}\n", BATCH, 4, PDBS, "finite"),
+    case("merge-alias", "defaults: &d\n  per_device_batch_size: 0\n" + NO_BATCH + "<<: *d\n", BATCH, 6, PDBS, "> 0"),
+    # 3. the batch size is a finite number in range
+    case("batch-nan", _with(BASE, PDBS, ".nan"), BATCH, 3, PDBS, "finite"),
+    case("batch-inf", _with(BASE, PDBS, ".inf"), BATCH, 3, PDBS, "finite"),
+    case("batch-minus-inf", _with(BASE, PDBS, "-.inf"), BATCH, 3, PDBS, "finite"),
+    case("batch-subnormal", _with(BASE, PDBS, "1e-320"), BATCH, 3, PDBS, "too small"),
+    case("batch-huge", _with(BASE, PDBS, "1e300"), BATCH, 3, PDBS, "too large"),
+    case("batch-text", _with(BASE, PDBS, "'2'"), BATCH, 3, PDBS, "number"),
+    # 4. a model dimension that is not a whole number, or absurdly large
+    case("experts-text", DIMS + "num_experts: abc\n", NO_EST, 9, "num_experts", "whole number"),
+    case("emb-text", _with(DIMS, "base_emb_dim", "abc"), NO_EST, 4, "base_emb_dim", "whole number"),
+    case("emb-superscript", _with(DIMS, "base_emb_dim", '"\u00b2"'), NO_EST, 4, "base_emb_dim", "whole number"),
+    case("heads-huge", _with(DIMS, "base_num_query_heads", "1e300"), NO_EST, 5, "base_num_query_heads", "at most"),
+    case("layers-huge", _with(DIMS, "base_num_decoder_layers", str(10**9)), NO_EST, 8, "base_num_decoder_layers",
+         "at most"),
+    # 5. an integer longer than Python converts (4300 digits), and longer than ASAP reads
+    case("int-4301-digits", BASE + "steps: " + "9" * 4301 + "\n", YAML, 5, "steps", "digits"),
+    case("int-batch-4301-digits", _with(BASE, PDBS, "1" * 4301), YAML, 3, PDBS, "digits"),
+    case("int-past-limit", BASE + "steps: " + "1" * (MAX_INT_DIGITS + 1) + "\n", YAML, 5, "steps", "digits"),
+    # 6. a base_config no file system can look up
+    case("base-config-nul", 'base_config: "a\\x00b.yml"\n' + BASE, NOT_FOUND, 1, "base_config", "NUL"),
+    # 7. the slice comment's count in ASCII digits only
+    case("slices-superscript", SLICE_COMMENT + "\u00b2\n" + NO_TOPOLOGY, SLICE, 1, None, "slices"),
+    case("slices-arabic-indic", SLICE_COMMENT + "\u0663\n" + NO_TOPOLOGY, SLICE, 1, None, "slices"),
+    case("slices-zero", SLICE_COMMENT + "0\n" + NO_TOPOLOGY, SLICE, 1, None, "slices"),
+    # 10. characters Python takes for line breaks and editors do not
+    case("form-feed-in-comment", "# a\x0cb\n" + BASE, YAML, 1, None, "U+000C"),
+    case("line-separator-ends-comment", "# a\u2028b\n" + BASE, YAML, 2, "compile_topology", "U+2028"),
+    case("line-separator-then-error", "# a\u2028# b\n" + _with(BASE, "ici_fsdp_parallelism", "3"),
+         DiagCode.ICI_PRODUCT_MISMATCH, 5, "ici_fsdp_parallelism", "256"),
+    case("paragraph-separator-in-value", 'run_name: "a\u2029b"\n' + _with(BASE, PDBS, "0"), BATCH, 4, PDBS, "> 0"),
+    case("next-line-in-comment", "# a\x85# b\n" + _with(BASE, PDBS, "0"), BATCH, 4, PDBS, "> 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "code", "line", "key", "word"), CASES)
+def test_robust_input_analysis_locates_the_finding(
+    tmp_path: Path, text: str, code: str, line: int, key: Any, word: str
+):
+    path = tmp_path / "c.yml"
+    an = analyze(path, text)
+    f = _one(an.diagnostics, code)
+    assert (f.span.line + 1, f.key, f.file) == (line, key, path), f.message
+    assert word in f.message
+    assert 0 <= f.span.line <= max(0, len(split_lines(text)) - 1)  # on a line the editor has
+
+
+@pytest.mark.parametrize(("text", "code", "line", "key", "word"), CASES)
+def test_robust_input_cli_check_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, code: str, line: int, key: Any, word: str
+):
+    path = tmp_path / "c.yml"
+    path.write_bytes(text.encode("utf-8"))
+    status = cli(["check", str(path), "--json"])
+    out = capsys.readouterr()
+    assert status in (0, 1), out.err  # findings (ASAP129 is a warning); 3 would be an exception inside ASAP
+    found = [f for f in json.loads(out.out)["findings"] if f["code"] == code]
+    assert [(f["line"], f["key"]) for f in found] == [(line, key)], out.out
+
+
+def test_robust_input_merged_keys_resolve_and_fixes_leave_the_merge_alone(tmp_path: Path):
+    inline = analyze(tmp_path / "a.yml", BASE + "<<: {ici_tensor_parallelism: 4}\n")
+    assert inline.check.degrees("ici", drop_ones=True) == {"fsdp": 64, "tensor": 4}
+    anchored = analyze(tmp_path / "b.yml", "defaults: &d\n  ici_tensor_parallelism: 4\n" + BASE + "<<: *d\n")
+    assert anchored.check.degrees("ici", drop_ones=True) == {"fsdp": 64, "tensor": 4}
+    doc = anchored.config.document
+    assert doc is not None and "ici_tensor_parallelism" in doc.merged and "ici_tensor_parallelism" not in doc.entries
+    assert anchored.config.entry("ici_tensor_parallelism") is None  # no line of its own to rewrite
+    # a mesh error on a merged key: located at the merge, and its fixes never rewrite the `<<` line
+    bad = analyze(tmp_path / "c.yml", _with(BASE, "ici_fsdp_parallelism", "64") + "<<: {ici_tensor_parallelism: 2}\n")
+    f = _one(bad.diagnostics, DiagCode.ICI_PRODUCT_MISMATCH)
+    assert f.fixes and all(e.span.line != 4 or e.span.column == e.span.end_column for x in f.fixes for e in x.edits)
+
+
+def test_robust_input_alias_and_anchor_spans_are_on_their_own_line():
+    src = source.parse("a: &v 5\nb: *v\n&k c: 1\n")
+    assert src.entries["b"].value_span == source.Span(1, 3, 1, 5)  # the alias, not the anchored value on line 1
+    assert src.entries["c"].key_span == source.Span(2, 3, 2, 4)  # the key, past its anchor
+
+
+def test_robust_input_document_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    path = tmp_path / "latin1.yml"
+    path.write_bytes(("model_name: llama2-7b\n# caf\u00e9\n" + BASE).encode("latin-1"))
+    an = analyze(path)  # read by the loader: a located finding
+    f = _one(an.diagnostics, DiagCode.INVALID_YAML)
+    assert (f.span.line + 1, f.span.column + 1, f.key) == (2, 6, None)
+    assert "not UTF-8 (byte 0xe9 at line 2)" in f.message
+    with pytest.raises(OSError, match=r"not UTF-8 \(byte 0xe9 at line 2\)"):
+        source.read_text(path)
+    status = cli(["check", str(path), "--json"])  # the CLI reads the file itself: cannot read, exit status 2
+    out = capsys.readouterr()
+    assert status == 2 and "UTF-8" in out.out + out.err
+
+
+def test_robust_input_parent_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    (tmp_path / "parent.yml").write_bytes("steps: 1\n# \u00e9t\u00e9\n".encode("latin-1"))
+    path = tmp_path / "child.yml"
+    path.write_text("# child\nbase_config: parent.yml\n" + BASE + "dcn_data_parallelism: 2\n", encoding="utf-8")
+    for findings in (
+        analyze(path, path.read_text()).diagnostics,
+        analyze(path, path.read_text(), reader=lambda p: p.read_text(encoding="utf-8")).diagnostics,  # the editor's
+    ):
+        f = _one(findings, DiagCode.BASE_CONFIG_NOT_FOUND)
+        assert (f.span.line + 1, f.key) == (2, "base_config")
+        assert "not UTF-8 (byte 0xe9 at line 2)" in f.message
+        assert any(x.code == DiagCode.DCN_ON_ONE_SLICE for x in findings)  # the document itself is still checked
+    assert cli(["check", str(path), "--json"]) == 1
+    found = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["code"] == DiagCode.BASE_CONFIG_NOT_FOUND]
+    assert [(f["line"], f["key"]) for f in found] == [(2, "base_config")]
+
+
+def test_robust_input_too_large_finding_and_reader_limit(tmp_path: Path):
+    big = "model_name: llama2-7b\n# " + "\u00e9" * (MAX_DOCUMENT_BYTES // 2) + "\n"  # 2 bytes each in UTF-8
+    f = source.too_large(big, tmp_path / "c.yml")
+    assert f is not None and (f.code, f.span.line, f.key) == (DiagCode.INVALID_YAML, 0, None)
+    assert source.too_large("model_name: x\n" * 1000) is None
+    path = tmp_path / "big.yml"
+    path.write_text(big, encoding="utf-8")
+    with pytest.raises(OSError, match="too large"):
+        source.read_text(path)
+    started = time.perf_counter()
+    an = analyze(path)
+    assert [(x.code, x.span.line) for x in an.diagnostics] == [(DiagCode.INVALID_YAML, 0)]
+    assert time.perf_counter() - started < 5
+
+
+def test_robust_input_long_sequences_are_priced_without_visiting_every_block():
+    started = time.perf_counter()
+    text = _with(DIMS, "max_target_length", str(10**30))
+    analyze(None, text)  # used to loop over 2e27 query blocks
+    assert time.perf_counter() - started < 5
+
+
+def test_robust_input_block_key_count_closed_form_equals_the_loop():
+    rng = random.Random(17)
+    for _ in range(3000):
+        block = rng.choice([2, 3, 7, 16, 64, 512])
+        seq = rng.randint(1, 2500)
+        window = rng.randint(1, 3000) if rng.random() < 0.4 else 0
+        chunk = rng.randint(1, 3000) if not window and rng.random() < 0.5 else 0
+        loop = 0
+        for q0 in range(0, seq, block):
+            q1 = min(q0 + block, seq) - 1
+            first = architecture._first_key(q0, window, chunk)
+            loop += (q1 // block - first // block + 1) * block * (q1 - q0 + 1)
+        assert architecture._block_keys(seq, window, chunk, block) in (None, loop), (seq, window, chunk, block)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "a",
+        "a\n",
+        "a\n\n",
+        "a\r\nb",
+        "a\rb\r",
+        "\n\n",
+        "a\u2028b\x85c\x0bd\x0ce\x1cf\x1dg\x1eh\u2029i\nj",
+        "a\r\n\r",
+    ],
+)
+def test_robust_input_split_lines_breaks_only_at_newlines(text: str):
+    plain = text.replace("\r\n", "\n").replace("\r", "\n")
+    assert source.split_lines(text) == (plain.split("\n")[: -1 if plain.endswith("\n") else None] if text else [])
+    assert "".join(source.split_lines(text, keepends=True)) == text
+    assert len(source.split_lines(text, keepends=True)) == len(source.split_lines(text))
+    if not any(c in text for c in source.ODD_BREAKS):
+        assert source.split_lines(text) == text.splitlines()
+
+
+def test_robust_input_fix_edits_land_on_the_client_line():
+    text = "# a\u2028# b\ncompile_topology: v5e-256\nmodel_name: llama2-7b\nici_fsdp_parallelism: 3\n"
+    an = analyze(None, text)
+    f = _one(an.diagnostics, DiagCode.ICI_PRODUCT_MISMATCH)
+    (edit,) = f.fixes[0].edits
+    lines = source.split_lines(text, keepends=True)
+    start = sum(map(len, lines[: edit.span.line])) + edit.span.column
+    end = sum(map(len, lines[: edit.span.end_line])) + edit.span.end_column
+    assert text[start:end] == "3"
+    fixed = text[:start] + edit.new_text + text[end:]
+    assert not [x for x in analyze(None, fixed).diagnostics if x.severity == 1]
+
+
+# -- a seeded mutation loop: nothing a keystroke can produce raises ------------------------------------------
+_POOL = [
+    "abc", ".nan", ".inf", "-.inf", "1e-320", "1e300", "0", "-1", "'²'", "[[[[]]]]", "{a: {b: [1]}}", "*nowhere",
+    "&x 5", "!!binary aGk=", '"a\\x00b"', "9" * 70, "~", "true", "[1, 2", "'unclosed", "\u2028", "?", "- x",
+]  # fmt: skip
+_KEYS = [
+    "per_device_batch_size", "ici_fsdp_parallelism", "ici_tensor_parallelism", "dcn_data_parallelism",
+    "compile_topology", "compile_topology_num_slices", "num_slices", "base_config", "model_name", "base_emb_dim",
+    "num_experts", "head_dim", "remat_policy", "<<", "logical_axis_rules", "steps",
+]  # fmt: skip
+_SNIPPETS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\t", "\r", "\r\n", "#", ":", "- ", "&a ", "*a", "<<:"]
+
+
+def _mutate(rng: random.Random, text: str) -> str:
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 4)):
+        op = rng.randrange(5)
+        i = rng.randrange(len(lines))
+        if op == 0:
+            lines.insert(i, f"{rng.choice(_KEYS)}: {rng.choice(_POOL)}")
+        elif op == 1 and lines[i]:
+            j = rng.randrange(len(lines[i]) + 1)
+            lines[i] = lines[i][:j] + rng.choice(_SNIPPETS) + lines[i][j:]
+        elif op == 2:
+            del lines[i]
+        elif op == 3:
+            lines.insert(i, "# asap: slice=" + rng.choice(["v5e-256", "v5e-²", "x"]) + " slices=" + rng.choice(_POOL))
+        else:
+            lines.insert(i, lines[rng.randrange(len(lines))] if lines else "")
+        if not lines:
+            lines = [""]
+    return "\n".join(lines)
+
+
+def test_robust_input_seeded_mutations_never_raise(tmp_path: Path):
+    rng = random.Random(1717)
+    seeds = [p.read_text(encoding="utf-8") for p in sorted(EXAMPLES.glob("*.yml"))]
+    for p in EXAMPLES.glob("*.yml"):
+        (tmp_path / p.name).write_text(p.read_text(encoding="utf-8"), encoding="utf-8")  # parents resolve here
+    started = time.perf_counter()
+    for n in range(48):
+        text = _mutate(rng, rng.choice(seeds))
+        path = tmp_path / f"m{n}.yml"
+        try:
+            an = analyze(path, text)
+        except Exception as e:  # pragma: no cover - the report names the input
+            raise AssertionError(f"analyze raised {type(e).__name__}: {e} on {text!r}") from e
+        n_lines = max(1, len(split_lines(text)))
+        for f in an.diagnostics:
+            assert f.file in (path, None) or f.file.parent == tmp_path, f
+            assert 0 <= f.span.line < n_lines + 1 and (f.key is None or isinstance(f.key, str)), (f, text)
+    assert time.perf_counter() - started < 20
