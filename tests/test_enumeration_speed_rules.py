@@ -66,9 +66,6 @@ def _reference(inp: Inputs, sl: Slice, allow_split: bool) -> dict[str, Any]:
             generated += 1
             dcn = dict(zip(DCN_AXES, dcn_t, strict=True))
             total = {a: ici.get(a, 1) * dcn.get(a, 1) for a in order}
-            if not pl.ok:
-                reject("cannot be placed on whole physical axes")
-                continue
             if s.q_heads % total["tensor"] or s.kv_heads % total["tensor"]:
                 reject("heads not divisible by tensor parallelism")
                 continue
@@ -85,6 +82,9 @@ def _reference(inp: Inputs, sl: Slice, allow_split: bool) -> dict[str, Any]:
             global_batch = inp.pdbs * sl.devices
             if abs(global_batch - round(global_batch)) > 1e-9 or round(global_batch) % shards:
                 reject("global batch not divisible by the batch shards")
+                continue
+            if not pl.ok:  # the model's rules first, then JAX's placement
+                reject("cannot be placed on whole physical axes")
                 continue
             lay = Layout(sl, {a: ici.get(a, 1) for a in order}, {a: dcn.get(a, 1) for a in order}, pl)
             cand = Candidate(lay, price(inp, lay, flops))

@@ -199,11 +199,9 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
         if ici_t[_EXPERT] > 1 and not moe:
             reject("expert parallelism without experts")
             continue
-        pl = _place(sl, shape, allow_split)
-        if not pl.ok:
-            generated += len(dcn_options)
-            reject("cannot be placed on whole physical axes", len(dcn_options))
-            continue
+        # placed only once an assignment passes the model's divisibility rules (JAX's placement is the costly
+        # check; an assignment that fails both is counted under the model's rule)
+        pl: Placement | None = None
         for dcn_t, full_dcn, factors in zip(dcn_options, dcn_dicts, dcn_factors, strict=True):
             generated += 1
             total = shape if factors is None else [d * f for d, f in zip(shape, factors, strict=True)]
@@ -225,6 +223,11 @@ def _enumerate(inp: Inputs, sl: Slice, allow_split: bool) -> Enumeration:
                 shards *= total[i]
             if not whole_batch or batch % shards:
                 reject("global batch not divisible by the batch shards")
+                continue
+            if pl is None:
+                pl = _place(sl, shape, allow_split)
+            if not pl.ok:
+                reject("cannot be placed on whole physical axes")
                 continue
             lay = Layout(sl, dict(zip(_ORDER, shape, strict=True)), dict(full_dcn), pl)
             key = _cost_key(ici_t, dcn_t, pl)
