@@ -500,12 +500,13 @@ def _load_whole(text: str, lines: list[str]) -> list[_Raw] | None:
 def _syntax_error(msg: str, lines: list[str], line: int, col: int, text: str, index: int | None) -> YamlSyntaxError:
     """A parser error at (line, col); when a character YAML reads as a line break (U+2028, U+2029, U+0085) and
     editors do not comes before it, the message says where: it is the usual cause of an error nobody can see."""
-    odd = _YAML_BREAKS.search(text, 0, index + 1 if index is not None else len(text))
-    if odd is not None:
-        ol, oc = position(text, odd.start())
+    before = _YAML_BREAKS.findall(text, 0, index + 1 if index is not None else len(text))
+    if before:  # the last one before the error: the likeliest cause
+        odd = text.rindex(before[-1], 0, index + 1 if index is not None else len(text))
+        ol, oc = position(text, odd)
         if ol <= line:
             msg += (
-                f" (line {ol + 1}, column {oc + 1} has {_char_name(odd[0])}, which YAML reads as a line break "
+                f" (line {ol + 1}, column {oc + 1} has {_char_name(text[odd])}, which YAML reads as a line break "
                 "and editors do not)"
             )
     end = len(lines[line]) if 0 <= line < len(lines) else col

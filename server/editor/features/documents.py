@@ -1,15 +1,60 @@
 """The document lifecycle: analyse on open and on each change (debounced), run the agents on open and save,
-forget everything on close."""
+forget everything on close.
+
+Also the server's copy of each open document counts lines as the client does. pygls' TextDocument splits its
+text with `str.splitlines`, which also breaks at U+2028, U+2029, U+0085, `\\v`, `\\f` and `\\x1c`-`\\x1e`; LSP
+clients break only at `\\n`, `\\r\\n` and `\\r`. With one of those characters in a comment, every incremental edit
+below it landed on the wrong line and every diagnostic there was published a line off. `ClientLinesDocument`
+splits as the client does (server/config/source.py split_lines), and `use_client_lines` makes the workspace
+create documents of that kind.
+"""
 
 from __future__ import annotations
 
-from lsprotocol import types as lsp
+from collections.abc import Sequence
+from typing import Any
 
+from lsprotocol import types as lsp
+from pygls.workspace import TextDocument, Workspace
+
+from server.config.source import split_lines
 from server.editor import background
 from server.editor.server import DEBOUNCE_S, AsapServer
 
 
+class ClientLinesDocument(TextDocument):
+    """pygls' TextDocument with lines as LSP clients count them: incremental changes, position conversion
+    (UTF-16 and the rest) and ranges all read `lines`."""
+
+    @property
+    def lines(self) -> Sequence[str]:
+        return tuple(split_lines(self.source, keepends=True))
+
+
+_INSTALLED = "_asap_client_lines"
+
+
+def use_client_lines(workspace: Workspace) -> None:
+    """Make `workspace` create ClientLinesDocuments from now on, and turn the documents it already holds into
+    ones. Idempotent and cheap: did_open calls it, because pygls stores an opened document before the handler
+    runs (and before any change to it arrives)."""
+    if not getattr(workspace, _INSTALLED, False):
+        create = workspace._create_text_document  # pygls' one factory of documents (open, and read from disk)
+
+        def create_client_lines(*args: Any, **kwargs: Any) -> TextDocument:
+            doc = create(*args, **kwargs)
+            doc.__class__ = ClientLinesDocument
+            return doc
+
+        setattr(workspace, "_create_text_document", create_client_lines)  # noqa: B010 - an instance's method
+        setattr(workspace, _INSTALLED, True)
+    for doc in workspace.text_documents.values():
+        if type(doc) is TextDocument:
+            doc.__class__ = ClientLinesDocument
+
+
 def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    use_client_lines(ls.workspace)
     ls.failed.clear()  # reopening a config retries a profile that failed or was cancelled
     ls.schedule(params.text_document.uri)
     background.start(ls, params.text_document.uri, "agents")
