@@ -197,7 +197,8 @@ class AsapServer(LanguageServer):
 
     def ready_analysis(self, doc: TextDocument) -> Analysis | None:
         """Never waits: the analysis of the document as it is now when it is ready, else None, having started one
-        if none is on its way. For request handlers (hover, code action, code lens): they answer from this."""
+        if none is on its way (none is retried for a version whose analysis failed: `analysis_failed`). For the
+        request handlers that answer from what is ready (hover, code lens)."""
         st = self.state(doc.uri)
         an = st.ready(doc.version)
         if an is None and self.too_large(doc) is None and st.failed != (doc.version, st.generation):
@@ -205,6 +206,11 @@ class AsapServer(LanguageServer):
             if job is None or job.done():
                 self.schedule(doc.uri)
         return an
+
+    def analysis_failed(self, doc: TextDocument) -> bool:
+        """Whether the analysis of the document as it is now raised (logged): nothing is on its way."""
+        st = self.state(doc.uri)
+        return st.failed == (doc.version, st.generation)
 
     def agents_of(self, doc: TextDocument) -> AnalysisReport | None:
         """The agents' report when it is of the document as it is now."""

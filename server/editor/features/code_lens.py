@@ -30,7 +30,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         return []
     an = ls.ready_analysis(doc)
     if an is None:
-        return _analysing(ls, doc)
+        return [] if ls.analysis_failed(doc) else _analysing(ls, doc)
     anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
     if anchor is None:
         return []

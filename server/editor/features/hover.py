@@ -28,7 +28,7 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
         return _hover(doc, explain.diagnostic_md([big], line, col))
     an = ls.ready_analysis(doc)
     if an is None:
-        return _analysing(doc, line)
+        return None if ls.analysis_failed(doc) else _analysing(doc, line)
     st = ls.state(doc.uri)
     # each diagnostic under the cursor explained (the agents' diagnosis has its own section below)
     shown = ls.shown(doc, an, agents=False)

@@ -1,0 +1,79 @@
+"""The per-document state's bookkeeping of analyses, in process: the latest version wins, an invalidated generation's
+result is dropped, a failure is remembered for its version, and the size limit's one finding."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from server.editor.server import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_LINES, oversize
+from server.editor.state import DocumentState
+
+
+def done(loop: asyncio.AbstractEventLoop, value: Any = None, error: Exception | None = None) -> asyncio.Future[Any]:
+    fut = loop.create_future()
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)
+    return fut
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def test_state_latest_version_wins(loop: asyncio.AbstractEventLoop):
+    st = DocumentState()
+    st.analysed(3, 0, done(loop, "v3"))
+    st.analysed(2, 0, done(loop, "v2"))  # an older version finishing later is not kept
+    assert st.ready(3) == "v3" and st.ready(2) is None
+    assert st.last is not None and st.last.version == 3
+    st.analysed(4, 0, done(loop, "v4"))
+    assert st.ready(3) is None and st.ready(4) == "v4"
+
+
+def test_state_invalidated_generation_is_dropped(loop: asyncio.AbstractEventLoop):
+    st = DocumentState()
+    st.analysed(1, 0, done(loop, "old parents"))
+    st.invalidate()  # a parent changed: version 1 must be analysed again
+    assert st.ready(1) is None
+    st.analysed(1, 0, done(loop, "old parents, late"))  # started before the invalidation
+    assert st.ready(1) is None
+    st.analysed(1, 1, done(loop, "new parents"))
+    assert st.ready(1) == "new parents"
+
+
+def test_state_failure_remembered_for_its_version(loop: asyncio.AbstractEventLoop):
+    st = DocumentState()
+    st.analysed(1, 0, done(loop, error=ValueError("a bug in a rule")))
+    assert st.failed == (1, 0) and st.ready(1) is None
+    st.invalidate()
+    assert st.failed is None
+
+
+def test_state_publishable_only_after_its_refresh(loop: asyncio.AbstractEventLoop):
+    st = DocumentState()
+    st.analysed(1, 0, done(loop, "v1"))
+    assert st.publishable(1) is None  # the refresh has not published it with the profile yet
+    st.refreshed = (1, 0)
+    assert st.publishable(1) == "v1"
+    st.invalidate()
+    assert st.publishable(1) is None
+
+
+def test_oversize_limits():
+    assert oversize("a: 1\n" * 100) is None
+    by_lines = oversize("a: 1\n" * MAX_DOCUMENT_LINES)
+    assert by_lines is not None and "10,001 lines" in by_lines.message
+    assert oversize("a: 1\r" * MAX_DOCUMENT_LINES) is not None  # CR line ends count too
+    by_bytes = oversize("x: [" + "1, " * (MAX_DOCUMENT_BYTES // 3) + "]\n")
+    assert by_bytes is not None and "KiB" in by_bytes.message and by_bytes.span.end_column == 200
+    # a multi-byte text under the limit in characters but over it in UTF-8
+    wide = "k: '" + "é" * (MAX_DOCUMENT_BYTES // 2) + "'\n"
+    assert len(wide) < MAX_DOCUMENT_BYTES and oversize(wide) is not None
