@@ -150,10 +150,12 @@ def test_robust_input_merged_keys_resolve_and_fixes_leave_the_merge_alone(tmp_pa
     assert f.fixes and all(e.span.line != 4 or e.span.column == e.span.end_column for x in f.fixes for e in x.edits)
 
 
-def test_robust_input_alias_and_anchor_spans_are_on_their_own_line():
+def test_robust_input_alias_anchor_and_bom_spans():
     src = source.parse("a: &v 5\nb: *v\n&k c: 1\n")
     assert src.entries["b"].value_span == source.Span(1, 3, 1, 5)  # the alias, not the anchored value on line 1
     assert src.entries["c"].key_span == source.Span(2, 3, 2, 4)  # the key, past its anchor
+    a = source.parse("\ufeffa: 1\n").entries["a"]  # ruamel counts no column for a byte-order mark; the text does
+    assert (a.key_span, a.value_span) == (source.Span(0, 1, 0, 2), source.Span(0, 4, 0, 5))
 
 
 def test_robust_input_document_not_utf8(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import unicodedata
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -77,8 +78,6 @@ def position(text: str, offset: int) -> tuple[int, int]:
 
 
 def _char_name(ch: str) -> str:
-    import unicodedata
-
     return f"U+{ord(ch):04X} {unicodedata.name(ch, 'control character')}"
 
 
@@ -261,20 +260,33 @@ def _yaml() -> YAML:
 
 
 # -- nesting ----------------------------------------------------------------------------------------------
-_BRACKET = re.compile(r"[\[\]{}]")
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_PAIR = re.compile(r"[\[{][\]}]")
 _BLOCK_PREFIX = re.compile(r"^(?:[ ]|[-?:](?=[ ]|$))*", re.M)
+_SHALLOW = 16  # a block prefix shorter than this on every line: at most 2 x 16 levels of block nesting
+_DEEP_PREFIX = re.compile(r"^[ ?:-]{" + str(_SHALLOW) + "}", re.M)  # a superset of the prefixes: quick
 
 
 def _depth_bound(text: str) -> int:
-    """An upper bound on the nesting depth, cheap enough for every keystroke: each level of block nesting
-    starts at least one column to the right of the one above (a list under a key may share its column, hence
-    x2), and each flow level opens a bracket (brackets inside strings and comments only raise the bound)."""
-    depth = deepest = 0
-    for m in _BRACKET.finditer(text):
-        depth = depth + 1 if m[0] in "[{" else max(0, depth - 1)
-        deepest = max(deepest, depth)
-    indent = max((m.end() - m.start() for m in _BLOCK_PREFIX.finditer(text)), default=0)
-    return deepest + 2 * (indent + 1)
+    """A bound on the nesting depth, cheap enough for every keystroke: each level of block nesting starts at
+    least one column to the right of the one above (a list under a key may share its column, hence x2), and
+    each flow level opens a bracket. Brackets in strings and comments count too: opening ones raise the bound,
+    closing ones could lower it below the truth, which the parse's RecursionError then catches."""
+    indent = _SHALLOW - 1
+    if _DEEP_PREFIX.search(text):
+        indent = max(m.end() - m.start() for m in _BLOCK_PREFIX.finditer(text))
+    opening = text.count("[") + text.count("{")
+    if opening + 2 * (indent + 1) <= MAX_DEPTH:
+        return opening + 2 * (indent + 1)
+    brackets = _NOT_BRACKET.sub("", text)
+    depth = 0  # each pass removes the innermost pairs: as many passes as levels
+    while depth <= MAX_DEPTH:
+        brackets, removed = _BRACKET_PAIR.subn("", brackets)
+        if not removed:
+            break
+        depth += 1
+    unclosed = brackets.count("[") + brackets.count("{")
+    return depth + unclosed + 2 * (indent + 1)
 
 
 def _too_deep(text: str) -> tuple[int, int] | None:
@@ -423,7 +435,9 @@ def parse(text: str, path: Path | None = None, incremental: bool = True) -> Yaml
     merged: dict[str, Entry] = {}
     if raw is None:
         return YamlSource(path, text, entries, False, lines)
+    bom = int(text.startswith("\ufeff"))  # ruamel does not count a byte-order mark as a column; the text has it
     for key, value, (kl, kc), (vl, vc), is_merged in raw:
+        kc, vc = kc + (bom if kl == 0 else 0), vc + (bom if vl == 0 else 0)
         line = lines[kl] if 0 <= kl < len(lines) else ""
         if is_merged:
             key_span = Span(kl, kc, kl, kc + 2)  # the `<<`
@@ -476,6 +490,7 @@ def _load_whole(text: str, lines: list[str]) -> list[_Raw] | None:
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line, col = (mark.line, mark.column) if mark else (0, 0)
+        col += int(line == 0 and text.startswith("\ufeff"))  # a byte-order mark is no column to ruamel
         problem = e.problem or e.context or "invalid YAML"
         detail = f"{e.context}: {problem}" if e.context and e.problem else problem
         index = getattr(mark, "index", None) if mark else None
