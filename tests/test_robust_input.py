@@ -314,3 +314,21 @@ def test_robust_input_seeded_mutations_never_raise(tmp_path: Path):
             assert f.file in (path, None) or f.file.parent == tmp_path, f
             assert 0 <= f.span.line < n_lines + 1 and (f.key is None or isinstance(f.key, str)), (f, text)
     assert time.perf_counter() - started < 20
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("max_target_length", "1e300", "beyond what ASAP prices"),
+        ("max_target_length", ".nan", "finite number > 0"),
+        ("max_target_length", "4096.5", "whole number"),
+        ("gradient_accumulation_steps", "1e300", "beyond what ASAP prices"),
+        ("gradient_accumulation_steps", ".inf", "finite number > 0"),
+    ],
+)
+def test_sequence_and_accumulation_are_checked_where_the_estimate_reads_them(key: str, value: str, words: str) -> None:
+    an = analyze(None, f"model_name: llama2-7b\ncompile_topology: v5e-16\n{key}: {value}\n")
+    assert an.estimate is None
+    found = [f for f in an.diagnostics if f.code == "ASAP129"]
+    assert found and words in found[0].message and key in found[0].message
+    assert found[0].span.line == 2  # 0-based: the key's own line

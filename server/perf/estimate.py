@@ -5,10 +5,12 @@ other layout. Plain data with a stable JSON form (`asap estimate --json`, README
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from server.common.dims import whole_number
 from server.config.mesh import MeshCheck
 from server.config.resolve import Config
 from server.perf import arith, layout, memory, roofline, steptime
@@ -275,10 +277,25 @@ class Estimate:
         }
 
 
-def _num(cfg: Config, key: str, default: Any, positive: bool = True) -> Any:
+# The longest sequence and the most accumulation steps ASAP prices: far beyond any run, and small enough that
+# every FLOP and byte count formed from them stays a finite float.
+MAX_SEQ = 2**26
+MAX_ACCUMULATION = 2**20
+
+
+def _num(cfg: Config, key: str, default: Any, positive: bool = True, whole: bool = False, cap: float = math.inf) -> Any:
+    """A numeric input read once, where it is read: finite, > 0 (when `positive`), whole (when `whole`, as MaxText
+    coerces it: 4.0 is 4) and at most `cap`. Raises EstimateError at the key otherwise."""
     v = cfg.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (positive and v <= 0):
-        raise EstimateError(key, f"{key} must be a number > 0, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
+        raise EstimateError(key, f"{key} must be a finite number > 0, got {v!r}")
+    if whole:
+        n = whole_number(v)
+        if n is None:
+            raise EstimateError(key, f"{key} must be a whole number, got {v!r}")
+        v = n
+    if v > cap:
+        raise EstimateError(key, f"{key} {v:g} is beyond what ASAP prices (at most {cap:,.0f})")
     return v
 
 
@@ -310,6 +327,9 @@ class Inputs:
 
 def inputs(cfg: Config) -> Inputs:
     """Read the mesh-independent inputs of a config. Raises EstimateError at the key to blame."""
+    pdbs = float(_num(cfg, "per_device_batch_size", 12.0))
+    seq = int(_num(cfg, "max_target_length", 2048, whole=True, cap=MAX_SEQ))
+    gas = int(_num(cfg, "gradient_accumulation_steps", 1, whole=True, cap=MAX_ACCUMULATION))
     try:
         s = arith.shape(cfg)
         bpp = arith.bytes_per_param(cfg)
@@ -317,9 +337,6 @@ def inputs(cfg: Config) -> Inputs:
         mt = training_tflops_per_device(cfg.get)
     except ArithError as e:
         raise EstimateError(e.key, str(e)) from None
-    pdbs = float(_num(cfg, "per_device_batch_size", 12.0))
-    seq = int(_num(cfg, "max_target_length", 2048))
-    gas = int(_num(cfg, "gradient_accumulation_steps", 1))
     tiles = cfg.get("num_vocab_tiling", 1)
     micro = cfg.get("num_pipeline_microbatches", None)
     return Inputs(
