@@ -21,7 +21,7 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity
 from server.config.mesh import check
 from server.config.resolve import Config, load, parse_override, with_overrides
-from server.config.source import YamlSyntaxError
+from server.config.source import YamlSyntaxError, read_text
 from server.perf.enumeration import top_alternatives
 from server.perf.estimate import EstimateError, estimate
 from server.profiles.profile import ProfileError
@@ -85,11 +85,9 @@ def _read_config(name: str) -> tuple[Path, str] | CliError:
     """The config's path and text, or why it cannot be read."""
     path = Path(name)
     try:
-        return path, path.read_text(encoding="utf-8")
+        return path, read_text(path)  # located: "not UTF-8 (byte 0xe9 at line 2)", "too large: ..."
     except OSError as e:
         return CliError("read", f"cannot read {name}: {e.strerror or e}", name)
-    except UnicodeDecodeError as e:
-        return CliError("read", f"cannot read {name}: not UTF-8 text (byte {e.start})", name)
 
 
 def _analysed(args: argparse.Namespace, mesh: bool = False) -> tuple[Path, str, Analysis, dict[str, Any]] | CliError:

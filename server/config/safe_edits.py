@@ -37,7 +37,7 @@ from server.common.findings import Finding, Fix, Span, TextEdit
 from server.config.apply import apply_text, ends_with_break, line_ending, line_starts, offset, with_line_ending
 from server.config.mesh import check
 from server.config.resolve import Reader, load
-from server.config.source import Entry, YamlSource, YamlSyntaxError, parse, plain
+from server.config.source import Entry, YamlSource, YamlSyntaxError, parse, plain, split_lines
 
 log = logging.getLogger("asap")
 
@@ -405,7 +405,7 @@ def _on_value(e: TextEdit, entry: Entry) -> bool:
 def _comments(text: str) -> list[str]:
     """Every comment of the text (from `#` to the end of its line), outside quoted scalars on the line."""
     out = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         if "#" not in line:
             continue
         quote = ""
