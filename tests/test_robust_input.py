@@ -131,6 +131,9 @@ def test_robust_input_cli_check_reports_it(
     path.write_bytes(text.encode("utf-8"))
     status = cli(["check", str(path), "--json"])
     out = capsys.readouterr()
+    if len(text.encode("utf-8")) > MAX_DOCUMENT_BYTES:  # the CLI refuses to read it: exit 2, a located reason
+        assert status == 2 and "too large" in json.loads(out.out)["errors"][0]["message"], out.out
+        return
     assert status in (0, 1), out.err  # findings (ASAP129 is a warning); 3 would be an exception inside ASAP
     found = [f for f in json.loads(out.out)["findings"] if f["code"] == code]
     assert [(f["line"], f["key"]) for f in found] == [(line, key)], out.out
