@@ -301,18 +301,21 @@ def random_change(rng: random.Random, text: str) -> lsp.TextDocumentContentChang
 class Session:
     """Cases through one long-lived server; `tally` counts what went wrong."""
 
-    def __init__(self, client: FuzzClient, workdir: Path, tally: Tally, rng: random.Random) -> None:
+    def __init__(
+        self, client: FuzzClient, workdir: Path, tally: Tally, rng: random.Random, request_s: float = REQUEST_S
+    ) -> None:
         self.client, self.workdir, self.tally, self.rng = client, workdir, tally, rng
+        self.request_s = request_s
         self.n = 0
         (workdir / PARENT).write_text((ROOT / "examples" / PARENT).read_text(encoding="utf-8"), encoding="utf-8")
 
     async def request(self, what: str, case: Case, call: Callable[[], Any]) -> tuple[bool, Any]:
-        """One request, timed: (answered, result). An error response or no answer within REQUEST_S is counted."""
+        """One request, timed: (answered, result). An error response or no answer within `request_s` is counted."""
         started = time.perf_counter()
         try:
-            result = await asyncio.wait_for(call(), REQUEST_S)
+            result = await asyncio.wait_for(call(), self.request_s)
         except TimeoutError:
-            self.tally.add("hang", case, f"{what}: no answer within {REQUEST_S:.0f} s")
+            self.tally.add("hang", case, f"{what}: no answer within {self.request_s:.0f} s")
             return False, None
         except JsonRpcException as e:
             self.tally.add("request error", case, f"{what}: {type(e).__name__} {e.code}: {e}\n{e.data or ''}")
@@ -353,10 +356,14 @@ class Session:
         hovers: int = 3,
         resync: bool = True,
         agents: float = 0.0,
+        rng: random.Random | None = None,
     ) -> list[Problem]:
         """One case: at most `fixes` quick fixes applied, `edits` incremental changes, `hovers` hover positions;
         `resync`: compare with a fresh open after the edits; `agents`: wait up to that many seconds for the
-        agents' diagnosis (ASAP300) first, so that its proposals are offered too. Returns the problems found."""
+        agents' diagnosis (ASAP300) first, so that its proposals are offered too; `rng`: where the hovers and
+        edits go (default: the session's). Returns the problems found."""
+        if rng is not None:
+            self.rng = rng
         if not self.client.alive():
             self.tally.add("server exit", case, "the server is not running")
             return self.tally.problems[-1:]
@@ -566,7 +573,7 @@ def _diff(want: list[tuple[Any, ...]], got: list[tuple[Any, ...]]) -> str:
     return f"expected but missing {sorted(missing)[:3]}; unexpected {sorted(extra)[:3]}"
 
 
-async def start(tally: Tally, workdir: Path, seed: int) -> Session:
+async def start(tally: Tally, workdir: Path, seed: int, request_s: float = REQUEST_S) -> Session:
     client = FuzzClient()
     await client.launch()
-    return Session(client, workdir, tally, random.Random(seed))
+    return Session(client, workdir, tally, random.Random(seed), request_s)
