@@ -30,7 +30,7 @@ def loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
     monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))
     cfg = tmp_path / "c.yml"
     cfg.write_text(CONFIG)
-    write_profile(tmp_path / "runs" / "before", "comm", seed=1)
+    write_profile(tmp_path / "runs" / "before", "comm")
     doc, _ = run_report(Experiment(cfg, workspace=tmp_path))
     p1 = doc.proposals[0]
     an = analyze(cfg)
@@ -53,7 +53,7 @@ def test_an_analysis_is_logged_with_its_predictions(loop) -> None:  # type: igno
 
 def test_outcome_of_the_applied_proposal(loop, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     cfg, doc, applied = loop
-    write_profile(tmp_path / "runs" / "after", "compute", seed=2)
+    write_profile(tmp_path / "runs" / "after", "compute")
     an = analyze(cfg)
     assert an.check.mesh_dict()["ici"]["fsdp"] == 4  # the file now has proposal 1's mesh
     measured = experiments.measure(an, tmp_path / "runs" / "after")
@@ -88,13 +88,13 @@ def test_outcome_refuses_the_wrong_run(loop, tmp_path: Path) -> None:  # type: i
     cfg, _, applied = loop
     an = analyze(cfg)
     old = tmp_path / "runs" / "old"
-    write_profile(old, "compute", seed=3)
+    write_profile(old, "compute")
     for f in old.glob("*.xplane.pb"):  # captured before proposal 1 was applied
         os.utime(f, (applied["applied_at"] - 3600, applied["applied_at"] - 3600))
     with pytest.raises(experiments.OutcomeError, match="predates applying proposal 1"):
         experiments.record_outcome(an, cfg, experiments.measure(an, old))
     bigger = tmp_path / "runs" / "bigger"  # a run on 8 devices: another slice size
-    write_profile(bigger, "comm", hosts=2, seed=4)
+    write_profile(bigger, "comm", hosts=2)
     with pytest.raises(experiments.OutcomeError, match="another run"):
         experiments.record_outcome(an, cfg, experiments.measure(an, bigger))
     edited = (
@@ -104,7 +104,7 @@ def test_outcome_refuses_the_wrong_run(loop, tmp_path: Path) -> None:  # type: i
     )
     cfg.write_text(edited)
     an2 = analyze(cfg)
-    write_profile(tmp_path / "runs" / "later", "compute", seed=5)
+    write_profile(tmp_path / "runs" / "later", "compute")
     with pytest.raises(experiments.OutcomeError, match="none of the applied proposals"):
         experiments.record_outcome(an2, cfg, experiments.measure(an2, tmp_path / "runs" / "later"))
     with pytest.raises(ProfileError):
@@ -115,7 +115,7 @@ def test_cli_outcome_and_stats(loop, tmp_path: Path, capsys: pytest.CaptureFixtu
     cfg, _, _ = loop
     assert main(["outcome", str(cfg), "--profile", str(tmp_path / "runs" / "missing")]) == 1
     assert "asap outcome:" in capsys.readouterr().err
-    write_profile(tmp_path / "runs" / "after", "hbm", seed=6)
+    write_profile(tmp_path / "runs" / "after", "hbm")
     assert main(["outcome", str(cfg), "--profile", str(tmp_path / "runs" / "after"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["bottleneck_after"] == "hbm" and out["rank"] == 1

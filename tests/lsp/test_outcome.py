@@ -27,7 +27,7 @@ async def command(client: AsapClient, name: str, *args: object) -> object:
 async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClient, tmp_path: Path):
     cfg = tmp_path / "c.yml"
     cfg.write_text(CONFIG)
-    write_profile(tmp_path / "runs" / "before", "comm", seed=1)
+    write_profile(tmp_path / "runs" / "before", "comm")
     doc = Doc(shared, cfg).open()
     diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == AGENTS for d in ds), timeout=90)
     (diag,) = [d for d in diags if d.code == AGENTS]
@@ -52,7 +52,7 @@ async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClie
     doc.save()
 
     # the run with the new mesh: its profile is linked, read in the background, and recorded by itself
-    write_profile(tmp_path / "runs" / "after", "compute", seed=2)
+    write_profile(tmp_path / "runs" / "after", "compute")
     mark = len(shared.log_messages)
     doc.replace_all(doc.text.replace("runs/before", "runs/after"))
     doc.save()
@@ -62,7 +62,7 @@ async def test_apply_record_then_the_new_profile_is_the_outcome(shared: AsapClie
 
     # on request, with a profile of another slice size: refused with the reason
     other = tmp_path / "runs" / "eight"
-    write_profile(other, "comm", hosts=2, seed=3)
+    write_profile(other, "comm", hosts=2)
     with pytest.raises(Exception, match="another run"):
         await command(shared, "asap.server.recordOutcome", doc.uri, str(other))
     doc.close()

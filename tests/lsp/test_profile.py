@@ -11,7 +11,6 @@ conversion cannot be served by another test's identical profile.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import random
@@ -36,7 +35,18 @@ LINK_COMMAND = "asap.server.linkProfile"
 CONVERSION_S = 60.0  # a conversion takes about a second; a loaded machine may take much longer
 
 REAL = ROOT.parent / "shared" / "fixtures" / "xprof-real-tpu-v5-training"  # exported tool JSON of a v5p-8 run
-_SEEDS = itertools.count(random.SystemRandom().randrange(1 << 40))
+# Each synthetic profile's seed: drawn from a seeded Random (the same profiles every run), never twice in a session.
+_SEEDS = random.Random(20260301)
+_DRAWN: set[int] = set()
+
+
+def profile_seed() -> int:
+    """A seed no other profile of this session has (step_jitter makes each seed a different content)."""
+    while (seed := _SEEDS.randrange(1 << 40)) in _DRAWN:
+        pass
+    _DRAWN.add(seed)
+    return seed
+
 
 MESH = """\
 model_name: llama2-7b
@@ -53,7 +63,7 @@ def profile_tokens(client: AsapClient) -> set[str]:
 
 def synth(run_dir: Path, scenario: str = "comm") -> Path:
     """A synthetic one-host profile in `run_dir`, with content no other test has."""
-    write_profile(run_dir, scenario, step_jitter=0.02, seed=next(_SEEDS))
+    write_profile(run_dir, scenario, step_jitter=0.02, seed=profile_seed())
     return run_dir
 
 
@@ -186,7 +196,7 @@ async def test_missing_profile_warns_at_the_path_in_the_comment(shared: AsapClie
 @pytest.mark.parametrize("damage", ["random", "truncated", "empty"])
 async def test_corrupt_profile_warns_and_server_keeps_answering(shared: AsapClient, tmp_path: Path, damage: str):
     run = tmp_path / "broken"
-    (pb,) = write_profile(run, "compute", seed=next(_SEEDS), step_jitter=0.02)
+    (pb,) = write_profile(run, "compute", seed=profile_seed(), step_jitter=0.02)
     if damage == "random":
         pb.write_bytes(random.Random(7).randbytes(4096))
     elif damage == "truncated":
@@ -211,7 +221,7 @@ async def test_corrupt_profile_warns_and_server_keeps_answering(shared: AsapClie
 @module_loop
 async def test_cancelled_conversion_warns_and_reopening_retries(shared: AsapClient, tmp_path: Path):
     run = tmp_path / "run"
-    write_profile(run, "comm", scale=50, seed=next(_SEEDS), step_jitter=0.02)  # larger: more time to cancel in
+    write_profile(run, "comm", scale=50, seed=profile_seed(), step_jitter=0.02)  # larger: more time to cancel in
     cfg = config_with_comment(tmp_path / "cancelled.yml", str(run))
     logs = len(shared.log_messages)
     doc = Doc(shared, cfg).open()
