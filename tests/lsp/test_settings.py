@@ -54,9 +54,10 @@ async def test_settings_default_slice_from_workspace_configuration(fresh: AsapCl
     fresh.set_configuration({"defaultSlice": "v5e-16"}, section="asap")
     await initialize(fresh)
     doc = Doc(fresh, no_slice(tmp_path)).open()
-    # The pull happens in `initialized`, racing with didOpen: the published result must
-    # end up reflecting the pulled setting.
-    diags = await doc.diagnostics(version=1, where=has("ASAP101"), timeout=5)
+    # The pull happens in `initialized`, racing with didOpen: once it is done (logged), a publish of version 1 with
+    # the pulled setting follows, whichever came first (the open's analysis, or the re-analysis after the pull).
+    await wait_for_log(fresh, "settings:")
+    diags = await doc.diagnostics(version=1, where=has("ASAP101"))
     assert codes(diags) == ["ASAP101"]
 
 
@@ -65,15 +66,18 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     await initialize(fresh)
     await wait_for_log(fresh, "settings:")  # the pull in `initialized` is done
     doc = Doc(fresh, no_slice(tmp_path)).open()
-    await doc.diagnostics(version=1, where=has("ASAP101"), timeout=5)
+    diags = await doc.diagnostics(version=1)  # analysed with the pulled setting: it came before the open
+    assert codes(diags) == ["ASAP101"] and "16" in by_code(diags, "ASAP101").message
+
+    # Each change below waits for the publish that reflects it: the agents started on open publish version 1
+    # again when they finish (with the settings of then), which may fall after a change is sent.
 
     # The user changes the setting; VS Code sends didChangeConfiguration with null settings
     # and the server pulls.
     fresh.set_configuration({"defaultSlice": "v5e-8"}, section="asap")
     doc.mark = len(fresh.publishes)
     fresh.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
-    diags = await doc.diagnostics(version=1)
-    assert "ASAP101" not in codes(diags), "8 devices, fsdp=8: the mesh matches the slice"
+    diags = await doc.diagnostics(version=1, where=lambda ds: "ASAP101" not in codes(ds))  # 8 devices, fsdp=8
     assert {"ASAP121", "ASAP122"} & set(codes(diags)), "but 7B params x 16 bytes over 8 chips of 16 GB is over HBM"
 
     # Settings pushed in the notification itself are taken as they are.
@@ -81,7 +85,9 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     fresh.workspace_did_change_configuration(
         lsp.DidChangeConfigurationParams(settings={"asap": {"defaultSlice": "v5e-32"}})
     )
-    diags = await doc.diagnostics(version=1)
+    diags = await doc.diagnostics(
+        version=1, where=lambda ds: any(d.code == "ASAP101" and "32" in d.message for d in ds)
+    )
     assert codes(diags) == ["ASAP101"] and "32" in by_code(diags, "ASAP101").message
 
     # A bad slice name in the setting is reported, not crashed on.
@@ -89,7 +95,7 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
     fresh.workspace_did_change_configuration(
         lsp.DidChangeConfigurationParams(settings={"asap": {"defaultSlice": "v5e-7"}})
     )
-    diags = await doc.diagnostics(version=1)
+    diags = await doc.diagnostics(version=1, where=has("ASAP005"))
     assert codes(diags) == ["ASAP005"] and "defaultSlice" in diags[0].message
 
 
@@ -105,7 +111,7 @@ async def test_settings_show_estimate_false_hides_the_information_line_only(fres
     fresh.workspace_did_change_configuration(
         lsp.DidChangeConfigurationParams(settings={"asap": {"showEstimate": True}})
     )
-    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP120" for d in ds), timeout=5)
+    diags = await doc.diagnostics(version=1, where=has("ASAP120"))  # the re-analysis with the pushed setting
     assert [d.code for d in diags] == ["ASAP120"]
 
 
@@ -149,7 +155,7 @@ async def test_profile_search_paths_setting(fresh: AsapClient, tmp_path: Path):
     from profiles.synth import write_profile
 
     mirror = tmp_path / "mirror"
-    write_profile(mirror / "r7" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "hbm", seed=77)
+    write_profile(mirror / "r7" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "hbm")
     await initialize(fresh, {"settings": {"profileSearchPaths": [str(mirror)]}})
     cfg = tmp_path / "c.yml"
     cfg.write_text(
