@@ -8,14 +8,18 @@ draws the same cases. bench/fuzz.py runs the long version (10,000 configs, and t
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from fuzzing import cli
+from fuzzing import textmodel as tm
 from fuzzing.mutations import EXAMPLES, FILE_NAME, PARENT, Case
 from fuzzing.strategies import cases, every_mutation
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lsprotocol import types as lsp
 
 from server.cli import main as cli_main
 
@@ -85,3 +89,35 @@ def test_fuzz_cli_oracle_counts_what_it_must(
     assert [p.kind for p in problems] == [kind], problems
     if kind == "internal error":
         assert "Traceback" in problems[0].detail and "RuntimeError: injected" in problems[0].detail
+
+
+# -- the client-side text model the server fuzz checks against (tests/fuzzing/textmodel.py) --------------------
+@given(st.text(alphabet="ab\r\n\u2028\x85\x0c\U0001f600é"), st.data())
+@settings(derandomize=True, max_examples=200, database=None)
+def test_fuzz_textmodel_positions_round_trip(text: str, data: st.DataObject):
+    """Positions on the client's lines (only \\r\\n, \\r and \\n break one; UTF-16 columns) map back to their index."""
+    index = data.draw(st.integers(0, len(text)))
+    if tm.splits_crlf(text, index):
+        index -= 1
+    pos = tm.position(text, index)
+    assert tm.offset(text, pos) == index
+    assert pos.line < tm.line_count(text) == len(re.findall(r"\r\n|\r|\n", text)) + 1
+    assert tm.in_range(text, lsp.Range(pos, pos))
+
+
+def test_fuzz_textmodel_sees_what_a_fix_must_keep():
+    before = "a: 1  # one\nb: 2\nici_sequence_parallelism: 1  # legacy\n"
+    b_line = lsp.Range(lsp.Position(1, 3), lsp.Position(1, 4))
+    fixed, spans = tm.apply_edits(before, [lsp.TextEdit(b_line, "4")])
+    assert fixed == "a: 1  # one\nb: 4\nici_sequence_parallelism: 1  # legacy\n"
+    assert tm.fix_violations(before, fixed, spans) == []  # the key it edits may change
+    commented, spans = tm.apply_edits(before, [lsp.TextEdit(lsp.Range(lsp.Position(2, 0), lsp.Position(2, 0)), "# ")])
+    assert tm.fix_violations(before, commented, spans) == []  # its key goes, its comment stays inside the new one
+    assert any("'a'" in v for v in tm.fix_violations(before, before.replace("a: 1", "a: 9"), []))  # not edited
+    assert any("comments lost" in v for v in tm.fix_violations(before, before.replace("  # one", ""), spans))
+    assert tm.fix_violations(before, "a: [1\n", spans) == ["the fixed text is not a YAML mapping a parser reads"]
+    assert tm.fix_violations("a: [1\n", "a: [\n", []) == []  # nothing to keep in a text that did not parse
+    past_end = [lsp.TextEdit(lsp.Range(lsp.Position(1, 0), lsp.Position(1, 0)), "\nb: 2")]  # line 1 of 1
+    with pytest.raises(ValueError, match="past the document"):
+        tm.apply_edits("a: 1", past_end)
+    assert tm.apply_edits("a: 1", past_end, clamp=True)[0] == "a: 1\nb: 2"  # as VS Code applies it
