@@ -109,6 +109,8 @@ def run_cli(cases: list[mut.Case], workdir: Path, repro: Reproducers | None, dea
             counts[p.kind] += 1
             if repro is not None:
                 repro.add("cli", p.signature(), case, p.detail, p.argv)
+        if done % 1000 == 0:
+            print(f"  command line: {done} configs, {sum(counts.values())} problems", file=sys.stderr)
     return counts, {"done": done, "times": times, "statuses": statuses, "slowest": slowest}
 
 
