@@ -116,6 +116,9 @@ def test_fuzz_textmodel_sees_what_a_fix_must_keep():
     assert any("'a'" in v for v in tm.fix_violations(before, before.replace("a: 1", "a: 9"), []))  # not edited
     assert any("comments lost" in v for v in tm.fix_violations(before, before.replace("  # one", ""), spans))
     assert tm.fix_violations(before, "a: [1\n", spans) == ["the fixed text is not a YAML mapping a parser reads"]
+    aliased = "m: &m 1\nici_pipeline_paralelism: *m\n"  # a value that is an alias: its pair is the key's line
+    renamed, spans = tm.apply_edits(aliased, [lsp.TextEdit(lsp.Range(lsp.Position(1, 0), lsp.Position(1, 23)), "x")])
+    assert renamed == "m: &m 1\nx: *m\n" and tm.fix_violations(aliased, renamed, spans) == []
     assert tm.fix_violations("a: [1\n", "a: [\n", []) == []  # nothing to keep in a text that did not parse
     past_end = [lsp.TextEdit(lsp.Range(lsp.Position(1, 0), lsp.Position(1, 0)), "\nb: 2")]  # line 1 of 1
     with pytest.raises(ValueError, match="past the document"):

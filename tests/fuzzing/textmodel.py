@@ -152,12 +152,18 @@ def read(text: str) -> Reading | None:
         return Reading([], comments(text))
     if not isinstance(node, MappingNode):
         return None
-    keys = [
-        (str(k.value), _value(v), k.start_mark.index, v.end_mark.index)
-        for k, v in node.value
-        if isinstance(k, ScalarNode)
-    ]
+    pairs = [(k, v) for k, v in node.value if isinstance(k, ScalarNode)]
+    keys = [(str(k.value), _value(v), k.start_mark.index, _pair_end(text, k, v)) for k, v in pairs]
     return Reading(keys, comments(text))
+
+
+def _pair_end(text: str, key: Node, value: Node) -> int:
+    """Where a top-level pair's text ends: its value's end, or for an alias (the node is the anchor's, written
+    before) the end of the key's line."""
+    if value.start_mark.index >= key.start_mark.index:
+        return max(key.end_mark.index, value.end_mark.index)
+    found = _BREAK.search(text, key.end_mark.index)
+    return found.start() if found else len(text)
 
 
 def fix_violations(before: str, after: str, spans: Iterable[tuple[int, int]]) -> list[str]:
