@@ -138,7 +138,7 @@ async def run_server(
             large = any(m in mut.LARGE for m in case.mutations)
             problems = await session.run(
                 case,
-                fixes=8 if heavy else 4,
+                fixes=24 if heavy else 4,
                 edits=0 if large else 4,
                 hovers=3,
                 resync=not large,
