@@ -298,3 +298,19 @@ def test_every_offered_fix_keeps_the_file_whole_and_clears_its_finding(case: tup
             for line in text.splitlines():
                 if line.startswith("m: &m") or line.startswith("# about"):
                     assert line in after.splitlines()  # anchors' own keys and comments untouched
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_an_insert_after_a_last_line_without_a_break_stays_inside_the_document(tmp_path: Path, eol: str) -> None:
+    # bench/fuzz.py found the edit written at line N of an N-line text (past its end): strict clients refuse that
+    text = eol.join(["model_name: llama2-7b", "compile_topology: v5e-256", "ici_fsdp_parallelism: 64"])
+    lines = len(text.split(eol))
+    an = analyze(tmp_path / "c.yml", text)
+    vetted = [vet_fix(text, fx, path=tmp_path / "c.yml") for f in an.diagnostics for fx in f.fixes]
+    offered = [v for v in vetted if v.fix is not None]
+    assert offered
+    for v in offered:
+        assert v.fix is not None
+        for e in v.fix.edits:
+            assert e.span.line < lines and e.span.end_line < lines, (v.title, e.span)
+        assert v.text == apply_text(text, list(v.fix.edits)) and not v.text.endswith(eol)

@@ -157,7 +157,8 @@ def _vet(
         if (e.start, e.end) == e.at and new == e.original.new_text:
             out.append(e.original)
         else:
-            out.append(replace(e.original, span=_span(starts, e.start, e.end), new_text=new))
+            open_end = bool(text) and not ends_with_break(text)
+            out.append(replace(e.original, span=_span(starts, e.start, e.end, open_end), new_text=new))
     after = apply_text(text, out)
 
     old = document or _parsed(text, path, "the document")
@@ -178,10 +179,15 @@ def _vet(
     return Vetted(fix.title, fix=replace(fix, edits=tuple(out)), text=after)
 
 
-def _span(starts: list[int], a: int, b: int) -> Span:
+def _span(starts: list[int], a: int, b: int, open_end: bool = False) -> Span:
+    """The LSP span of offsets `a`..`b`. With `open_end` (the text's last line has no line break) the end of the
+    text is on that last line, never on a line after it, which the document does not have."""
+
     def pos(off: int) -> tuple[int, int]:
         line = bisect.bisect_right(starts, off) - 1
         line = min(line, len(starts) - 1)
+        if open_end and line == len(starts) - 1 and len(starts) > 1:
+            line -= 1
         return line, off - starts[line]
 
     return Span(*pos(a), *pos(b))
