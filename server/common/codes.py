@@ -136,13 +136,12 @@ _CODES = (
     Code(
         DiagCode.DOCUMENT_TOO_LARGE,
         "Document too large to analyse",
-        "editor",
-        "The document is larger than the editor analyses (512 KiB of UTF-8 or 10,000 lines; MaxText's own "
-        "base.yml is about 50 KB and 1,000 lines), so ASAP checks nothing in it: no diagnostics, hover, "
-        "code lens or quick fix beyond this line, and no agents.",
-        "Certain: the document's size and line count when it was opened or last changed.",
-        "Split the file into a `base_config` chain of smaller files, or check it from the command line "
-        "(`asap check`), which has no such limit.",
+        "config loading",
+        "The document is larger than ASAP analyses (512 KiB of UTF-8 or 10,000 lines; MaxText's own base.yml, "
+        "the largest config it ships, is about 50 KB and 1,000 lines), so ASAP checks nothing in it: no other "
+        "finding, hover, code lens, quick fix or agents in the editor, and only this finding from `asap check`.",
+        "Certain: the document's size and line count when it was read, opened or last changed.",
+        "Split the file into a `base_config` chain of smaller files, or move generated sweeps out of the config.",
     ),
     Code(
         DiagCode.NO_SLICE,

@@ -332,7 +332,7 @@ def load(
         doc = parse(text, path)
     except YamlSyntaxError as e:
         cfg = Config(path, None, is_maxtext=_looks_like_maxtext(text))
-        cfg.findings.append(Finding(DiagCode.INVALID_YAML, Severity.ERROR, e.message, e.key, path, e.span))
+        cfg.findings.append(Finding(e.code, Severity.ERROR, e.message, e.key, path, e.span))
         return cfg
     cfg = Config(path, doc)
     cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.all_entries())

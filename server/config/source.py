@@ -4,8 +4,9 @@ each key and scalar value, so findings point at the key and fixes edit only the 
 Also what every reader of a config shares: lines as editors count them (`split_lines`: only `\n`, `\r\n` and
 `\r` end a line; Python's `str.splitlines` and pygls also break at U+2028, U+2029, U+0085, `\v`, `\f` and
 `\x1c`-`\x1e`, which LSP clients do not), a file's text (`read_text`: UTF-8 or a located error), and the
-limits past which a document is refused with a located error instead of exhausting the parser: its size
-(`MAX_DOCUMENT_BYTES`, `too_large`), its nesting (`MAX_DEPTH`) and the length of an integer (`MAX_INT_DIGITS`).
+limits past which a document is refused with a located finding instead of exhausting the parser: its size
+(`MAX_DOCUMENT_BYTES`, `MAX_DOCUMENT_LINES`, `too_large`: ASAP007), its nesting (`MAX_DEPTH`) and the length of
+an integer (`MAX_INT_DIGITS`).
 """
 
 from __future__ import annotations
@@ -39,10 +40,15 @@ warnings.filterwarnings("ignore", category=ReusedAnchorWarning)
 
 # -- limits -------------------------------------------------------------------------------------------------
 # A MaxText config is a few kilobytes, a few levels deep, its integers a few digits. Past these limits the
-# document gets one located error (ASAP001) and nothing else is analysed: ruamel's composer recurses once per
-# level (Python's recursion limit ends it near 250 levels), Python refuses to convert integers of more than
-# 4300 digits, and a multi-megabyte buffer would be re-parsed on every keystroke.
-MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
+# document gets one located finding and nothing else is analysed: ruamel's composer recurses once per level
+# (Python's recursion limit ends it near 250 levels) and Python refuses to convert integers of more than 4300
+# digits (both ASAP001); the analysis grows with the text (MaxText's own base.yml, the largest config it ships, is
+# about 50 KB and 1,000 lines and takes a tenth of a second; 60 KB of new keys about a second, 50,000 keys about
+# eight), so a document over MAX_DOCUMENT_BYTES or MAX_DOCUMENT_LINES is not a hand-written config and gets
+# ASAP007, in the editor and on the command line alike.
+MAX_DOCUMENT_BYTES = 512 * 1024  # UTF-8
+MAX_DOCUMENT_LINES = 10_000
+MAX_READ_BYTES = 16 * MAX_DOCUMENT_BYTES  # past this a file is not even read into memory (SourceReadError)
 MAX_DEPTH = 64  # nested collections (a top-level mapping of lists is 2)
 MAX_INT_DIGITS = 64
 
@@ -83,7 +89,7 @@ def _char_name(ch: str) -> str:
 
 # -- reading a file -------------------------------------------------------------------------------------------
 class SourceReadError(OSError):
-    """A file that exists but cannot be read as a config: not UTF-8, or larger than MAX_DOCUMENT_BYTES.
+    """A file that exists but cannot be read as a config: not UTF-8, or larger than MAX_READ_BYTES.
     An OSError, so callers that report unreadable files report these too; `strerror` says why and where, `line`
     and `column` (0-based) locate it in the file."""
 
@@ -108,11 +114,12 @@ def decode_error(e: UnicodeDecodeError, path: Path | None = None) -> SourceReadE
 
 def read_text(path: Path) -> str:
     """A config file's text. Raises OSError: SourceReadError, located, for a file that is not UTF-8 or is larger
-    than MAX_DOCUMENT_BYTES (only that much is read)."""
+    than MAX_READ_BYTES (only that much is read). A file between MAX_DOCUMENT_BYTES and MAX_READ_BYTES is read,
+    and `parse` refuses it with its located ASAP007."""
     with open(path, "rb") as f:
-        data = f.read(MAX_DOCUMENT_BYTES + 1)
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise SourceReadError(path, f"too large: more than {_size(MAX_DOCUMENT_BYTES)}")
+        data = f.read(MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise SourceReadError(path, f"too large: more than {_size(MAX_READ_BYTES)}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -123,34 +130,43 @@ def _size(n: int) -> str:
     return f"{n / 1024 / 1024:.1f} MB" if n >= 1024 * 1024 else f"{n / 1024:.0f} kB"
 
 
-def _too_large_message(text: str) -> str | None:
-    if len(text) * 4 <= MAX_DOCUMENT_BYTES:  # at most 4 bytes a character: no need to encode
+def oversize(text: str) -> tuple[str, Span] | None:
+    """Why a text is over the size limits and where to say so (its first line), else None. Cheap: counting line
+    breaks runs in C, and only a text near the byte limit is encoded."""
+    size = len(text)  # characters: at most the UTF-8 bytes, at least a quarter of them
+    if MAX_DOCUMENT_BYTES // 4 < size <= MAX_DOCUMENT_BYTES:
+        size = len(text.encode("utf-8", "surrogatepass"))
+    lines = max(text.count("\n"), text.count("\r")) + 1
+    if size <= MAX_DOCUMENT_BYTES and lines <= MAX_DOCUMENT_LINES:
         return None
-    size = len(text.encode("utf-8", errors="surrogatepass"))
-    if size <= MAX_DOCUMENT_BYTES:
-        return None
+    head = text[:200]
+    first = min((i for i in (head.find("\n"), head.find("\r")) if i >= 0), default=len(head))
+    what = f"{size / 1024:,.0f} KiB" if size > MAX_DOCUMENT_BYTES else f"{lines:,} lines"
     return (
-        f"Document too large for ASAP: {_size(size)} (the limit is {_size(MAX_DOCUMENT_BYTES)}); "
-        "nothing in it is analysed"
+        f"Not analysed: the document is {what}, over ASAP's limit "
+        f"({MAX_DOCUMENT_BYTES // 1024} KiB, {MAX_DOCUMENT_LINES:,} lines)",
+        Span(0, 0, 0, min(first, 200)),
     )
 
 
-def too_large(text: str, path: Path | None = None) -> Finding | None:
-    """The one finding for a document over MAX_DOCUMENT_BYTES (ASAP001 on its first line: nothing else is
-    analysed), else None. Cheap: a front end can call it before deciding to analyse at all."""
-    msg = _too_large_message(text)
-    return None if msg is None else Finding(DiagCode.INVALID_YAML, Severity.ERROR, msg, None, path, Span.point(0))
+def too_large(text: str, path: Path | None = None, severity: Severity = Severity.ERROR) -> Finding | None:
+    """The one finding (ASAP007) for a document over the size limits, else None. A front end can call it before
+    deciding to analyse at all; `parse` raises it as a YamlSyntaxError."""
+    over = oversize(text)
+    return None if over is None else Finding(DiagCode.DOCUMENT_TOO_LARGE, severity, over[0], None, path, over[1])
 
 
 class YamlSyntaxError(Exception):
     """The text is not valid YAML (or is past one of the limits); `span` is the error's position, `key` the
-    top-level key whose entry holds it (None before the first key)."""
+    top-level key whose entry holds it (None before the first key), `code` the finding's (ASAP001, or ASAP007 for
+    a document over the size limits)."""
 
-    def __init__(self, message: str, span: Span, key: str | None = None):
+    def __init__(self, message: str, span: Span, key: str | None = None, code: DiagCode = DiagCode.INVALID_YAML):
         super().__init__(message)
         self.message = message
         self.span = span
         self.key = key
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -418,10 +434,10 @@ def _incremental(text: str, lines: list[str]) -> list[_Raw] | None:
 
 def parse(text: str, path: Path | None = None, incremental: bool = True) -> YamlSource:
     """Parse one file. Raises YamlSyntaxError located at the parser's mark, or at the first place past one of
-    the limits (MAX_DOCUMENT_BYTES, MAX_DEPTH, MAX_INT_DIGITS)."""
-    too_big = _too_large_message(text)
-    if too_big is not None:
-        raise YamlSyntaxError(too_big, Span.point(0))
+    the limits (MAX_DOCUMENT_BYTES and MAX_DOCUMENT_LINES: ASAP007; MAX_DEPTH, MAX_INT_DIGITS)."""
+    over = oversize(text)
+    if over is not None:
+        raise YamlSyntaxError(over[0], over[1], code=DiagCode.DOCUMENT_TOO_LARGE)
     lines = split_lines(text)
     try:
         _check_depth(text, lines)

@@ -5,8 +5,8 @@ diagnostics.
 The server never blocks on an analysis. Every analysis runs off the event loop through `analysis()` (one at a time
 per document, shared by whoever asks for the same version, kept only for the version and generation it is of: the
 latest version wins); hover and code lens take what `ready_analysis()` has for the document as it is now (and start
-one when none is on its way), code actions await `analysis()`. A document over the size limit (`MAX_DOCUMENT_BYTES`,
-`MAX_DOCUMENT_LINES`) is not analysed at all: it gets one diagnostic (ASAP007).
+one when none is on its way), code actions await `analysis()`. A document over the size limit (server/config/source.py
+`MAX_DOCUMENT_BYTES`, `MAX_DOCUMENT_LINES`) is not analysed at all: it gets one diagnostic (ASAP007).
 
 The long jobs that feed it (the agents, the TPU compiler, profile conversion) are in server/editor/background.py;
 the LSP handlers in server/editor/features/.
@@ -33,8 +33,9 @@ from pygls.workspace import TextDocument
 from server import __version__
 from server.agents.report import AnalysisReport
 from server.common.codes import DiagCode
-from server.common.findings import Finding, Severity, Span
+from server.common.findings import Finding, Severity
 from server.config import models
+from server.config.source import too_large
 from server.editor import background, lsp_convert
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Running, Versioned
@@ -47,11 +48,6 @@ log = logging.getLogger("asap")
 
 DEBOUNCE_S = 0.25  # a keystroke's analysis waits this long for the next keystroke
 
-# Documents over either limit are not analysed (ASAP007). MaxText's own base.yml, the largest config it ships, is
-# about 50 KB and 1,000 lines; analysing grows with the text (a 60 KB config takes about a second here, 500 KB
-# several), and a document this large is not a hand-written config.
-MAX_DOCUMENT_BYTES = 512 * 1024  # UTF-8
-MAX_DOCUMENT_LINES = 10_000
 # Diagnostics published for one document: converting and sending each costs about 50 us on the event loop, and a
 # person reads none past the first few hundred.
 MAX_DIAGNOSTICS = 1000
@@ -381,23 +377,5 @@ class _InDocument:
 
 
 def oversize(source: str) -> Finding | None:
-    """The one diagnostic of a text over the size limit (on its first line), else None. Cheap: counting bytes and
-    line breaks runs in C, and only a text near the limit is encoded."""
-    size = len(source)  # characters: at most the UTF-8 bytes, at least a quarter of them
-    if MAX_DOCUMENT_BYTES // 4 < size <= MAX_DOCUMENT_BYTES:
-        size = len(source.encode("utf-8", "surrogatepass"))
-    lines = max(source.count("\n"), source.count("\r")) + 1
-    if size <= MAX_DOCUMENT_BYTES and lines <= MAX_DOCUMENT_LINES:
-        return None
-    head = source[:200]
-    first = min((i for i in (head.find("\n"), head.find("\r")) if i >= 0), default=len(head))
-    what = f"{size / 1024:,.0f} KiB" if size > MAX_DOCUMENT_BYTES else f"{lines:,} lines"
-    return Finding(
-        DiagCode.DOCUMENT_TOO_LARGE,
-        Severity.WARNING,
-        f"Not analysed: the document is {what}, over ASAP's limit for the editor "
-        f"({MAX_DOCUMENT_BYTES // 1024} KiB, {MAX_DOCUMENT_LINES:,} lines)",
-        None,
-        None,
-        Span(0, 0, 0, min(first, 200)),
-    )
+    """The one diagnostic of a text over the size limits (ASAP007, on its first line), else None."""
+    return too_large(source, severity=Severity.WARNING)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from server.editor.server import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_LINES, oversize
+from server.config.source import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_LINES
+from server.editor.server import oversize
 from server.editor.state import DocumentState
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,7 +65,12 @@ def _rule_key(finding: Finding, fix: Fix) -> _RuleKey:
     return fix, str(finding.code), finding.key
 
 
+class _Stale(Exception):
+    """The document changed before its queued vetting started: the work is of a text nobody will see."""
+
+
 def _vet(
+    current: Callable[[], bool],
     an: Analysis,
     text: str,
     rules: list[tuple[Finding, Fix]],
@@ -73,7 +79,11 @@ def _vet(
     default_slice: str | None,
 ) -> tuple[dict[_RuleKey, Vetted], list[Vetted] | None]:
     """Pure (runs in a worker thread): the rule fixes vetted against the static checks, and the report's
-    proposals vetted and re-validated (None without a report)."""
+    proposals vetted and re-validated (None without a report). Raises _Stale, before any work, when `current()`
+    says the document moved on while this waited for a worker (a few keystrokes in a large document each asked
+    for code actions: their vettings would otherwise all run, contending for the GIL with the event loop)."""
+    if not current():
+        raise _Stale
     recheck = static_checks(an.path, reader, default_slice)
     done = {
         _rule_key(f, fix): vet_fix(
@@ -94,8 +104,21 @@ async def _vetted(
     report = ls.agents_of(doc) if proposals else None
     stale = report is not None and (vetting.proposals is None or vetting.proposals[0] is not report)
     if todo or stale:
-        work = functools.partial(_vet, an, text, todo, report if stale else None, ls.read, ls.settings.default_slice)
-        done, offers = await asyncio.get_running_loop().run_in_executor(None, work)
+        version = doc.version
+        work = functools.partial(
+            _vet,
+            lambda: doc.version == version,
+            an,
+            text,
+            todo,
+            report if stale else None,
+            ls.read,
+            ls.settings.default_slice,
+        )
+        try:
+            done, offers = await asyncio.get_running_loop().run_in_executor(None, work)
+        except _Stale:
+            return {}, []
         vetting.rules.update(done)
         if report is not None and offers is not None:
             vetting.proposals = (report, offers)

@@ -24,11 +24,17 @@ from server.editor.server import DEBOUNCE_S, AsapServer
 
 class ClientLinesDocument(TextDocument):
     """pygls' TextDocument with lines as LSP clients count them: incremental changes, position conversion
-    (UTF-16 and the rest) and ranges all read `lines`."""
+    (UTF-16 and the rest) and ranges all read `lines`. They are split once per text, not on every read: each
+    position converted reads them, and splitting a 1 MB document costs milliseconds on the event loop."""
+
+    _split: tuple[str, tuple[str, ...]] | None = None
 
     @property
     def lines(self) -> Sequence[str]:
-        return tuple(split_lines(self.source, keepends=True))
+        source = self.source
+        if self._split is None or self._split[0] is not source:
+            self._split = (source, tuple(split_lines(source, keepends=True)))
+        return self._split[1]
 
 
 _INSTALLED = "_asap_client_lines"
