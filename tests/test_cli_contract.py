@@ -9,12 +9,12 @@ callee replaced by one that raises) rather than found by fuzzing the parser, who
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.cli import run_asap, unprivileged_prefix
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -42,14 +42,7 @@ sys.exit(main(sys.argv[3:]))
 
 
 def asap(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "server.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=180,
-        env=env,
-    )
+    return run_asap(*args, env=env, timeout=180)
 
 
 def asap_with_fault(target: str, when: str, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -60,19 +53,6 @@ def asap_with_fault(target: str, when: str, *args: str | Path) -> subprocess.Com
         cwd=ROOT,
         timeout=180,
     )
-
-
-def unprivileged() -> list[str] | None:
-    """A command prefix under which file permissions hold (root ignores them): none when not root, else a user
-    namespace in which this user is an ordinary one (owner bits apply to its own files); None when neither."""
-    if os.geteuid() != 0:
-        return []
-    prefix = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]
-    try:
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return prefix if probe.returncode == 0 else None
 
 
 def test_clean_config_exits_0():
@@ -107,7 +87,7 @@ def test_unreadable_config_exits_2_with_errors_document(tmp_path: Path, kind: st
 
 
 def test_permission_denied_exits_2(tmp_path: Path):
-    prefix = unprivileged()
+    prefix = unprivileged_prefix()
     if prefix is None:
         pytest.skip("running as root without user namespaces: permissions cannot be denied")
     p = tmp_path / "secret.yml"

@@ -15,12 +15,12 @@ import logging
 import os
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import sqlite_utils
+from support.cli import run_asap, unprivileged_prefix
 
 from server.common import store
 
@@ -31,28 +31,14 @@ GARBAGE = bytes(range(256)) * 40  # not a database (and no SQLite header)
 def asap(*args: str | Path, cache: Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ASAP_KB_PATH", "ASAP_OUTCOMES_DIR", "ASAP_KB_DIR")}
     env["ASAP_CACHE_DIR"] = str(cache)
-    return subprocess.run(
-        [*(prefix or []), sys.executable, "-m", "server.cli.main", *map(str, args)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        env=env,
-    )
+    return run_asap(*args, env=env, prefix=prefix)
 
 
 @pytest.fixture
 def unprivileged() -> list[str]:
-    """A command prefix under which a directory of mode 0500 cannot be written: none when not root, else a user
-    namespace in which this user is an ordinary one (owner bits apply to its own files)."""
-    if os.geteuid() != 0:
-        return []
-    prefix = ["unshare", "--user", "--map-user=1000", "--map-group=1000"]
-    try:
-        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        probe = None
-    if probe is None or probe.returncode != 0:
+    """A command prefix under which a directory of mode 0500 cannot be written."""
+    prefix = unprivileged_prefix()
+    if prefix is None:
         pytest.skip("running as root without user namespaces: a directory cannot be made read-only")
     return prefix
 

@@ -6,36 +6,15 @@ Python does), so the test cannot agree with the server by making the same mistak
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
+from fuzzing.textmodel import client_lines, offset
 from lsprotocol import types as lsp
 
-from .conftest import AsapClient, by_code, codes, document_edit, utf16_len, wait_for_publish
+from .conftest import AsapClient, by_code, codes, document_edit, wait_for_publish
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
-
-
-def client_lines(text: str) -> list[str]:
-    """Lines as an LSP client counts them, line breaks kept."""
-    return _LINE.findall(text)
-
-
-def client_offset(text: str, pos: lsp.Position) -> int:
-    """The string index of a position in UTF-16 units on the client's lines."""
-    lines = client_lines(text)
-    if pos.line >= len(lines):
-        return len(text)
-    before = sum(map(len, lines[: pos.line]))
-    units = 0
-    for i, ch in enumerate(lines[pos.line]):
-        if units >= pos.character or ch in "\r\n":
-            return before + i
-        units += utf16_len(ch)
-    return before + len(lines[pos.line])
 
 
 def at(line: int, start: int, end: int | None = None) -> lsp.Range:
@@ -56,7 +35,7 @@ class ClientDoc:
         )
 
     def change(self, rng: lsp.Range, new_text: str) -> int:
-        start, end = client_offset(self.text, rng.start), client_offset(self.text, rng.end)
+        start, end = offset(self.text, rng.start, clamp=True), offset(self.text, rng.end, clamp=True)
         self.text = self.text[:start] + new_text + self.text[end:]
         self.version += 1
         self.mark = len(self.client.publishes)
@@ -69,7 +48,7 @@ class ClientDoc:
         return self.version
 
     def text_at(self, rng: lsp.Range) -> str:
-        return self.text[client_offset(self.text, rng.start) : client_offset(self.text, rng.end)]
+        return self.text[offset(self.text, rng.start, clamp=True) : offset(self.text, rng.end, clamp=True)]
 
     async def diagnostics(self) -> list[lsp.Diagnostic]:
         found = await wait_for_publish(self.client, self.uri, lambda p: p.version == self.version, start=self.mark)
