@@ -1,11 +1,14 @@
 """The roofline chart of an analysis, as one Vega-Lite spec: the declared chip's HBM roofline with its HBM and
-ICI ridge points, the estimate's components for the current mesh, one point per mesh (the current one and each
-proposal: the whole step's FLOPs over its HBM bytes, at the FLOP rate its modelled step time gives), and the
-profile's measured program and top ops when one is linked. The same spec renders in the editor's webview
-(vega-embed) and to SVG/PNG for `asap analyze --plot` (vl-convert, no browser).
+ICI ridge points, the estimate's components for the current mesh, one point per mesh (the current one, "now", and
+each proposal: the whole step's FLOPs over its HBM bytes, at the FLOP rate its modelled step time gives) with an
+arrow from now to each proposal, and the profile's measured top ops when one is linked. The same spec renders in
+the editor's webview (vega-embed) and to SVG/PNG for `asap analyze --plot` (vl-convert, no browser).
 
-Axes are log-log: operational intensity (FLOP per HBM byte) against FLOP/s per device. Every point carries its
-source in the tooltip: which estimate (spec table, formula) or which profile row.
+Axes are log-log: operational intensity (FLOP per HBM byte) against attained FLOP/s per device. The chart is laid
+out here at a fixed plot size (PLOT_W x PLOT_H pixels, explicit scale domains) so that labels are placed where no
+two overlap and none covers a point (server/presentation/label_layout.py); a label with no free spot is left out
+and its point's tooltip names it. Every point's tooltip (`tip`) names the point, its mesh and its numbers with
+units, and the source of those numbers (ASAP's estimate, or the XProf profile row).
 """
 
 from __future__ import annotations
@@ -16,18 +19,29 @@ from pathlib import Path
 from typing import Any
 
 from server.agents.report import AnalysisReport, EstimateView, ProfileView, ProposalView
+from server.config import axes
+from server.presentation.label_layout import Layout, Placement
 from server.services.analysis import Analysis
 
 THEMES = ("light", "dark")
-# Colours per theme. Both palettes keep every mark above 4.5:1 contrast against their background.
-_PALETTE = {
+PLOT_W, PLOT_H = 560, 360
+MESH_SOURCE = "meshes (estimate)"
+COMPONENT_GROUP = "step components (ASAP estimate, current mesh)"
+PROFILE_GROUP = "XProf ops (measured)"
+_MESH_R, _OP_R, _HEAD_R = 8.0, 5.0, 5.0  # marker radii in pixels, for label placement
+_MESH_SIZE, _OP_SIZE = 170, 50  # marker areas in square pixels (Vega's size)
+# Colours per theme. Both palettes keep every mark above 3:1 contrast against their background, text above 4.5:1.
+_PALETTE: dict[str, dict[str, Any]] = {
     "light": {
         "background": "#ffffff",
         "text": "#1f1f1f",
         "grid": "#e4e4e4",
         "roof": "#555555",
         "rule": "#8a8a8a",
-        "range": ["#1f6fb4", "#b35806", "#1b7837", "#7b3294", "#c51b7d"],
+        "now": "#1f1f1f",
+        "component": "#7a7a7a",
+        "profile": "#5e3c99",
+        "range": ["#1f6fb4", "#b35806", "#1b7837", "#c51b7d", "#7b3294"],
     },
     "dark": {
         "background": "#1e1e1e",
@@ -35,9 +49,28 @@ _PALETTE = {
         "grid": "#3a3a3a",
         "roof": "#bdbdbd",
         "rule": "#9e9e9e",
-        "range": ["#6cb6ff", "#fdb863", "#7fd88f", "#c2a5cf", "#f1a7d0"],
+        "now": "#f0f0f0",
+        "component": "#a0a0a0",
+        "profile": "#b2abd2",
+        "range": ["#6cb6ff", "#fdb863", "#7fd88f", "#f1a7d0", "#c2a5cf"],
     },
 }
+
+
+def _si(v: float, unit: str) -> str:
+    """1.31e14, 'FLOP/s' -> '131 TFLOP/s' (three significant figures)."""
+    for exp, prefix in ((15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k")):
+        if abs(v) >= 10**exp:
+            return f"{v / 10**exp:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _oi(v: float) -> str:
+    return f"{v:,.0f} FLOP/B" if v >= 10 else f"{v:.2g} FLOP/B"
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:,.0f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
 
 
 def _program_point(est: EstimateView, name: str, source: str, mesh: str) -> dict[str, Any] | None:
@@ -55,20 +88,29 @@ def _program_point(est: EstimateView, name: str, source: str, mesh: str) -> dict
         "flops": flops / step,
         "source": source,
         "mesh": mesh,
-        "basis": f"estimate: {flops:.3g} FLOP / {nbytes:.3g} B per device, step {step * 1e3:.1f} ms, "
-        f"MFU {est.mfu * 100:.1f}%",
+        "step_s": step,
+        "exposed_comm_s": est.time.exposed_comm_s,
+        "tokens_per_s": est.tokens_per_s,
+        "mfu": est.mfu,
+        "basis": f"ASAP's step-time estimate: {flops:.3g} FLOP and {nbytes:.3g} B of HBM traffic per device a step",
     }
+
+
+def current_mesh_label(est: EstimateView) -> str:
+    return axes.mesh_label(est.mesh.ici, est.mesh.dcn)
 
 
 def mesh_points(
     est: EstimateView | None, proposals: Sequence[ProposalView], an: Analysis | None
 ) -> list[dict[str, Any]]:
-    """The current mesh and each proposal (re-priced by the estimate for `an`'s config) as program points."""
+    """The current mesh ("now") and each proposal (re-priced by the estimate for `an`'s config) as program
+    points; a proposal's `speedup` is its tokens/s over the current mesh's."""
     out: list[dict[str, Any]] = []
-    if est is not None:
-        p = _program_point(est, "now", "meshes (estimate)", "current mesh")
-        if p:
-            out.append(p)
+    if est is None:
+        return out
+    now = _program_point(est, "now", MESH_SOURCE, current_mesh_label(est))
+    if now:
+        out.append(now)
     if an is None or an.estimate is None:
         return out
     from server.agents.tools import Context
@@ -82,10 +124,105 @@ def mesh_points(
         if ev.estimate is None:
             continue
         priced = EstimateView.from_json(ev.estimate.to_json())
-        p = _program_point(priced, f"P{prop.rank}", "meshes (estimate)", mesh_label(prop))
+        p = _program_point(priced, f"P{prop.rank}", MESH_SOURCE, mesh_label(prop))
         if p:
+            p["rank"] = prop.rank
+            if est.tokens_per_s > 0:
+                p["speedup"] = priced.tokens_per_s / est.tokens_per_s
             out.append(p)
     return out
+
+
+def _mesh_tip(m: dict[str, Any], now: dict[str, Any] | None, peak: float) -> dict[str, str]:
+    is_now = m["name"] == "now"
+    tip = {
+        "point": "now (the current mesh)" if is_now else f"{m['name']} (proposal {m.get('rank', '?')})",
+        "mesh": m["mesh"],
+        "operational intensity": _oi(m["intensity"]),
+        "attained": f"{_si(m['flops'], 'FLOP/s')} per device ({m['flops'] / peak:.0%} of peak)",
+        "step time": f"{_ms(m['step_s'])} (MFU {m['mfu']:.1%})",
+    }
+    if not is_now and now is not None and m.get("speedup"):
+        tip["against now"] = (
+            f"x{m['speedup']:.2f} tokens/s: step {_ms(now['step_s'])} \u2192 {_ms(m['step_s'])}, exposed "
+            f"communication {_ms(now['exposed_comm_s'])} \u2192 {_ms(m['exposed_comm_s'])}"
+        )
+    tip["source"] = m["basis"]
+    return tip
+
+
+def _op_points(est: EstimateView, profile: ProfileView | None, peak: float, now_mesh: str) -> list[dict[str, Any]]:
+    """The estimate's components of the current mesh's step, then the profile's top ops (measured)."""
+    out: list[dict[str, Any]] = []
+    for p in est.roofline.points:
+        if p.seconds > 0 and p.flops > 0 and p.operational_intensity:
+            rate = p.flops / p.seconds
+            out.append(
+                {
+                    "name": p.name,
+                    "intensity": p.operational_intensity,
+                    "flops": rate,
+                    "source": "estimate (current mesh)",
+                    "group": COMPONENT_GROUP,
+                    "tip": {
+                        "point": f"{p.name} (a component of the step, ASAP's estimate)",
+                        "mesh": f"now: {now_mesh}",
+                        "operational intensity": _oi(p.operational_intensity),
+                        "attained": f"{_si(rate, 'FLOP/s')} per device ({rate / peak:.0%} of peak)",
+                        "time": f"{_ms(p.seconds)} a step, {p.bound}-bound",
+                        "source": f"ASAP's roofline estimate: {p.flops:.3g} FLOP, {p.hbm_bytes:.3g} B of HBM traffic",
+                    },
+                }
+            )
+    if profile is not None:
+        # the profile's ops at their measured FLOP rate (utilization of the declared chip's peak, per device)
+        for o in profile.top_ops:
+            if o.operational_intensity and o.flop_utilization:
+                rate = o.flop_utilization * peak
+                out.append(
+                    {
+                        "name": o.name[:40],
+                        "intensity": o.operational_intensity,
+                        "flops": rate,
+                        "source": "profile (top ops)",
+                        "group": PROFILE_GROUP,
+                        "tip": {
+                            "point": f"{o.name[:60]} (XProf op, {o.category})",
+                            "mesh": "the profiled run's",
+                            "operational intensity": _oi(o.operational_intensity),
+                            "attained": f"{_si(rate, 'FLOP/s')} per device ({o.flop_utilization:.0%} of peak)",
+                            "time": f"{o.self_time_fraction:.1%} of the profiled time ({o.occurrences:,} runs)",
+                            "source": f"XProf op profile ({Path(profile.source).name})",
+                        },
+                    }
+                )
+    return out
+
+
+def _nice(v: float, up: bool) -> float:
+    """The next round number (1, 1.5, 2, 3, 5, 7 times a power of ten) at or above (`up`) or below `v`."""
+    e = math.floor(math.log10(v))
+    steps = [1, 1.5, 2, 3, 5, 7, 10]
+    if up:
+        return next(s * 10**e for s in steps if s * 10**e >= v * (1 - 1e-9))
+    return next(s * 10**e for s in reversed(steps[:-1]) if s * 10**e <= v * (1 + 1e-9))
+
+
+class _Scale:
+    """The chart's log-log mapping between data and plot pixels (y down)."""
+
+    def __init__(self, x: tuple[float, float], y: tuple[float, float]) -> None:
+        self.x, self.y = x, y
+        self._lx = (math.log10(x[0]), math.log10(x[1]))
+        self._ly = (math.log10(y[0]), math.log10(y[1]))
+
+    def px(self, x: float, y: float) -> tuple[float, float]:
+        (a, b), (c, d) = self._lx, self._ly
+        return (PLOT_W * (math.log10(x) - a) / (b - a), PLOT_H * (1 - (math.log10(y) - c) / (d - c)))
+
+    def data(self, px: float, py: float) -> tuple[float, float]:
+        (a, b), (c, d) = self._lx, self._ly
+        return (10 ** (a + px / PLOT_W * (b - a)), 10 ** (c + (1 - py / PLOT_H) * (d - c)))
 
 
 def spec(result: AnalysisReport, an: Analysis | None = None, theme: str = "light") -> dict[str, Any]:
@@ -118,106 +255,300 @@ def chart(
         raise ValueError("no estimate: the config must declare a slice and have a valid mesh")
     pal = _PALETTE[theme]
     roof = est.roofline
-    points = roof.points
-    peak = max(p.peak_flops_per_s for p in points)
+    peak = max(p.peak_flops_per_s for p in roof.points)
     ridges = roof.ridge_points
     ridge = float(ridges.hbm)
     bw = peak / ridge
-    marks: list[dict[str, Any]] = []
-    for p in points:
-        if p.seconds > 0 and p.flops > 0 and p.operational_intensity:
-            marks.append(
+    now_mesh = current_mesh_label(est)
+    ops = _op_points(est, profile, peak, now_mesh)
+    meshes = mesh_points(est, proposals, an)
+    now = next((m for m in meshes if m["name"] == "now"), None)
+    colours = iter(list(pal["range"]) * 4)
+    for m in meshes:
+        m["colour"] = pal["now"] if m["name"] == "now" else next(colours)
+        m["legend"] = "now" if m["name"] == "now" else f"{m['name']} x{m.get('speedup', 0):.2f}"
+        m["tip"] = _mesh_tip(m, now, peak)
+    for m in [*ops, *meshes]:
+        m["aria"] = "; ".join(f"{k}: {v}" for k, v in m["tip"].items())
+
+    # Explicit domains on decade-ish steps: the pixel mapping below is the one Vega draws.
+    rule_xs = [ridge, *([float(ridges.ici_axis)] if ridges.ici_axis else [])]
+    xs = [m["intensity"] for m in [*ops, *meshes]]
+    ys = [m["flops"] for m in [*ops, *meshes]]
+    xdom = (
+        _nice(min([ridge / 10, *(x / 3 for x in xs)]), False),
+        _nice(max([*(r * 4 for r in rule_xs), *(x * 3 for x in xs)]), True),
+    )
+    ydom = (_nice(min(y / 2.5 for y in ys) if ys else peak / 100, False), _nice(peak * 1.3, True))
+    sc = _Scale(xdom, ydom)
+    layout = Layout(PLOT_W, PLOT_H)
+
+    start = max(xdom[0], ydom[0] / bw)
+    line = [{"intensity": x, "flops": min(peak, x * bw)} for x in _logspace(start, xdom[1], 80)]
+    layout.add_line([sc.px(p["intensity"], p["flops"]) for p in line])
+    for x in rule_xs:
+        layout.add_line([(sc.px(x, ydom[0])[0], 0.0), (sc.px(x, ydom[0])[0], float(PLOT_H))], step=6, half=1)
+    for m in ops:
+        layout.add_marker(*sc.px(m["intensity"], m["flops"]), _OP_R)
+    for m in meshes:
+        layout.add_marker(*sc.px(m["intensity"], m["flops"]), _MESH_R)
+
+    # Meshes drawn on one another (the same step time from the same FLOPs and bytes) share one label and one
+    # arrow: "P1, P2".
+    groups: list[list[dict[str, Any]]] = []
+    for m in meshes:
+        mx, my = sc.px(m["intensity"], m["flops"])
+        for g in groups:
+            gx, gy = sc.px(g[0]["intensity"], g[0]["flops"])
+            if math.hypot(mx - gx, my - gy) < _MESH_R:
+                g.append(m)
+                break
+        else:
+            groups.append([m])
+    arrows, heads = [], []
+    if now is not None:
+        nx, ny = sc.px(now["intensity"], now["flops"])
+        for m in (g[0] for g in groups):
+            if m is now:
+                continue
+            tx, ty = sc.px(m["intensity"], m["flops"])
+            d = math.hypot(tx - nx, ty - ny)
+            if d < _MESH_R * 2 + 8:
+                continue  # the proposal sits on now: no room for an arrow (its tooltip says why it is faster)
+            ux, uy = (tx - nx) / d, (ty - ny) / d
+            x0, y0 = nx + ux * (_MESH_R + 2), ny + uy * (_MESH_R + 2)
+            hx, hy = tx - ux * (_MESH_R + 6), ty - uy * (_MESH_R + 6)  # the head's centre; its tip near the point
+            layout.add_line([(x0, y0), (hx, hy)], half=1)
+            layout.add_marker(hx, hy, _HEAD_R)
+            a0, a1 = sc.data(x0, y0), sc.data(hx, hy)
+            what = f"now \u2192 {m['name']}: " + m["tip"].get("against now", m["mesh"])
+            arrows.append({"x": a0[0], "y": a0[1], "x2": a1[0], "y2": a1[1], "colour": m["colour"], "tip": what})
+            heads.append(
                 {
-                    "name": p.name,
-                    "intensity": p.operational_intensity,
-                    "flops": p.flops / p.seconds,
-                    "source": "estimate (current mesh)",
-                    "basis": f"estimate: {p.flops:.3g} FLOP, {p.hbm_bytes:.3g} B in {p.seconds * 1e3:.2f} ms "
-                    f"({p.bound}-bound)",
+                    "x": a1[0],
+                    "y": a1[1],
+                    "colour": m["colour"],
+                    "angle": math.degrees(math.atan2(ux, -uy)) % 360,
+                    "tip": what,
                 }
             )
-    marks.extend(mesh_points(est, proposals, an))
-    if profile is not None:
-        # the profile's ops at their measured FLOP rate (utilization of the declared chip's peak, per device)
-        for o in profile.top_ops:
-            if o.operational_intensity and o.flop_utilization:
-                marks.append(
-                    {
-                        "name": o.name[:40],
-                        "intensity": o.operational_intensity,
-                        "flops": o.flop_utilization * peak,
-                        "source": "profile (top ops)",
-                        "basis": f"profile: XProf op_profile row {o.name[:60]}, "
-                        f"{o.flop_utilization * 100:.1f}% of peak",
-                    }
-                )
-    top = max([4 * ridge, *(4 * m["intensity"] for m in marks)])
-    lo = min([ridge / 30, *(m["intensity"] / 2 for m in marks)])
-    line = [{"intensity": x, "flops": min(peak, x * bw)} for x in _logspace(lo, top, 80)]
-    rules = [{"intensity": ridge, "label": f"HBM ridge {ridge:,.0f} FLOP/B"}]
+
+    labels: dict[str, list[dict[str, Any]]] = {"mesh": [], "ridge": [], "op": []}
+    leaders: list[dict[str, Any]] = []
+
+    def put(kind: str, text: str, pl: Placement | None) -> None:
+        if pl is None:
+            return
+        lx, ly = sc.data(pl.cx, pl.cy)
+        b = pl.box
+        labels[kind].append({"text": text, "lx": lx, "ly": ly, "box": [b.x0, b.y0, b.x1, b.y1], "angle": pl.angle})
+        if pl.leader:
+            (ax, ay), (bx, by) = sc.data(*pl.leader[:2]), sc.data(*pl.leader[2:])
+            leaders.append({"x": ax, "y": ay, "x2": bx, "y2": by})
+
+    # A proposal's label goes ahead of its arrow, now's behind the arrows: neither reads as another's.
+    aim: dict[str, tuple[float, float]] = {}
+    if now is not None:
+        nx, ny = sc.px(now["intensity"], now["flops"])
+        for g in groups:
+            tx, ty = sc.px(g[0]["intensity"], g[0]["flops"])
+            aim[g[0]["name"]] = (tx - nx, ty - ny)
+        aim["now"] = (-sum(v[0] for v in aim.values()), -sum(v[1] for v in aim.values()))
+    for group in groups:
+        text = ", ".join(m["name"] for m in group)
+        at = sc.px(group[0]["intensity"], group[0]["flops"])
+        put("mesh", text, layout.near_point(text, *at, _MESH_R, 12, True, 5, prefer=aim.get(group[0]["name"])))
+    ridge_rules: list[dict[str, Any]] = [
+        {
+            "intensity": ridge,
+            "label": f"HBM ridge {ridge:,.0f} FLOP/B",
+            "tip": {
+                "ridge": f"HBM: {ridge:,.0f} FLOP per HBM byte",
+                "meaning": f"peak {_si(peak, 'FLOP/s')} \u00f7 HBM {_si(bw, 'B/s')}; to its left a kernel waits on HBM",
+            },
+        }
+    ]
     if ridges.ici_axis:
         # the same kind of ratio against the bytes one mesh axis sends over ICI (DOMAIN.md §4)
-        rules.append({"intensity": float(ridges.ici_axis), "label": f"ICI ridge {ridges.ici_axis:,.0f} FLOP/B"})
+        ici = float(ridges.ici_axis)
+        ridge_rules.append(
+            {
+                "intensity": ici,
+                "label": f"ICI ridge {ici:,.0f} FLOP/B",
+                "tip": {
+                    "ridge": f"ICI: {ici:,.0f} FLOP per byte one mesh axis sends over ICI",
+                    "meaning": "to its left a sharded matmul waits on its collective",
+                },
+            }
+        )
+    for r in ridge_rules:
+        put("ridge", r["label"], layout.along_vertical(r["label"], sc.px(r["intensity"], ydom[0])[0], 10))
+    for m in ops:
+        put("op", m["name"], layout.near_point(m["name"], *sc.px(m["intensity"], m["flops"]), _OP_R, 10, False, 1))
+
     title: dict[str, Any] = {"text": f"Roofline of {slice_name} per device" if slice_name else "Roofline"}
-    legend = [f"{m['name']}: {m['mesh']}" for m in marks if m.get("mesh")]
-    if legend:
-        title["subtitle"] = legend  # one line per mesh
-    x_enc = {"field": "intensity", "type": "quantitative"}
-    y_enc = {"field": "flops", "type": "quantitative"}
+    subtitle = []
+    for m in meshes:
+        tail = f"MFU {m['mfu']:.1%}" if m is now else f"x{m.get('speedup', 0):.2f} tokens/s"
+        subtitle.append(f"{m['name']}: {m['mesh']} \u00b7 step {_ms(m['step_s'])} \u00b7 {tail}")
+    if subtitle:
+        title["subtitle"] = subtitle  # one line per mesh
+    op_groups = [g for g in (COMPONENT_GROUP, PROFILE_GROUP) if any(m["group"] == g for m in ops)]
+    x_enc = {
+        "field": "intensity",
+        "type": "quantitative",
+        "scale": {"type": "log", "domain": list(xdom), "nice": False},
+    }
+    y_enc = {"field": "flops", "type": "quantitative", "scale": {"type": "log", "domain": list(ydom), "nice": False}}
+
+    def xy(xf: str, yf: str) -> dict[str, Any]:
+        return {"x": {**x_enc, "field": xf}, "y": {**y_enc, "field": yf}}
+
+    raw = {"scale": None}
+    tip = {"tooltip": {"field": "tip", "type": "nominal"}}
+    layers: list[dict[str, Any]] = [
+        {
+            "data": {"values": line},
+            "mark": {"type": "line", "color": pal["roof"], "strokeWidth": 2},
+            "encoding": {
+                "x": {
+                    **x_enc,
+                    "title": "operational intensity (FLOP per HBM byte)",
+                    "axis": {"values": _ticks(xdom), "format": ",~r"},
+                },
+                "y": {
+                    **y_enc,
+                    "title": "attained FLOP/s per device",
+                    "axis": {"values": _ticks(ydom), "format": "~s"},
+                },
+            },
+        },
+        {
+            "name": "ridges",
+            "data": {"values": ridge_rules},
+            "mark": {"type": "rule", "strokeDash": [4, 4], "color": pal["rule"]},
+            "encoding": {"x": x_enc, **tip},
+        },
+        {
+            "name": "leaders",
+            "data": {"values": leaders},
+            "mark": {"type": "rule", "color": pal["rule"], "strokeWidth": 0.8},
+            "encoding": {**xy("x", "y"), "x2": {"field": "x2"}, "y2": {"field": "y2"}},
+        },
+        {
+            "name": "arrows",
+            "data": {"values": arrows},
+            "mark": {"type": "rule", "strokeWidth": 1.8},
+            "encoding": {
+                **xy("x", "y"),
+                "x2": {"field": "x2"},
+                "y2": {"field": "y2"},
+                "color": {"field": "colour", "type": "nominal", **raw},
+                **tip,
+            },
+        },
+        {
+            "name": "arrowheads",
+            "data": {"values": heads},
+            "mark": {"type": "point", "shape": "triangle-up", "filled": True, "size": 70, "opacity": 1},
+            "encoding": {
+                **xy("x", "y"),
+                "color": {"field": "colour", "type": "nominal", **raw},
+                "angle": {"field": "angle", "type": "quantitative", **raw},
+                **tip,
+            },
+        },
+        {
+            "name": "ops",
+            "data": {"values": ops},
+            "mark": {"type": "point", "filled": True, "size": _OP_SIZE, "opacity": 0.8},
+            "encoding": {
+                **xy("intensity", "flops"),
+                "color": {
+                    "field": "group",
+                    "type": "nominal",
+                    "title": "Per-op points",
+                    "scale": {
+                        "domain": op_groups,
+                        "range": [pal["component"] if g == COMPONENT_GROUP else pal["profile"] for g in op_groups],
+                    },
+                },
+                "shape": {
+                    "field": "group",
+                    "type": "nominal",
+                    "title": "Per-op points",
+                    "scale": {
+                        "domain": op_groups,
+                        "range": ["circle" if g == COMPONENT_GROUP else "triangle-up" for g in op_groups],
+                    },
+                },
+                "description": {"field": "aria"},
+                **tip,
+            },
+        },
+        {
+            "name": "meshes",
+            "data": {"values": [m for m in meshes if m is now] + [m for m in reversed(meshes) if m is not now]},
+            "mark": {
+                "type": "point",
+                "filled": True,
+                "size": _MESH_SIZE,
+                "opacity": 1,
+                "stroke": pal["background"],
+                "strokeWidth": 1.5,
+            },
+            "encoding": {
+                **xy("intensity", "flops"),
+                "color": {
+                    "field": "legend",
+                    "type": "nominal",
+                    "title": "Meshes (whole step, ASAP estimate)",
+                    "sort": None,
+                    "scale": {"domain": [m["legend"] for m in meshes], "range": [m["colour"] for m in meshes]},
+                },
+                "shape": {
+                    "field": "legend",
+                    "type": "nominal",
+                    "title": "Meshes (whole step, ASAP estimate)",
+                    "sort": None,
+                    "scale": {
+                        "domain": [m["legend"] for m in meshes],
+                        "range": ["circle" if m is now else "diamond" for m in meshes],
+                    },
+                },
+                "description": {"field": "aria"},
+                **tip,
+            },
+        },
+        {
+            "name": "ridge_labels",
+            "data": {"values": labels["ridge"]},
+            "mark": {"type": "text", "angle": 270, "align": "center", "baseline": "middle", "fontSize": 10},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+        },
+        {
+            "name": "op_labels",
+            "data": {"values": labels["op"]},
+            "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 10},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+        },
+        {
+            "name": "mesh_labels",
+            "data": {"values": labels["mesh"]},
+            "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 12, "fontWeight": "bold"},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+        },
+    ]
     return {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "title": title,
-        "width": 560,
-        "height": 360,
-        "layer": [
-            {
-                "data": {"values": line},
-                "mark": {"type": "line", "color": pal["roof"], "strokeWidth": 2},
-                "encoding": {
-                    "x": {
-                        **x_enc,
-                        "scale": {"type": "log"},
-                        "title": "operational intensity (FLOP per HBM byte)",
-                    },
-                    "y": {**y_enc, "scale": {"type": "log"}, "title": "FLOP/s per device", "axis": {"format": "~s"}},
-                },
-            },
-            {
-                "data": {"values": rules},
-                "mark": {"type": "rule", "strokeDash": [4, 4], "color": pal["rule"]},
-                "encoding": {"x": x_enc, "tooltip": [{"field": "label"}]},
-            },
-            {
-                "data": {"values": rules},
-                "mark": {"type": "text", "angle": 270, "align": "right", "baseline": "bottom", "dx": -4, "y": 4},
-                "encoding": {"x": x_enc, "text": {"field": "label"}},
-            },
-            {
-                "data": {"values": marks},
-                "mark": {"type": "point", "filled": True, "size": 80},
-                "encoding": {
-                    "x": x_enc,
-                    "y": y_enc,
-                    "color": {"field": "source", "type": "nominal", "title": None, "scale": {"range": pal["range"]}},
-                    "shape": {"field": "source", "type": "nominal", "title": None},
-                    "tooltip": [
-                        {"field": "name"},
-                        {"field": "mesh"},
-                        {"field": "intensity", "format": ",.0f", "title": "FLOP per HBM byte"},
-                        {"field": "flops", "format": ".3s", "title": "FLOP/s"},
-                        {"field": "basis"},
-                    ],
-                },
-            },
-            {
-                "data": {"values": marks},
-                "mark": {"type": "text", "align": "left", "dx": 6, "dy": -6, "fontSize": 10},
-                "encoding": {"x": x_enc, "y": y_enc, "text": {"field": "name"}},
-            },
-        ],
+        "width": PLOT_W,
+        "height": PLOT_H,
+        "layer": layers,
+        "resolve": {"scale": {"color": "independent", "shape": "independent"}},
         "config": {
             "background": pal["background"],
-            "title": {"color": pal["text"], "subtitleColor": pal["text"]},
+            "title": {"color": pal["text"], "subtitleColor": pal["text"], "subtitleFontSize": 11},
             "text": {"color": pal["text"]},
             "axis": {
                 "labelColor": pal["text"],
@@ -226,10 +557,34 @@ def chart(
                 "domainColor": pal["rule"],
                 "tickColor": pal["rule"],
             },
-            "legend": {"labelColor": pal["text"], "titleColor": pal["text"], "orient": "bottom"},
+            "legend": {
+                "labelColor": pal["text"],
+                "titleColor": pal["text"],
+                "orient": "bottom",
+                "direction": "horizontal",
+                "labelLimit": 320,
+                "titleLimit": 400,
+            },
         },
-        "usermeta": {"peak_flops_per_s": peak, "hbm_bytes_per_s": bw, "hbm_ridge": ridge, "theme": theme},
+        "usermeta": {
+            "peak_flops_per_s": peak,
+            "hbm_bytes_per_s": bw,
+            "hbm_ridge": ridge,
+            "theme": theme,
+            "plot": [PLOT_W, PLOT_H],
+            "unlabelled": [m["name"] for m in ops if m["name"] not in {lb["text"] for lb in labels["op"]}],
+        },
     }
+
+
+def _ticks(dom: tuple[float, float]) -> list[float]:
+    """Axis values on a log scale: 1, 2 and 5 times powers of ten within `dom` (powers of ten alone when the
+    domain spans more than three decades), so that labels never crowd."""
+    steps = (1,) if dom[1] / dom[0] > 1e3 else (1, 2, 5)
+    out = []
+    for e in range(math.floor(math.log10(dom[0])), math.ceil(math.log10(dom[1])) + 1):
+        out += [float(f"{s}e{e}") for s in steps if dom[0] <= s * 10**e <= dom[1] * (1 + 1e-9)]
+    return out
 
 
 def _logspace(lo: float, hi: float, n: int) -> list[float]:
