@@ -1,8 +1,10 @@
 /**
- * "ASAP: Show Roofline": a webview panel per config with the roofline chart the server computes
- * (asap.server.roofline: the declared slice's roofline, the estimate's components, one point per mesh, the
- * profile's top ops). The chart follows the colour theme, and is redrawn when the config's diagnostics change
- * (an edit, a save, a finished analysis), so it always shows the text as it is now.
+ * "ASAP: Show Roofline": one webview panel with the roofline chart the server computes (asap.server.roofline:
+ * the declared slice's roofline, the estimate's components, one point per mesh with an arrow from now to each
+ * proposal, the profile's top ops). The panel follows the active config editor: switching to another config the
+ * server can chart redraws it for that one (other YAML files leave it as it is). The chart follows the colour
+ * theme, and is redrawn when its config's diagnostics change (an edit, a save, a finished analysis), so it always
+ * shows the text as it is now.
  */
 import { randomBytes } from 'node:crypto';
 
@@ -41,12 +43,22 @@ export function rooflineHtml(cspSource: string, scriptUri: string, nonce: string
 <style>
   body { background: var(--vscode-editor-background); color: var(--vscode-foreground); font-family: var(--vscode-font-family); }
   #status { margin: 0.5em 0; opacity: 0.85; }
-  #chart { width: calc(100% - 2em); }
+  #chart, #chart .vega-embed { display: block; max-width: 100%; }
+  /* laid out by the server at one size, scaled as a whole to the panel's width (labels keep their places) */
+  #chart svg.marks { width: 100%; max-width: 1100px; height: auto; }
+  #tip { position: fixed; z-index: 10; pointer-events: none; max-width: min(30em, calc(100vw - 16px)); box-sizing: border-box;
+    padding: 4px 8px; font-size: var(--vscode-font-size); line-height: 1.35; overflow-wrap: anywhere;
+    background: var(--vscode-editorHoverWidget-background); color: var(--vscode-editorHoverWidget-foreground);
+    border: 1px solid var(--vscode-editorHoverWidget-border); border-radius: 3px; box-shadow: 0 2px 8px var(--vscode-widget-shadow); }
+  #tip .row { margin: 1px 0; }
+  #tip .key { color: var(--vscode-descriptionForeground); margin-right: 0.5em; }
+  #tip .key::after { content: ":"; }
 </style>
 </head>
 <body>
 <div id="status">Computing the roofline...</div>
 <div id="chart"></div>
+<div id="tip" role="tooltip" hidden></div>
 <script nonce="${nonce}" src="${scriptUri}"></script>
 </body>
 </html>`;
@@ -59,12 +71,25 @@ function targetUri(arg: unknown): string | undefined {
   return doc && doc.languageId === 'yaml' ? doc.uri.toString() : undefined;
 }
 
+/** A config editor the panel may follow: a YAML file (or an unsaved one), not an output or diff pane. */
+function followable(editor: vscode.TextEditor | undefined): string | undefined {
+  const doc = editor?.document;
+  if (!doc || doc.languageId !== 'yaml' || !['file', 'untitled'].includes(doc.uri.scheme)) return undefined;
+  return doc.uri.toString();
+}
+
+const FRESH_NOTE =
+  "Now and the agents' proposals (arrows from now), priced by ASAP's estimate; hover a point for its mesh and numbers.";
+const STALE_NOTE =
+  'Current mesh only: proposals appear once the agents have analysed this text (save, or ASAP: Analyze).';
+
 class RooflinePanel {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private ready = false;
+  private seq = 0; // the latest request: an older reply (another config, an older text) is dropped
 
   constructor(
-    readonly uri: string,
+    public uri: string,
     readonly panel: vscode.WebviewPanel,
     private readonly run: RunServerCommand,
     private readonly log: Logger,
@@ -72,14 +97,19 @@ class RooflinePanel {
     panel.webview.onDidReceiveMessage((m: FromWebview) => this.receive(m));
   }
 
+  private get path(): string {
+    return vscode.Uri.parse(this.uri).fsPath;
+  }
+
   private receive(m: FromWebview): void {
     if (m.type === 'ready') {
       this.ready = true;
       void this.draw();
     } else if (m.type === 'rendered') {
-      this.log.info(`roofline drawn for ${vscode.Uri.parse(this.uri).fsPath}: ${m.marks} points`);
+      const hidden = m.hiddenLabels ? ` (${m.hiddenLabels} labels hidden to avoid overlaps)` : '';
+      this.log.info(`roofline drawn for ${this.path}: ${m.marks} points${hidden}`);
     } else {
-      this.log.error(`roofline for ${vscode.Uri.parse(this.uri).fsPath} could not be drawn: ${m.message}`);
+      this.log.error(`roofline for ${this.path} could not be drawn: ${m.message}`);
     }
   }
 
@@ -89,21 +119,44 @@ class RooflinePanel {
     this.timer = setTimeout(() => void this.draw(), REDRAW_DELAY_MS);
   }
 
-  async draw(): Promise<void> {
-    if (!this.ready) return; // the page asks for its first chart when its script has loaded
+  private async request(uri: string): Promise<{ res?: RooflineReply; error?: string; theme: ChartTheme }> {
     const theme = chartTheme(vscode.window.activeColorTheme.kind);
-    let msg: ToWebview;
     try {
-      const res = (await this.run(SERVER_COMMANDS.roofline, [this.uri, theme])) as RooflineReply;
-      this.panel.title = res.title;
-      const note = res.fresh
-        ? "Current mesh and the agents' proposals, priced by ASAP's estimate; hover a point for its source."
-        : 'Current mesh only: proposals appear once the agents have analysed this text (save, or ASAP: Analyze).';
-      msg = { type: 'render', spec: res.spec, theme, note };
+      return { res: (await this.run(SERVER_COMMANDS.roofline, [uri, theme])) as RooflineReply, theme };
     } catch (e) {
-      msg = { type: 'error', message: `ASAP: ${e instanceof Error ? e.message : String(e)}` };
+      return { error: e instanceof Error ? e.message : String(e), theme };
+    }
+  }
+
+  private async post(res: RooflineReply | undefined, error: string | undefined, theme: ChartTheme): Promise<void> {
+    let msg: ToWebview;
+    if (res) {
+      this.panel.title = res.title;
+      msg = { type: 'render', spec: res.spec, theme, note: res.fresh ? FRESH_NOTE : STALE_NOTE };
+    } else {
+      msg = { type: 'error', message: `ASAP: ${error}` };
     }
     await this.panel.webview.postMessage(msg);
+  }
+
+  async draw(): Promise<void> {
+    if (!this.ready) return; // the page asks for its first chart when its script has loaded
+    const seq = ++this.seq;
+    const { res, error, theme } = await this.request(this.uri);
+    if (seq === this.seq) await this.post(res, error, theme);
+  }
+
+  /** Show `uri`'s chart instead, if the server can chart it (another ASAP config); otherwise keep this one. */
+  async follow(uri: string): Promise<void> {
+    const seq = ++this.seq;
+    const { res, error, theme } = await this.request(uri);
+    if (seq !== this.seq) return;
+    if (!res) {
+      this.log.info(`roofline stays on ${this.path}: ${vscode.Uri.parse(uri).fsPath} has no chart (${error})`);
+      return;
+    }
+    this.uri = uri;
+    if (this.ready) await this.post(res, undefined, theme);
   }
 
   dispose(): void {
@@ -111,9 +164,9 @@ class RooflinePanel {
   }
 }
 
-/** One roofline panel per config, created or revealed by the command and kept in step with the config. */
+/** The roofline panel, created or revealed by the command, kept in step with its config and the active editor. */
 export class RooflineViews implements vscode.Disposable {
-  private readonly panels = new Map<string, RooflinePanel>();
+  private view: RooflinePanel | undefined;
   private readonly subscriptions: vscode.Disposable[];
 
   constructor(
@@ -123,12 +176,20 @@ export class RooflineViews implements vscode.Disposable {
   ) {
     this.subscriptions = [
       vscode.languages.onDidChangeDiagnostics((e) => {
-        for (const uri of e.uris) this.panels.get(uri.toString())?.schedule();
+        const view = this.view;
+        if (view && e.uris.some((u) => u.toString() === view.uri)) view.schedule();
       }),
-      vscode.window.onDidChangeActiveColorTheme(() => {
-        for (const p of this.panels.values()) void p.draw();
+      vscode.window.onDidChangeActiveColorTheme(() => void this.view?.draw()),
+      vscode.window.onDidChangeActiveTextEditor((editor) => {
+        const uri = followable(editor);
+        if (this.view && uri && uri !== this.view.uri) void this.view.follow(uri);
       }),
     ];
+  }
+
+  /** The config the panel shows, if one is open. */
+  get shown(): string | undefined {
+    return this.view?.uri;
   }
 
   show(arg?: unknown): boolean {
@@ -137,10 +198,10 @@ export class RooflineViews implements vscode.Disposable {
       void vscode.window.showErrorMessage('ASAP: open a MaxText config (YAML) to show its roofline.');
       return false;
     }
-    const open = this.panels.get(uri);
-    if (open) {
-      open.panel.reveal(vscode.ViewColumn.Beside);
-      void open.draw();
+    if (this.view) {
+      this.view.uri = uri;
+      this.view.panel.reveal(undefined, true);
+      void this.view.draw();
       return true;
     }
     const dist = vscode.Uri.joinPath(this.extensionUri, 'dist');
@@ -155,18 +216,16 @@ export class RooflineViews implements vscode.Disposable {
     panel.webview.html = rooflineHtml(panel.webview.cspSource, script.toString(), randomBytes(16).toString('base64'));
     panel.onDidDispose(() => {
       view.dispose();
-      this.panels.delete(uri);
+      if (this.view === view) this.view = undefined;
     });
-    this.panels.set(uri, view);
+    this.view = view;
     return true;
   }
 
   dispose(): void {
     for (const s of this.subscriptions) s.dispose();
-    for (const p of this.panels.values()) {
-      p.dispose();
-      p.panel.dispose();
-    }
-    this.panels.clear();
+    this.view?.dispose();
+    this.view?.panel.dispose();
+    this.view = undefined;
   }
 }

@@ -10,12 +10,17 @@ const state = vi.hoisted(() => ({
   }[],
   diagListeners: [] as ((e: { uris: { toString(): string }[] }) => void)[],
   themeListeners: [] as (() => void)[],
+  editorListeners: [] as ((e: unknown) => void)[],
 }));
 const vscode = vi.hoisted(() => {
   class Uri {
-    constructor(readonly path: string) {}
+    constructor(
+      readonly path: string,
+      readonly scheme = 'file',
+    ) {}
     static parse(s: string) {
-      return new Uri(s.replace('file://', ''));
+      const m = /^([a-z-]+):(?:\/\/)?(.*)$/.exec(s);
+      return m ? new Uri(m[1] === 'file' ? `/${m[2].replace(/^\/+/, '')}` : m[2], m[1]) : new Uri(s);
     }
     static joinPath(u: Uri, ...parts: string[]) {
       return new Uri([u.path, ...parts].join('/'));
@@ -24,7 +29,7 @@ const vscode = vi.hoisted(() => {
       return this.path;
     }
     toString() {
-      return `file://${this.path}`;
+      return this.scheme === 'file' ? `file://${this.path}` : `${this.scheme}:${this.path}`;
     }
   }
   return {
@@ -37,6 +42,10 @@ const vscode = vi.hoisted(() => {
       showErrorMessage: vi.fn(),
       onDidChangeActiveColorTheme: vi.fn((cb: () => void) => {
         state.themeListeners.push(cb);
+        return { dispose: vi.fn() };
+      }),
+      onDidChangeActiveTextEditor: vi.fn((cb: (e: unknown) => void) => {
+        state.editorListeners.push(cb);
         return { dispose: vi.fn() };
       }),
       createWebviewPanel: vi.fn((_type: string, title: string) => {
@@ -94,6 +103,7 @@ describe('roofline view', () => {
     state.panels = [];
     state.diagListeners = [];
     state.themeListeners = [];
+    state.editorListeners = [];
     vscode.window.activeColorTheme.kind = 2;
   });
 
@@ -151,6 +161,86 @@ describe('roofline view', () => {
     expect(panel.revealed).toBe(1);
     panel.webview.listener?.({ type: 'rendered', marks: 7 });
     expect(log.lines.at(-1)).toBe('info roofline drawn for /ws/c.yml: 7 points');
+    panel.webview.listener?.({ type: 'rendered', marks: 7, hiddenLabels: 2 });
+    expect(log.lines.at(-1)).toBe('info roofline drawn for /ws/c.yml: 7 points (2 labels hidden to avoid overlaps)');
+  });
+
+  it('follows the active config editor, and stays put for YAML the server cannot chart', async () => {
+    const OTHER = 'file:///ws/other.yml';
+    const run = vi.fn(async (_c: string, args: unknown[]) => {
+      if (args[0] === 'file:///ws/workflow.yml') throw new Error('no estimate for this config');
+      const name = String(args[0]).split('/').pop();
+      return { title: `ASAP roofline: ${name}`, fresh: true, spec: { uri: args[0] } };
+    });
+    const log = memoryLogger();
+    const views = new RooflineViews(new vscode.Uri('/ext') as never, run, log);
+    const editor = (uri: string, languageId = 'yaml') => ({
+      document: { uri: vscode.Uri.parse(uri), languageId },
+    });
+    for (const cb of state.editorListeners) cb(editor(OTHER)); // no panel yet: nothing to follow
+    expect(run).not.toHaveBeenCalled();
+    views.show(URI);
+    const [panel] = state.panels;
+    panel.webview.listener?.({ type: 'ready' });
+    await until(() => panel.webview.posted.length === 1);
+
+    for (const cb of state.editorListeners) cb(editor(OTHER));
+    await until(() => panel.webview.posted.length === 2);
+    expect(panel.webview.posted[1]).toMatchObject({ type: 'render', spec: { uri: OTHER } });
+    expect(panel.title).toBe('ASAP roofline: other.yml');
+    expect(views.shown).toBe(OTHER);
+    expect(state.panels).toHaveLength(1); // the same panel, redrawn for the other config
+
+    // its diagnostics now redraw it; the first config's do not
+    vi.useFakeTimers();
+    for (const cb of state.diagListeners) cb({ uris: [{ toString: () => URI }] });
+    await vi.runAllTimersAsync();
+    expect(run).toHaveBeenCalledTimes(2);
+    for (const cb of state.diagListeners) cb({ uris: [{ toString: () => OTHER }] });
+    await vi.runAllTimersAsync();
+    vi.useRealTimers();
+    await until(() => panel.webview.posted.length === 3);
+    expect(run).toHaveBeenLastCalledWith(SERVER_COMMANDS.roofline, [OTHER, 'dark']);
+
+    // a YAML file that is no config: the chart stays; a non-YAML editor or none (the panel focused): ignored
+    for (const cb of state.editorListeners) cb(editor('file:///ws/workflow.yml'));
+    await until(() => log.lines.some((l) => l.includes('roofline stays on /ws/other.yml')));
+    for (const cb of state.editorListeners) cb(editor('file:///ws/notes.md', 'markdown'));
+    for (const cb of state.editorListeners) cb(undefined);
+    for (const cb of state.editorListeners) cb(editor('output:asap', 'yaml'));
+    await new Promise((r) => setImmediate(r));
+    expect(run).toHaveBeenCalledTimes(4);
+    expect(views.shown).toBe(OTHER);
+    expect(panel.webview.posted).toHaveLength(3);
+
+    // back to the first config
+    for (const cb of state.editorListeners) cb(editor(URI));
+    await until(() => panel.webview.posted.length === 4);
+    expect(panel.webview.posted[3]).toMatchObject({ spec: { uri: URI } });
+    expect(views.shown).toBe(URI);
+  });
+
+  it('keeps only the reply to the latest request when configs switch quickly', async () => {
+    const replies: Record<string, (v: unknown) => void> = {};
+    const run = vi.fn(
+      (_c: string, args: unknown[]) =>
+        new Promise((resolve) => {
+          replies[String(args[0])] = resolve;
+        }),
+    );
+    const views = new RooflineViews(new vscode.Uri('/ext') as never, run, memoryLogger());
+    views.show(URI);
+    const [panel] = state.panels;
+    panel.webview.listener?.({ type: 'ready' });
+    const editor = (uri: string) => ({ document: { uri: vscode.Uri.parse(uri), languageId: 'yaml' } });
+    for (const cb of state.editorListeners) cb(editor('file:///ws/b.yml'));
+    await until(() => Object.keys(replies).length === 2);
+    replies['file:///ws/b.yml']({ title: 'ASAP roofline: b.yml', fresh: true, spec: { uri: 'b' } });
+    replies[URI]({ title: 'ASAP roofline: c.yml', fresh: true, spec: { uri: 'c' } }); // late: dropped
+    await until(() => panel.webview.posted.length === 1);
+    await new Promise((r) => setImmediate(r));
+    expect(panel.webview.posted).toEqual([expect.objectContaining({ spec: { uri: 'b' } })]);
+    expect(views.shown).toBe('file:///ws/b.yml');
   });
 
   it("shows the server's refusal in the page", async () => {

@@ -24,7 +24,7 @@ from server.presentation.label_layout import Layout, Placement
 from server.services.analysis import Analysis
 
 THEMES = ("light", "dark")
-PLOT_W, PLOT_H = 560, 360
+PLOT_W, PLOT_H = 500, 330
 MESH_SOURCE = "meshes (estimate)"
 COMPONENT_GROUP = "step components (ASAP estimate, current mesh)"
 PROFILE_GROUP = "XProf ops (measured)"
@@ -70,6 +70,8 @@ def _oi(v: float) -> str:
 
 
 def _ms(s: float) -> str:
+    if s == 0:
+        return "0 ms"
     return f"{s * 1e3:,.0f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
 
 
@@ -305,6 +307,9 @@ def chart(
                 break
         else:
             groups.append([m])
+    for g in groups:
+        for m in g[1:]:
+            m["legend"] += f" (at {g[0]['name']})"
     arrows, heads = [], []
     if now is not None:
         nx, ny = sc.px(now["intensity"], now["flops"])
@@ -427,7 +432,7 @@ def chart(
             "name": "ridges",
             "data": {"values": ridge_rules},
             "mark": {"type": "rule", "strokeDash": [4, 4], "color": pal["rule"]},
-            "encoding": {"x": x_enc, **tip},
+            "encoding": {"x": x_enc, "description": {"field": "label"}, **tip},
         },
         {
             "name": "leaders",
@@ -524,19 +529,19 @@ def chart(
             "name": "ridge_labels",
             "data": {"values": labels["ridge"]},
             "mark": {"type": "text", "angle": 270, "align": "center", "baseline": "middle", "fontSize": 10},
-            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
         {
             "name": "op_labels",
             "data": {"values": labels["op"]},
             "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 10},
-            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
         {
             "name": "mesh_labels",
             "data": {"values": labels["mesh"]},
             "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 12, "fontWeight": "bold"},
-            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}},
+            "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
     ]
     return {
