@@ -13,6 +13,7 @@ tensor/context parallelism, and keys current MaxText ignores.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from dataclasses import dataclass, field
@@ -335,6 +336,12 @@ def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Conf
     if (edit := _value_edit(cfg, d_fill.key, -1)) is not None and target % (product // d_fill.raw) == 0:
         fixes.append(Fix(f"Set {d_fill.key} to -1 (fill the remaining {label} devices)", (edit,)))
     msg = f"Number of {what} {target} does not match the product of the {label} parallelism {product} ({desc})"
+    # the other factors of the product written in this document: where the user may have made the change
+    related = [
+        Related(e.file, e.key_span, f"{d.key}: {d.raw} (a factor of the {label} product)")
+        for d in written
+        if d is not primary and d.raw != 1 and (e := cfg.entry(d.key)) is not None
+    ]
     findings.append(
         _finding(
             cfg,
@@ -343,9 +350,30 @@ def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Conf
             msg,
             primary.key,
             fixes=fixes,
-            data={"target": target, "product": product},
+            related=related,
+            data={"target": target, "product": product, "factors": [d.key for d in written]},
         )
     )
+
+
+PRODUCT_CODES = (DiagCode.ICI_PRODUCT_MISMATCH, DiagCode.DCN_PRODUCT_MISMATCH)
+
+
+def on_key(f: Finding, cfg: Config, key: str) -> Finding:
+    """A product mismatch (ASAP101, ASAP104) placed on `key` instead, when `key` is one of its factors written
+    in the document (the one the user last edited, say): the key it was on becomes related information. Any
+    other finding, or a key that is not a factor, is returned as it is. Its fixes do not depend on where it is."""
+    if f.code not in PRODUCT_CODES or key == f.key or key not in f.data.get("factors", ()):
+        return f
+    e = cfg.entry(key)
+    if e is None:
+        return f
+    related = [r for r in f.related if r.span != e.key_span or r.file != e.file]
+    if f.key is not None and (old := cfg.entry(f.key)) is not None:
+        old_v = cfg.values.get(f.key)
+        raw = old_v.value if old_v is not None else "?"
+        related.insert(0, Related(old.file, old.key_span, f"{f.key}: {raw} (a factor of the product)"))
+    return dataclasses.replace(f, key=key, file=e.file, span=e.key_span, related=related)
 
 
 def _subset_products(axes: tuple[int, ...]) -> list[int]:

@@ -505,6 +505,10 @@ def _load_whole(text: str, lines: list[str]) -> list[_Raw] | None:
         return _load_entries(text)
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
+        if e.context_mark is not None and (e.context or "").startswith("while scanning"):
+            # the scanner gives up where the token it was reading should have ended (often the next line or the
+            # end of the text); the token itself (an unclosed quote, a key without `:`) starts at the context mark
+            mark = e.context_mark
         line, col = (mark.line, mark.column) if mark else (0, 0)
         col += int(line == 0 and text.startswith("\ufeff"))  # a byte-order mark is no column to ruamel
         problem = e.problem or e.context or "invalid YAML"
@@ -540,5 +544,32 @@ def _syntax_error(msg: str, lines: list[str], line: int, col: int, text: str, in
                 f" (line {ol + 1}, column {oc + 1} has {_char_name(text[odd])}, which YAML reads as a line break "
                 "and editors do not)"
             )
-    end = len(lines[line]) if 0 <= line < len(lines) else col
-    return YamlSyntaxError(msg, Span(line, col, line, max(col, end)))
+    return YamlSyntaxError(msg, _token_span(lines, line, col))
+
+
+_TOKEN_END = re.compile(r"\s|:(?:\s|$)|,|\]|\}")
+
+
+def _token_span(lines: list[str], line: int, col: int) -> Span:
+    """The token at (line, col) a parser error is about, never empty: a `:`, a quoted scalar (to its closing
+    quote or the end of the line), a tab, or the word there; at the end of a line or past the last one, the last
+    token before it (an editor shows a zero-width mark at a line's end as nearly nothing)."""
+    while 0 <= line < len(lines) and not lines[line][col:].strip():  # nothing here: step back to the last token
+        before = lines[line][:col].rstrip()
+        if before:
+            start = max(before.rfind(" "), before.rfind("\t")) + 1
+            return Span(line, start, line, len(before))
+        line -= 1
+        col = len(lines[line]) if line >= 0 else 0
+    if not 0 <= line < len(lines):
+        return Span.point(0)
+    text = lines[line]
+    while col < len(text) and text[col] == " ":
+        col += 1
+    ch = text[col]
+    if ch in ":\t,]}":
+        return Span(line, col, line, col + 1)
+    if ch in "'\"":
+        return Span(line, col, line, max(col + 1, _scalar_end(text, col)))
+    m = _TOKEN_END.search(text, col + 1)
+    return Span(line, col, line, m.start() if m else len(text.rstrip()))

@@ -15,6 +15,7 @@ the LSP handlers in server/editor/features/.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import gc
 import logging
@@ -33,10 +34,11 @@ from pygls.workspace import TextDocument
 from server import __version__
 from server.agents.report import AnalysisReport
 from server.common.codes import DiagCode
-from server.common.findings import Finding, Severity
-from server.config import models
+from server.common.findings import Finding, Related, Severity
+from server.config import mesh, models
 from server.config.source import too_large
 from server.editor import background, lsp_convert
+from server.editor.contract import CommandError
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Running, Versioned
 from server.presentation import agent_findings, verification
@@ -51,6 +53,21 @@ DEBOUNCE_S = 0.25  # a keystroke's analysis waits this long for the next keystro
 # Diagnostics published for one document: converting and sending each costs about 50 us on the event loop, and a
 # person reads none past the first few hundred.
 MAX_DIAGNOSTICS = 1000
+
+# Information entries that restate what the hover and the code lens show (the estimate, the agents' diagnosis, the
+# linked profile's verdict and notes, the compiler's verdict when it fits or cannot run): published only with
+# asap.showInformationDiagnostics. Information findings about the config itself (no slice declared, a model priced
+# from its base_* keys) are always published.
+QUIET = frozenset(
+    {
+        DiagCode.ESTIMATE,
+        DiagCode.AGENTS,
+        DiagCode.PROFILE_VERDICT,
+        DiagCode.PROFILE_NOTE,
+        DiagCode.COMPILER_VERIFIED,
+        DiagCode.COMPILER_UNAVAILABLE,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -83,6 +100,7 @@ class AsapServer(LanguageServer):
         self.conversions: dict[Path, asyncio.Task[None]] = {}  # profile run dir -> conversion in flight
         self.failed: dict[tuple[tuple[str, int, int], ...], str] = {}  # profile files -> why not read
         self.outcome_checked: set[tuple[str, Any]] = set()  # (config path, profile files) looked up once
+        self.edited: dict[str, str] = {}  # uri -> the ici_/dcn_ key the user last edited (documents.did_change)
         self.shutting_down = False
         self._agent_pool: ProcessPoolExecutor | None = None
         self._frozen: set[str] = set()  # what the heap was frozen after (freeze_heap)
@@ -109,6 +127,7 @@ class AsapServer(LanguageServer):
     def close(self, uri: str) -> None:
         """Forget a closed document: its results and its jobs."""
         st = self.docs.pop(uri, None)
+        self.edited.pop(uri, None)
         if st is not None:
             st.close()
 
@@ -226,19 +245,53 @@ class AsapServer(LanguageServer):
 
     # -- publishing -------------------------------------------------------------------------------
     def shown(self, doc: TextDocument, an: Analysis, agents: bool = True) -> list[Finding]:
-        """The findings the editor shows for this document: static and estimate, profile, and the agents'."""
+        """Every finding ASAP has for this document: static and estimate, profile, the agents' diagnosis (one
+        finding, the other keys it implicates as related locations) and the compiler's. The hover explains them
+        all; `published` is what goes to the client's Problems."""
         st = self.state(doc.uri)
-        findings: list[Finding] = [*an.diagnostics, *(st.profile.findings if st.profile else [])]
+        findings: list[Finding] = [*self.located(doc, an), *(st.profile.findings if st.profile else [])]
+        if an.config.document is None:  # the text does not parse: the (stale) diagnosis and verdict have no key
+            return findings  # to stand on here, and are never moved to line 1; they return with the keys
         if st.agents is not None and agents:
-            stale = st.agents.version != doc.version
-            findings += agent_findings.diagnosis_findings(st.agents.value, an, stale=stale)
+            findings += self.diagnosis(doc, an)
         if st.verified is not None:
             findings += verification.findings(st.verified.value, an, stale=st.verified.version != doc.version)
         here = _InDocument(doc)
-        return [f for f in findings if here(f.file) and (self.settings.show_estimate or f.code != DiagCode.ESTIMATE)]
+        return [f for f in findings if here(f.file)]
+
+    def located(self, doc: TextDocument, an: Analysis) -> list[Finding]:
+        """The analysis' findings, a mesh product mismatch on the parallelism key the user last edited in this
+        document when it is one of the product's factors (the others as related information): the squiggle goes
+        where the change was made, not on ici_fsdp_parallelism. Code actions find their findings in this list."""
+        key = self.edited.get(doc.uri)
+        if key is None:
+            return an.diagnostics
+        return [mesh.on_key(f, an.config, key) for f in an.diagnostics]
+
+    def diagnosis(self, doc: TextDocument, an: Analysis) -> list[Finding]:
+        """The agents' diagnosis as one finding (none without a report): on the first key it implicates, the
+        others as related locations, so Problems lists it once."""
+        st = self.state(doc.uri)
+        if st.agents is None or an.config.document is None:
+            return []
+        return merge_diagnosis(
+            agent_findings.diagnosis_findings(st.agents.value, an, stale=st.agents.version != doc.version)
+        )
+
+    def published(self, doc: TextDocument, an: Analysis) -> list[Finding]:
+        """The findings published as diagnostics: errors, warnings and hints always; the estimate's, the
+        diagnosis', the profile's and the compiler's information entries only with
+        asap.showInformationDiagnostics (a healthy file is quiet; the hover and the code lens say the same)."""
+        s = self.settings
+        return [
+            f
+            for f in self.shown(doc, an)
+            if not (f.severity == Severity.INFORMATION and f.code in QUIET and not s.show_information_diagnostics)
+            and (s.show_estimate or f.code != DiagCode.ESTIMATE)
+        ]
 
     def publish(self, doc: TextDocument, an: Analysis) -> None:
-        self._send(doc, self.shown(doc, an))
+        self._send(doc, self.published(doc, an))
 
     def _send(self, doc: TextDocument, findings: list[Finding]) -> None:
         if self.shutting_down:  # background work finishing after shutdown has no one to tell
@@ -338,6 +391,9 @@ class AsapServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Log instead of pygls' default popup: a user cannot act on a traceback.
+        if isinstance(error, CommandError):  # a command refused what it was asked (a user error, not a bug): the
+            log.info("%s", error)  # client got the message in its error reply; one line here, no traceback
+            return
         log.error("internal error (%s): %s", getattr(source, "__name__", source), error, exc_info=error)
 
 
@@ -374,6 +430,16 @@ class _InDocument:
         if self._resolved is None:
             self._resolved = self.path.resolve()
         return file.resolve() == self._resolved
+
+
+def merge_diagnosis(findings: list[Finding]) -> list[Finding]:
+    """The diagnosis' findings (one per implicated key) as one: the first, with the other keys as related
+    locations (their message names the key)."""
+    if len(findings) <= 1:
+        return findings
+    first, rest = findings[0], findings[1:]
+    related = [*first.related, *(Related(f.file, f.span, f"also implicated: {f.key or 'here'}") for f in rest)]
+    return [dataclasses.replace(first, related=related)]
 
 
 def oversize(source: str) -> Finding | None:

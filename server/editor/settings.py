@@ -21,7 +21,10 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
     default_slice: StrictStr | None = None  # asap.defaultSlice: the slice of a config that declares none
-    show_estimate: StrictBool = True  # asap.showEstimate: the ASAP120 information line
+    show_estimate: StrictBool = True  # asap.showEstimate: the ASAP120 information line (with the setting below)
+    # asap.showInformationDiagnostics: publish the estimate's, the diagnosis', the profile's and the compiler's
+    # information entries too (they live in the hover and the code lens; a healthy file has no Problems entry)
+    show_information_diagnostics: StrictBool = False
     kb_path: StrictStr | None = None  # asap.kbPath: the knowledge index file
     llm: Literal["off", "auto"] = "off"  # asap.llm: the offline engine only, or Claude when a key is set
     profile_search_paths: tuple[StrictStr, ...] = ()  # asap.profileSearchPaths: where <run_name>/ profiles may be

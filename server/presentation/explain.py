@@ -5,25 +5,31 @@ behind the verdict and where they come from. No editor types here.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
 from server.agents.report import AnalysisReport
 from server.common import codes
+from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
 from server.config.placement import jax_physical_shape
 from server.config.slices import GB, SOURCES, Slice
 from server.perf.estimate import Estimate, step_tokens
+from server.perf.memory import RUNTIME_RESERVE, usable_hbm
 from server.presentation import verification
-from server.presentation.agent_findings import mesh_label
+from server.presentation.agent_findings import mesh_label, nothing_fits_text
 from server.presentation.verification import VerifiedTarget
 from server.profiles import profile as prof
 from server.services.analysis import Analysis
 from server.services.profile_analysis import ProfileResult
 
 PHYS_NAMES = ("x", "y", "z", "core")
+README = Path(__file__).resolve().parents[2] / "README.md"
+GIB = 1024**3
+ESTIMATE = DiagCode.ESTIMATE
 
 
 def key_at(an: Analysis, line: int, column: int) -> str | None:
@@ -43,9 +49,9 @@ def _within(span: Span | None, line: int, column: int) -> bool:
 
 
 def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | None = None) -> tuple[str, Span] | None:
-    """Markdown and the span it explains, or None where ASAP has nothing to say. With `findings` (the
-    diagnostics published for the document), the explanation of those at the position comes first
-    (diagnostic_md) and the key's own list names them without repeating their messages."""
+    """Markdown and the span it explains, or None where ASAP has nothing to say: at most about 15 lines. With
+    `findings` (every finding ASAP has for the document), the errors and warnings at the position come first
+    (diagnostic_md), then the key's own explanation, then the information entries there in brief."""
     if not an.config.is_maxtext:
         return None
     found = list(findings or ())
@@ -53,15 +59,19 @@ def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | No
     urgent = diagnostic_md([f for f in found if f.severity < Severity.INFORMATION], line, column)
     info = diagnostic_md([f for f in found if f.severity >= Severity.INFORMATION], line, column)
     here = {f.code for f in found if _covers(f.span, line, column)}
-    key = _key_md(an, line, column, here)
+    key = _key_md(an, line, column, here, short=urgent is not None)
     parts = [p for p in (urgent, key, info) if p is not None]
     if not parts:
         return None
     span = key[1] if key is not None else parts[0][1]
-    return "\n\n---\n\n".join(p[0] for p in parts), span
+    return no_paths("\n\n---\n\n".join(p[0] for p in parts)), span
 
 
-def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[str, Span] | None:
+def _key_md(
+    an: Analysis, line: int, column: int, explained: set[str], short: bool = False, notes: bool = True
+) -> tuple[str, Span] | None:
+    """The key's own explanation, then its diagnostics by code and title (with their messages unless explained
+    above); `short` (an error above already takes room): the explanation's first lines only."""
     if _within(an.config.declared_slice_span, line, column):
         return _slice_md(an), an.config.declared_slice_span  # type: ignore[return-value]
     key = key_at(an, line, column)
@@ -69,22 +79,31 @@ def _key_md(an: Analysis, line: int, column: int, explained: set[str]) -> tuple[
         return None
     span = an.config.document.entries[key].key_span
     if key in KEY_TO_AXIS:
-        md = _axis_md(an, key)
+        md = _axis_md(an, key, short)
     elif key in IGNORED_KEYS:
         md = f"**{key}** is ignored by current MaxText: {IGNORED_KEYS[key]}."
     elif key in ("compile_topology", "compile_topology_num_slices", "num_slices"):
-        md = _slice_md(an) + _estimate_md(an)
+        md = _slice_md(an) + ("" if short else _estimate_md(an))
     elif key in ("per_device_batch_size", "remat_policy"):
         md = _batch_md(an) if key == "per_device_batch_size" else f"**remat_policy** = `{an.config.get(key)}`"
-        md += _memory_md(an)
+        md += "" if short else _memory_md(an)
     elif key == "model_name":
         md = _model_md(an)
     else:
         return None
-    notes = [f for f in an.diagnostics if f.key == key and f.code != codes.DiagCode.ESTIMATE]
-    if notes:
-        md += "\n\n" + "\n".join(_note_line(f, f.code in explained) for f in notes)
+    listed = [f for f in an.diagnostics if f.key == key and f.code != ESTIMATE] if notes else []
+    if listed:
+        md += "\n\n" + "\n".join(_note_line(f, f.code in explained) for f in listed)
     return md, span
+
+
+def key_md(an: Analysis, line: int, column: int, short: bool = True) -> str | None:
+    """The explanation of the key at (line, column) alone (`short`: its first lines), for a hover that leads with
+    something else (the agents' diagnosis)."""
+    if not an.config.is_maxtext:
+        return None
+    found = _key_md(an, line, column, set(), short=short, notes=False)
+    return no_paths(found[0]) if found is not None else None
 
 
 def _note_line(f: Finding, explained: bool) -> str:
@@ -93,6 +112,26 @@ def _note_line(f: Finding, explained: bool) -> str:
     c = codes.lookup(f.code)
     title = f" **{c.title}**" if c else ""
     return f"- ⚠ `{f.code}`{title}" + (" (explained above)" if explained else f": {f.message}")
+
+
+# Module paths the core's texts name (where a figure is computed), as readers name them.
+_PATHS = (
+    (
+        re.compile(r"`?server/perf/architecture\.py`?(\s*\(MaxText's decoder code\))?"),
+        "ASAP's reading of MaxText's decoder code",
+    ),
+    (re.compile(r"`?server/perf/steptime\.py`?(\s*\([^)]*\))?"), "ASAP's step-time model"),
+    (re.compile(r"`?server/perf/memory\.py`?"), "ASAP's memory model"),
+    (re.compile(r"`?server/[\w/]+\.py`?(\s*\([^)]*\))?"), "ASAP's model"),
+)
+
+
+def no_paths(md: str) -> str:
+    """A hover's text without ASAP's internal module paths (a reader cannot open them; the README explains the
+    model): each named as what it is."""
+    for pattern, name in _PATHS:
+        md = pattern.sub(name, md)
+    return md
 
 
 def _covers(span: Span, line: int, column: int) -> bool:
@@ -104,9 +143,10 @@ def _covers(span: Span, line: int, column: int) -> bool:
 
 
 def diagnostic_md(findings: Sequence[Finding], line: int, column: int) -> tuple[str, Span] | None:
-    """What the ASAP diagnostics at (line, column) mean: per code its title, the findings' own messages
-    (the measured and expected numbers), the meaning, what the verdict rests on, the fix and the knowledge
-    notes that explain it. None where no diagnostic is. The span is the first finding's (errors first)."""
+    """What the ASAP diagnostics at (line, column) mean, one paragraph each: per code its title and the findings'
+    own messages (each once), its meaning, what the verdict rests on, the fix, and "more" as links to the
+    knowledge notes and the code's row in the README. None where no diagnostic is. The span is the first
+    finding's (errors first)."""
     here = sorted(
         (f for f in findings if f.code.startswith("ASAP") and _covers(f.span, line, column)),
         key=lambda f: (f.severity, f.code, f.span),
@@ -124,12 +164,23 @@ def _code_md(code: str, messages: list[str]) -> str:
     c = codes.lookup(code)
     if c is None:  # a code without a catalog entry (a test keeps this from shipping): the messages alone
         return "\n\n".join([f"**{code}**", *dict.fromkeys(messages)])
-    out = [f"**{code}** {c.title} — _{c.layer}_", ""]
-    out += [*(f"> {m}" for m in dict.fromkeys(messages)), "", c.meaning, ""]
-    out += [f"- **Rests on:** {c.basis}", f"- **Fix:** {c.fix}"]
-    if c.notes:
-        out += ["", "Sources: " + ", ".join(_note_link(n) for n in c.notes)]
-    return "\n".join(out)
+    said = list(dict.fromkeys(messages))
+    head = f"**{code}** {c.title} ({c.layer})" + (f": {said[0]}" if len(said) == 1 else "")
+    out = [head] if len(said) == 1 else [head, "\n".join(f"- {m}" for m in said)]
+    out.append(c.meaning)
+    out += [f"**Rests on:** {c.basis}", f"**Fix:** {c.fix}"]
+    more = [_note_link(n) for n in c.notes]
+    if (readme := readme_link(f"{code} in the README", f"| {code} |")) is not None:
+        more.append(readme)
+    if more:
+        out.append("More: " + " · ".join(more))
+    return "\n\n".join(out)
+
+
+def _first_sentence(text: str) -> str:
+    """The first sentence of a catalog text (the rest is in the README and the notes)."""
+    m = re.search(r"(?<=[a-z0-9)%])\.\s+(?=[A-Z])", text)
+    return text[: m.start() + 1] if m else text
 
 
 def _note_link(name: str) -> str:
@@ -138,6 +189,94 @@ def _note_link(name: str) -> str:
         return f"`{name}`"
     title, path = found
     return f"[{title}]({path.as_uri()})"
+
+
+@cache
+def _readme_lines() -> tuple[str, ...]:
+    """README.md of the checkout the server runs from (none when installed without it)."""
+    path = README
+    try:
+        return tuple(path.read_text(encoding="utf-8").splitlines())
+    except OSError:
+        return ()
+
+
+def readme_link(text: str, starts: str) -> str | None:
+    """A Markdown link that opens README.md at the first line starting with `starts` (a heading, a table row);
+    None when the README or the line is not there."""
+    for i, ln in enumerate(_readme_lines()):
+        if ln.startswith(starts):
+            return f"[{text}]({README.as_uri()}#L{i + 1})"
+    return None
+
+
+def kb_link(ref: str) -> str:
+    """A knowledge-base reference ('kb/docs/note.md#Heading', 'kb/history/run.yaml') as a link that opens the file
+    at the heading; its note's title as the text. A reference to nothing readable stays plain text."""
+    from server.kb.store import kb_dir
+
+    rel, _, heading = ref.partition("#")
+    path = kb_dir() / rel.removeprefix("kb/")
+    found = note_title(path.name) if rel.startswith("kb/docs/") else None
+    title = found[0] if found else path.stem.replace("-", " ")
+    if not path.is_file():
+        return title + (f" ({heading})" if heading else "")
+    line = _heading_line(path, heading) if heading else None
+    text = f"{title}: {heading}" if heading else title
+    return f"[{text}]({path.resolve().as_uri()}{f'#L{line}' if line else ''})"
+
+
+@cache
+def _heading_line(path: Path, heading: str) -> int | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for i, ln in enumerate(lines):
+        if ln.startswith("#") and ln.lstrip("#").strip() == heading:
+            return i + 1
+    return None
+
+
+# What produced a piece of evidence, as people name it (the producers write where in ASAP it was computed).
+_SOURCE_NAMES = (
+    ("steptime", "ASAP's step-time model"),
+    ("memory.py", "ASAP's memory model"),
+    ("collectives.py", "ASAP's collective-cost model"),
+    ("arith.py", "ASAP's FLOP count"),
+    ("hlo_stats", "XProf op profile"),
+    ("overview", "XProf step table"),
+    ("xprof", "XProf profile"),
+    ("base.yml", "MaxText base.yml"),
+)
+
+
+def readable_source(source: str) -> str:
+    """A piece of evidence's source as a reader names it: 'ASAP's step-time model', 'XProf op profile',
+    'TPU v6e spec (Google Cloud TPU docs)', never a module path. Several sources (';' or '+') are each named,
+    once."""
+    names: list[str] = []
+    for part in re.split(r";|\s\+\s", source):
+        part = part.strip()
+        low = part.lower()
+        if low.startswith("spec:"):
+            m = re.match(r"spec:\s*(\S+)\s+\S+\s*\(([^)]*)\)", part)
+            if m:
+                cited = SOURCES.get(m.group(2), "")
+                names.append(f"TPU {m.group(1)} spec" + (f" ({cited.split(',')[0]})" if cited else ""))
+            else:
+                names.append("TPU spec")
+            continue
+        name = next((n for k, n in _SOURCE_NAMES if k in low), None)
+        if name is None:
+            if low.startswith("estimate") or "server/" in low:
+                name = "ASAP's estimate"
+            elif low.startswith("profile"):
+                name = "XProf profile"
+            else:
+                name = re.sub(r"\S*/\S*\.py\S*", "ASAP", part)  # no module paths, whatever the producer wrote
+        names.append(name)
+    return " + ".join(dict.fromkeys(names))
 
 
 def warm_up() -> None:
@@ -177,17 +316,12 @@ def _phys_desc(sl: Slice, assignment: tuple[tuple[int, int], ...]) -> str:
     return " × ".join(parts)
 
 
-def _axis_md(an: Analysis, key: str) -> str:
+def _axis_md(an: Analysis, key: str, short: bool = False) -> str:
     net, axis = KEY_TO_AXIS[key]
     chk, sl = an.check, an.check.slice
     d = chk.by_key(key)
     over = "ICI (within a slice)" if net == "ici" else "DCN (across slices)"
-    lines = [
-        f"**{key}** — `{axis.mesh_axis}` mesh axis over {over}",
-        "",
-        axis.meaning,
-        "",
-    ]
+    lines = [f"**{key}**: the `{axis.mesh_axis}` mesh axis over {over}. {_first_sentence(axis.meaning)}", ""]
     raw = d.raw if d else None
     if d is not None and d.degree is not None:
         how = ""
@@ -195,10 +329,13 @@ def _axis_md(an: Analysis, key: str) -> str:
             target = sl.devices_per_slice if net == "ici" else sl.num_slices
             others = math.prod((x.degree or 1) for x in (chk.ici if net == "ici" else chk.dcn) if x is not d)
             how = f" (−1 fills {target} {'devices per slice' if net == 'ici' else 'slices'} / {others})"
-        lines.append(f"- Degree: **{d.degree}**{how}")
         total = chk.degree(axis.name)
-        if total is not None and sl is not None:
-            lines.append(f"- Total `{axis.mesh_axis}`: ICI × DCN = **{total}**-way over {sl.devices} devices")
+        whole = (
+            f"; total `{axis.mesh_axis}` ICI × DCN **{total}**-way over {sl.devices} devices"
+            if total is not None and sl is not None
+            else ""
+        )
+        lines.append(f"- Degree: **{d.degree}**{how}{whole}")
     else:
         lines.append(f"- Degree: `{raw!r}` (unresolved)")
     if sl is not None and net == "ici" and chk.placement is not None and d is not None:
@@ -210,6 +347,8 @@ def _axis_md(an: Analysis, key: str) -> str:
             lines.append(f"- Physical axes: {_phys_desc(sl, p.assignment[idx])} of {sl.name} ({sl.topology_str})")
         elif p.ok and (d.degree or 1) == 1:
             lines.append("- Physical axes: none (degree 1)")
+    if short:
+        return "\n".join(lines)
     shards = [
         w
         for w, on in (
@@ -222,11 +361,8 @@ def _axis_md(an: Analysis, key: str) -> str:
     if shards:
         lines.append(f"- Shards: {', '.join(shards)}")
     lines += _axis_traffic(an, axis.name)
-    order = ", ".join(a.mesh_axis for a in AXES)
-    lines += [
-        "",
-        f"_mesh_axes (least → most network-intense; JAX places the last on the fastest links first):_ {order}",
-    ]
+    more = readme_link("mesh axes and their order", "## Declaring the slice")
+    lines += ["", "More: " + " · ".join(x for x in (_note_link("physical-axis-assignment.md"), more) if x)]
     return "\n".join(lines)
 
 
@@ -236,21 +372,38 @@ def _slice_md(an: Analysis) -> str:
         return "**No TPU slice resolved.** Declare one with `compile_topology: v5e-256`."
     c = sl.chip
     wraps = ", ".join(f"{PHYS_NAMES[i]}={'ring' if w else 'open'}" for i, w in enumerate(sl.wrap))
-    src = {k: SOURCES[v] for k, v in c.sources.items()}
+    src = {k: _cited(v) for k, v in c.sources.items()}
     lines = [
-        f"**{sl.name}** — TPU {c.generation}, declared by {an.check.slice_source or 'default'}",
+        f"**{sl.name}**: TPU {c.generation}, declared by {an.check.slice_source or 'default'}",
         "",
         f"- {sl.chips} chips, topology {sl.topology_str} ({wraps}), {sl.devices_per_slice} JAX devices per slice"
         + (f", {sl.num_slices} slices = {sl.devices} devices" if sl.num_slices > 1 else ""),
-        f"- Naming: `{c.generation}-N` counts {c.name_counts} ({c.name_units_per_chip} per chip)",
-        f"- Per chip: {c.peak_bf16_flops / 1e12:g} TFLOP/s bf16; {c.hbm_bytes / GB:.1f} GB HBM at "
-        f"{c.hbm_bw / GB:g} GB/s; ICI {c.ici_links} links × {c.ici_link_bw / GB:g} GB/s one way",
-        f"- HBM ridge point: {c.hbm_ridge:.0f} FLOP/byte",
+        f"- Per chip: {c.peak_bf16_flops / 1e12:g} TFLOP/s bf16; HBM {c.hbm_bw / GB:g} GB/s; ICI "
+        f"{c.ici_links} links × {c.ici_link_bw / GB:g} GB/s one way; HBM ridge point {c.hbm_ridge:.0f} FLOP/byte",
+        f"- {usable_hbm_text(c.hbm_bytes, c.compiler_hbm_bytes)}",
         "",
-        f"_Sources: FLOP/s: {src.get('peak_bf16_flops')}; HBM: {src.get('hbm_bytes')}; "
-        f"ICI: {src.get('ici_link_bw')}; topology: {src.get('topology')}._",
+        f"_Spec: {src.get('peak_bf16_flops')}"
+        + ("; usable HBM: libtpu's stated limit" if c.compiler_hbm_bytes is not None else "")
+        + "._",
     ]
     return "\n".join(lines)
+
+
+def _cited(key: str) -> str:
+    """A spec source's short name (its citation up to the first comma)."""
+    return SOURCES.get(key, key).split(",")[0].split(" (")[0]
+
+
+def usable_hbm_text(hbm_bytes: float, compiler_limit: float | None) -> str:
+    """The one usable-HBM figure (server/perf/memory.py usable_hbm: what the memory verdicts compare with) and what
+    it is: 'HBM 32 GiB per chip, 31.25 GiB usable by one program (the TPU compiler's limit, libtpu)'."""
+    usable = usable_hbm(hbm_bytes, compiler_limit)
+    what = (
+        "the TPU compiler's limit, libtpu"
+        if compiler_limit is not None
+        else f"capacity less the {RUNTIME_RESERVE:.0%} runtime reserve"
+    )
+    return f"HBM {hbm_bytes / GIB:g} GiB per chip, **{usable / GIB:.2f} GiB usable** by one program ({what})"
 
 
 def _batch_md(an: Analysis) -> str:
@@ -308,33 +461,48 @@ def _estimate_md(an: Analysis) -> str:
     e = an.estimate
     if e is None:
         return ""
-    kind, margin, _ = e.time.bottleneck()
+    kind, _, parts = e.time.bottleneck()
     t = e.time
-    axes = ", ".join(f"{a} {v * 1e3:.0f} ms" for a, v in t.comm_by_axis.items()) or "none"
     return "\n".join(
         [
             "",
             "",
-            f"**Estimate** (performance model, not a measurement): {e.mfu:.1%} MFU{_mfu_peak_md(e)}, "
+            f"**Estimate** (ASAP's step-time model, not a measurement): MFU {e.mfu:.1%}{_mfu_peak_md(e)}, "
             f"{e.tflops_per_chip:.0f} TFLOP/s per chip, step {t.step_s * 1e3:,.0f} ms, **{kind}-bound** "
-            f"(lead {margin:.0%} of the step)",
+            f"({_shares(parts, t.step_s)})",
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
-            f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms exposed): {axes}",
-            "- _Formulas: server/perf/steptime.py; constants and overlap model in `asap estimate --json`._",
+            f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms not hidden by compute)",
+            f"- HBM per chip {e.memory.total / GIB:.1f} of {e.memory.usable / GIB:.2f} GiB usable ({e.memory.verdict})",
         ]
     )
+
+
+def _shares(parts: dict[str, float], step_s: float) -> str:
+    """The two largest parts of the step in plain words: 'compute 49% of the step, next communication 41%'."""
+    (k1, v1), (k2, v2) = sorted(parts.items(), key=lambda kv: kv[1], reverse=True)[:2]
+    names = {"hbm": "memory-bound work", "communication": "communication not hidden by compute"}
+    return f"{names.get(k1, k1)} {v1 / step_s:.0%} of the step, next {names.get(k2, k2)} {v2 / step_s:.0%}"
 
 
 def _memory_md(an: Analysis) -> str:
     e = an.estimate
     if e is None:
         return ""
-    gib = 1024**3
     m = e.memory
-    parts = " · ".join(f"{k} {v / gib:.1f}" for k, v in m.components.items())
+    top = sorted(m.components.items(), key=lambda kv: kv[1], reverse=True)[:4]
+    parts = " · ".join(f"{k} {v / GIB:.1f}" for k, v in top if v > 0)
     return (
-        f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / gib:.1f} of "
-        f"{m.usable / gib:.1f} GiB usable, {m.verdict}\n- {parts} GiB"
+        f"\n\n**HBM per chip** (estimate, remat `{e.remat.name}`): {m.total / GIB:.1f} of "
+        f"{m.usable / GIB:.2f} GiB usable, {m.verdict}\n- largest parts (GiB): {parts}\n"
+        f"- usable: {_usable_what(m.compiler_limit)}"
+    )
+
+
+def _usable_what(compiler_limit: float | None) -> str:
+    return (
+        "what the TPU compiler (libtpu) lets one program use per chip"
+        if compiler_limit is not None
+        else f"the chip's HBM less a {RUNTIME_RESERVE:.0%} runtime reserve"
     )
 
 
@@ -362,16 +530,13 @@ def _axis_traffic(an: Analysis, axis: str) -> list[str]:
     total = e.time.comm_by_axis[group]
     exposed = e.time.exposed_by_axis.get(group, 0.0)
     link = e.time.comm.paths[group].physical if group in e.time.comm.paths else "?"
-    kinds = sorted({f"{c.kind} ({c.purpose})" for c in e.time.comm.collectives if c.axis == group})
+    kinds = ", ".join(sorted({c.kind for c in e.time.comm.collectives if c.axis == group}))
     hidden = (
         "hidden behind compute"
         if exposed == 0
-        else f"{exposed * 1e3:,.0f} ms exposed, {exposed / e.time.step_s:.0%} of step"
+        else f"{exposed * 1e3:,.0f} ms not hidden by compute ({exposed / e.time.step_s:.0%} of the step)"
     )
-    return [
-        f"- Collectives ({group} group, estimate): {total * 1e3:,.0f} ms per step over {link}; {hidden}",
-        f"  {'; '.join(kinds)}",
-    ]
+    return [f"- Collectives ({group} group, estimate): {kinds}, {total * 1e3:,.0f} ms per step over {link}; {hidden}"]
 
 
 def profile_hover(result: ProfileResult, line: int, column: int) -> tuple[str, Span] | None:
@@ -433,24 +598,24 @@ def profile_md(report: prof.Report, source: str) -> str:
 
 
 def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget] | None = None) -> str:
-    """The agents' diagnosis and proposals as Markdown (the hover on an ASAP300 diagnostic). `verified`: the
-    TPU compiler's verification of the current mesh and the proposals (server/presentation/verification.py), when
-    run."""
+    """The agents' diagnosis and proposals as Markdown (the hover on a key the diagnosis implicates), at most about
+    15 lines: what (bottleneck and confidence), the proposals table, why (the first piece of evidence and its
+    source, by name), and "more" as links (the knowledge notes the proposals cite, the README's section).
+    `verified`: the TPU compiler's verification of the current mesh and the proposals
+    (server/presentation/verification.py), when run."""
     d = result.diagnosis
     out = []
     if stale:
         out += ["*Stale: the config changed since this analysis; save to refresh.*", ""]
     if d is not None:  # the hover is on the diagnosis' finding: there is one
-        out += [f"**{d.bottleneck}-bound** ({d.source}, confidence {d.confidence:.0%}): {d.summary}", ""]
-        out += [f"- {e.text} *({e.source})*" for e in d.evidence]
-    if result.calibration:
-        out += ["", f"*{result.calibration}*"]
+        src = "the linked XProf profile" if d.source == "profile" else "ASAP's step-time model"
+        out += [f"**{d.bottleneck}-bound** (confidence {d.confidence:.0%}, from {src}){_rest(d.summary)}", ""]
     props = result.proposals
     by_rank = {e.rank: e.result for e in verified or []}
     if props:
         compiler = bool(verified)
         head = "| # | mesh and changes | expected | confidence |" + (" TPU compiler |" if compiler else "")
-        out += ["", head, "|---|---|---|---|" + ("---|" if compiler else "")]
+        out += [head, "|---|---|---|---|" + ("---|" if compiler else "")]
         for p in props:
             sp = p.expected.speedup
             exp = f"x{sp:.2f}, MFU {p.expected.mfu:.1%}" if sp is not None else f"MFU {p.expected.mfu:.1%}"
@@ -460,16 +625,38 @@ def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget]
                 r = by_rank.get(None if p.keep_current else p.rank)
                 row += f" {verification.summary(r) if r else 'not compiled'} |"
             out.append(row)
-        if compiler:
-            out += ["", "*TPU compiler: ASAP's reference train step compiled for the slice (libtpu), per chip.*"]
-        best = props[0]
-        out += ["", best.rationale, "", f"Confidence rests on: {best.confidence_basis}."]
-        refs = sorted({r for p in props for r in p.references})
-        if refs:
-            out += ["", "Sources: " + ", ".join(f"`{r}`" for r in refs)]
+        out.append("")
+    elif result.nothing_fits is not None:
+        out += [f"Nothing fits: {nothing_fits_text(result.nothing_fits)}", ""]
+    if d is not None and d.evidence:
+        ev = d.evidence[0]
+        out += [f"**Why:** {ev.text} ({readable_source(ev.source)})", ""]
+    if props:
+        out += [f"Confidence rests on: {_clause(props[0].confidence_basis)}", ""]
+    if result.calibration:
+        out += [f"*{result.calibration}*", ""]
+    refs = list(dict.fromkeys(r for p in props for r in p.references))[:3]
+    more = [kb_link(r) for r in refs]
+    if (readme := readme_link("how ASAP diagnoses (README)", "## `asap analyze`")) is not None:
+        more.append(readme)
     backend = result.backend
-    out += [
-        "",
-        f"*Backend: {backend.name}" + (f" ({backend.fallback_reason})" if backend.fallback_reason else "") + "*",
-    ]
-    return "\n".join(out)
+    agents = f"Backend: {backend.name}" + (f" ({backend.fallback_reason})" if backend.fallback_reason else "")
+    out.append(("More: " + " · ".join(more) + " · " if more else "") + f"*{agents}*")
+    return no_paths("\n".join(out))
+
+
+_AHEAD = re.compile(r" ?\((\d+%) of the step ahead of the next\)")
+_VERDICT = re.compile(r"^\w+-bound (by the estimate|in the profile)")
+
+
+def _clause(text: str) -> str:
+    """A producer's sentence in plain words: "(9% of the step ahead of the next)" says what it measures."""
+    return _AHEAD.sub(r" (\1 of the step more than the next-largest part)", text)
+
+
+def _rest(summary: str) -> str:
+    """The diagnosis' summary after the verdict the headline already says (its figures are in "Why")."""
+    m = _VERDICT.match(summary)
+    if m is None:
+        return f": {_clause(summary)}"
+    return _AHEAD.sub("", summary[m.end() :], count=1)

@@ -123,11 +123,15 @@ async def test_quick_fix_ignored_key_comments_out_line(shared: AsapClient, workd
 
 
 async def test_quick_fix_for_both_diagnostics_at_once(shared: AsapClient, workdir: Path):
-    """A request with the whole context (as VS Code's lightbulb sends for a range) gets both fixes."""
+    """A request for a range that covers both diagnostics (a selection over both lines, as VS Code sends the
+    diagnostics it overlaps) gets both fixes."""
     doc = Doc(shared, workdir / BAD).open()
     diags = await doc.diagnostics(version=1)
-    actions = await doc.code_actions(diags)
-    for_code = {a.diagnostics[0].code for a in actions if a.diagnostics}
+    whole = lsp.Range(lsp.Position(0, 0), lsp.Position(len(doc.text.splitlines()), 0))
+    res = await shared.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(doc.uri), whole, lsp.CodeActionContext(diagnostics=diags))
+    )
+    for_code = {a.diagnostics[0].code for a in res or [] if isinstance(a, lsp.CodeAction) and a.diagnostics}
     assert for_code == {"ASAP101", "ASAP111"}
 
 

@@ -102,17 +102,44 @@ async def test_settings_change_configuration_pull_republishes(fresh: AsapClient,
 async def test_settings_show_estimate_false_hides_the_information_line_only(fresh: AsapClient, tmp_path: Path):
     fit = tmp_path / "fit.yml"
     fit.write_text("model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 4\n")
-    await initialize(fresh, options={"settings": {"showEstimate": False}})
+    info = {"showInformationDiagnostics": True}
+    await initialize(fresh, options={"settings": {**info, "showEstimate": False}})
     doc = Doc(fresh, fit).open()
     diags = await doc.diagnostics(version=1)
     assert diags == [], [d.code for d in diags]  # a clean config: nothing at all
     # turning it back on (pushed in the notification) brings the estimate back
     doc.mark = len(fresh.publishes)
     fresh.workspace_did_change_configuration(
-        lsp.DidChangeConfigurationParams(settings={"asap": {"showEstimate": True}})
+        lsp.DidChangeConfigurationParams(settings={"asap": {**info, "showEstimate": True}})
     )
     diags = await doc.diagnostics(version=1, where=has("ASAP120"))  # the re-analysis with the pushed setting
     assert [d.code for d in diags] == ["ASAP120"]
+
+
+async def test_settings_healthy_file_is_quiet_until_information_is_asked_for(fresh: AsapClient, tmp_path: Path):
+    """By default a config that works publishes nothing (the estimate lives in the hover and the code lens);
+    asap.showInformationDiagnostics brings the estimate's information entry back, and turning it off again
+    empties Problems. An error is published either way."""
+    fit = tmp_path / "fit.yml"
+    fit.write_text("model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 4\n")
+    await initialize(fresh)
+    doc = Doc(fresh, fit).open()
+    assert await doc.diagnostics(version=1) == []
+    hover = await doc.hover(1, 3)  # compile_topology: the estimate is still there
+    assert hover is not None and "MFU" in hover.contents.value
+    doc.mark = len(fresh.publishes)
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"showInformationDiagnostics": True}})
+    )
+    diags = await doc.diagnostics(version=1, where=has("ASAP120"))
+    assert [(d.code, d.severity) for d in diags] == [("ASAP120", lsp.DiagnosticSeverity.Information)]
+    doc.mark = len(fresh.publishes)
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"showInformationDiagnostics": False}})
+    )
+    assert await doc.diagnostics(version=1, where=lambda ds: not has("ASAP120")(ds)) == []
+    v2 = doc.replace_all(doc.text + "ici_fsdp_parallelism: 3\n")  # a broken product: an error, shown
+    assert [d.code for d in await doc.diagnostics(version=v2)] == ["ASAP101"]
 
 
 async def test_analyze_command_runs_the_coordinator_with_progress(fresh: AsapClient, tmp_path: Path):
@@ -156,7 +183,7 @@ async def test_profile_search_paths_setting(fresh: AsapClient, tmp_path: Path):
 
     mirror = tmp_path / "mirror"
     write_profile(mirror / "r7" / "tensorboard" / "plugins" / "profile" / "2026_03_01_00_00_00", "hbm")
-    await initialize(fresh, {"settings": {"profileSearchPaths": [str(mirror)]}})
+    await initialize(fresh, {"settings": {"profileSearchPaths": [str(mirror)], "showInformationDiagnostics": True}})
     cfg = tmp_path / "c.yml"
     cfg.write_text(
         "base_output_directory: gs://bucket/runs\nrun_name: r7\ncompile_topology: v5e-4\nmodel_name: llama2-7b\n"

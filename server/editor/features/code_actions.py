@@ -158,11 +158,12 @@ async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.
     asked: list[tuple[lsp.Diagnostic, Finding]] = [
         (diag, f)
         for diag in params.context.diagnostics
-        if diag.source == lsp_convert.SOURCE
-        for f in an.diagnostics
+        if diag.source == lsp_convert.SOURCE and intersects(diag.range, params.range)
+        for f in ls.located(doc, an)
         if lsp_convert.is_diagnostic_of(f, diag, doc)
     ]
-    rules, proposals = await _vetted(ls, doc, an, text, [(f, fix) for _, f in asked for fix in f.fixes], True)
+    on_diagnosis = _on_diagnosis(ls, doc, an, params.range)
+    rules, proposals = await _vetted(ls, doc, an, text, [(f, fix) for _, f in asked for fix in f.fixes], on_diagnosis)
     if doc.version != version:
         return []  # changed while the fixes were checked: their edits are of the text before
     actions: list[lsp.CodeAction] = []
@@ -171,7 +172,7 @@ async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.
             action = _action(ls, rules[_rule_key(f, fix)], doc, diag)
             if action is not None:
                 actions.append(action)
-    report = ls.agents_of(doc)
+    report = ls.agents_of(doc) if on_diagnosis else None
     if report is not None:  # proposals never apply to text they were not made for
         on = [d for d in params.context.diagnostics if d.code == agent_findings.DIAGNOSIS_CODE]
         for vetted in proposals:
@@ -192,6 +193,30 @@ async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.
                 action.edit = None
             actions.append(action)
     return actions
+
+
+def intersects(a: lsp.Range, b: lsp.Range) -> bool:
+    """Whether two ranges share a position (ends included: a cursor just after a key is on it)."""
+    return (a.start.line, a.start.character) <= (b.end.line, b.end.character) and (b.start.line, b.start.character) <= (
+        a.end.line,
+        a.end.character,
+    )
+
+
+def _on_diagnosis(ls: AsapServer, doc: TextDocument, an: Analysis, rng: lsp.Range) -> bool:
+    """Whether a code action request at `rng` is on what the agents' proposals fix: a key their diagnosis
+    implicates (shown or not: its information entry may be kept out of Problems), or the mesh block's first key
+    (where the code lens' "Proposals" opens the quick fixes). Elsewhere (another key, a comment) no proposal is
+    offered, so the lightbulb is not on every line."""
+    if ls.agents_of(doc) is None:
+        return False
+    spans = [
+        s for f in ls.diagnosis(doc, an) for s in (f.span, *(r.span for r in f.related if r.file in (None, f.file)))
+    ]
+    anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
+    if anchor is not None:
+        spans.append(anchor.key_span)
+    return any(intersects(lsp_convert.client_range(doc, s), rng) for s in spans)
 
 
 async def code_action_resolve(ls: AsapServer, action: lsp.CodeAction) -> lsp.CodeAction:

@@ -11,6 +11,7 @@ create documents of that kind.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from pygls.workspace import TextDocument, Workspace
 from server.config.source import split_lines
 from server.editor import background
 from server.editor.server import DEBOUNCE_S, AsapServer
+from server.editor.state import DocumentState
 
 
 class ClientLinesDocument(TextDocument):
@@ -67,7 +69,38 @@ def did_open(ls: AsapServer, params: lsp.DidOpenTextDocumentParams) -> None:
 
 
 def did_change(ls: AsapServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    ls.schedule(params.text_document.uri, DEBOUNCE_S)
+    uri = params.text_document.uri
+    doc = ls.workspace.text_documents.get(uri)
+    if doc is not None:
+        key = edited_mesh_key(doc, params.content_changes, ls.state(uri))
+        if key is not None:
+            ls.edited[uri] = key
+    ls.schedule(uri, DEBOUNCE_S)
+
+
+_MESH_KEY = re.compile(r"((?:ici|dcn)_\w+_parallelism)[ \t]*:")
+_MAX_DIFFED = 20_000  # lines: a whole-text change of a longer document is not compared with the last analysis
+
+
+def edited_mesh_key(doc: TextDocument, changes: Sequence[Any], st: DocumentState) -> str | None:
+    """The ici_/dcn_ parallelism key on a line this didChange touched (the last such change), else None. `doc`
+    already holds the new text. An incremental change names its lines by its range; a whole-text replacement is
+    compared with the text of the last analysis (the keys whose lines differ)."""
+    lines = doc.lines
+    for change in reversed(changes):
+        if isinstance(change, lsp.TextDocumentContentChangePartial):
+            first = change.range.start.line
+            last = first + change.text.count("\n") + change.text.count("\r") - change.text.count("\r\n")
+            for line in range(first, min(last, len(lines) - 1) + 1):
+                if (m := _MESH_KEY.match(lines[line])) is not None:
+                    return m.group(1)
+        elif st.last is not None and st.last.value.config.document is not None and len(lines) <= _MAX_DIFFED:
+            before = {m.group(1): ln for ln in st.last.value.config.document.lines if (m := _MESH_KEY.match(ln))}
+            now = [(m.group(1), ln.rstrip("\r\n")) for ln in lines if (m := _MESH_KEY.match(ln))]
+            changed = [k for k, ln in now if before.get(k) != ln]
+            if changed:
+                return changed[-1]
+    return None
 
 
 def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 
-from server.common.findings import Span
+from server.common.findings import Severity, Span
 from server.editor import lsp_convert
 from server.editor.server import AsapServer
-from server.presentation import agent_findings, explain
+from server.presentation import explain
+from server.services.analysis import Analysis
 
 ANALYSING = "ASAP: analysing… (hover again in a moment)"
 
@@ -30,20 +31,27 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if an is None:
         return None if ls.analysis_failed(doc) else _analysing(doc, line)
     st = ls.state(doc.uri)
-    # each diagnostic under the cursor explained (the agents' diagnosis has its own section below)
-    shown = ls.shown(doc, an, agents=False)
+    shown = ls.shown(doc, an, agents=False)  # the diagnosis has its own section (explain.agent_md)
     found = (explain.profile_hover(st.profile, line, col) if st.profile else None) or explain.hover(
         an, line, col, shown
     )
-    if st.agents is not None:  # on a key the diagnosis implicates: the diagnosis first, then the key's own hover
+    if st.agents is not None:  # on a key the diagnosis implicates: the diagnosis, and the errors there
         stale = st.agents.version != doc.version
-        for f in agent_findings.diagnosis_findings(st.agents.value, an, stale=stale):
-            if f.span.line == line and f.span.column <= col <= f.span.end_column:
+        for span in _diagnosis_spans(ls, doc, an):
+            if span.line == line and span.column <= col <= span.end_column:
                 verified = st.verified.fresh(doc.version) if st.verified is not None else None
                 md = explain.agent_md(st.agents.value, stale=stale, verified=verified)
-                found = (md + ("\n\n---\n\n" + found[0] if found else ""), f.span)
+                urgent = explain.diagnostic_md([f for f in shown if f.severity < Severity.INFORMATION], line, col)
+                own = explain.key_md(an, line, col, short=True)
+                parts = [md, urgent[0] if urgent else None, own]
+                found = ("\n\n---\n\n".join(p for p in parts if p), span)
                 break
     return _hover(doc, found)
+
+
+def _diagnosis_spans(ls: AsapServer, doc: TextDocument, an: Analysis) -> list[Span]:
+    """Where the diagnosis is: the key it is published on and the others it implicates (related locations)."""
+    return [s for f in ls.diagnosis(doc, an) for s in (f.span, *(r.span for r in f.related if r.file == f.file))]
 
 
 def _hover(doc: TextDocument, found: tuple[str, Span] | None) -> lsp.Hover | None:

@@ -10,6 +10,7 @@ from typing import ClassVar
 from lsprotocol import types as lsp
 
 from server import __version__
+from server.editor.contract import CommandError
 from server.editor.server import AsapServer, ClientFeatures
 from server.editor.settings import Settings
 from server.presentation import explain
@@ -26,8 +27,10 @@ def initialize(ls: AsapServer, params: lsp.InitializeParams) -> None:
 
 async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
     handler = _ClientLogHandler(ls, asyncio.get_running_loop())
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    # the message alone: the client's output channel adds the time and the level (one format, no "INFO asap:")
+    handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
+    logging.getLogger("pygls.protocol.json_rpc").addFilter(_no_command_errors)
     log.setLevel(logging.INFO)
     log.info("ASAP language server %s started", __version__)
     # The knowledge notes' titles (cited by the diagnostics' hovers) need pydantic: pay for it now, off the loop.
@@ -38,6 +41,13 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
         await _pull_settings(ls)
         if ls.settings != before:  # documents opened meanwhile were analysed with the old settings
             ls.reanalyze_all()
+
+
+def _no_command_errors(record: logging.LogRecord) -> bool:
+    """pygls logs every error reply with its traceback (to stderr, which the client shows in its output channel).
+    A CommandError is a command refusing what it was asked, answered with its message: no traceback for it."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, CommandError)
 
 
 def shutdown(ls: AsapServer, params: None) -> None:
