@@ -14,7 +14,7 @@ import {
 import { serverEnv } from './apiKey';
 import { findInterpreter } from './interpreter';
 import type { ServerState } from './statusBar';
-import type { Logger } from './log';
+import { clientChannel, type Logger } from './log';
 import { pythonExtensionInterpreter } from './pythonExtension';
 import { cappedErrorHandler, RestartBudget } from './restartBudget';
 import { checkServerImport, notInstalledMessage } from './serverCheck';
@@ -109,7 +109,7 @@ export class AsapClient implements vscode.Disposable {
       ],
       synchronize: { configurationSection: 'asap' },
       initializationOptions: { settings: currentSettings() },
-      outputChannel: this.channel,
+      outputChannel: this.clientOutput(),
       errorHandler: cappedErrorHandler(this.budget, this.log, (m) => this.offerOutput(m)),
     };
     this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
@@ -137,6 +137,19 @@ export class AsapClient implements vscode.Disposable {
     } catch (err) {
       this.log.warn(`Stopping the ASAP server: ${String(err)}`);
     }
+  }
+
+  /** The output channel handed to the language client: its lines and the server's stderr written to the ASAP
+   * channel in the channel's own format, one entry per line, no blank lines (log.ts clientChannel). */
+  private clientOutput(): vscode.OutputChannel {
+    const channel = this.channel;
+    return {
+      name: channel.name,
+      ...clientChannel(channel),
+      show: () => channel.show(true),
+      hide: () => channel.hide(),
+      dispose: () => undefined,
+    };
   }
 
   /** Where `pip install -e` should point: the checkout the extension runs from, when it is one. */

@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 
 import { SERVER_COMMANDS } from './contract';
-import type { Logger } from './log';
+import { type Logger, userMessage } from './log';
 
 /** The language server's command: (config uri, profile path or null to unlink). */
 
@@ -47,7 +47,7 @@ async function setLink(run: RunServerCommand, log: Logger, config: vscode.Uri, p
     log.info(profile ? `linked ${config.fsPath} to profile ${profile}` : `removed the profile link of ${config.fsPath}`);
     return true;
   } catch (e) {
-    const why = e instanceof Error ? e.message : String(e);
+    const why = userMessage(e);
     log.error(`profile link failed: ${why}`);
     void vscode.window.showErrorMessage(`ASAP: ${why}`);
     return false;

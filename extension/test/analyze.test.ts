@@ -1,7 +1,12 @@
 import { describe, expect, it, vi } from 'vitest';
 
 const vscode = vi.hoisted(() => ({
-  window: { activeTextEditor: undefined as unknown, showErrorMessage: vi.fn(() => Promise.resolve(undefined)) },
+  window: {
+    activeTextEditor: undefined as unknown,
+    showErrorMessage: vi.fn(() => Promise.resolve(undefined)),
+    showInformationMessage: vi.fn(() => Promise.resolve(undefined)),
+  },
+  commands: { executeCommand: vi.fn() },
 }));
 vi.mock('vscode', () => vscode);
 
@@ -29,7 +34,7 @@ describe('ASAP: Analyze', () => {
     };
     const log = memoryLogger();
     expect(await analyzeActive(vi.fn(async () => Promise.reject(new Error('server stopped'))), log)).toBe(false);
-    expect(vscode.window.showErrorMessage).toHaveBeenCalledWith('ASAP: server stopped');
+    expect(vscode.window.showErrorMessage).toHaveBeenCalledWith('ASAP: analysis failed: server stopped');
   });
 
   it('asks the server to verify the active config with the TPU compiler', async () => {
