@@ -15,7 +15,7 @@ from server.agents.coordinator import run_report
 from server.agents.report import AnalysisReport, ProfileOp, ProfileView
 from server.agents.types import Experiment
 from server.presentation.label_layout import Box, Layout, text_width
-from server.presentation.roofline_chart import MESH_SOURCE, PLOT_H, PLOT_W, chart, spec
+from server.presentation.roofline_chart import COMPONENT_GROUP, MESH_SOURCE, PLOT_H, PLOT_W, chart, spec
 from server.services.analysis import Analysis, analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,7 +204,7 @@ def test_roofline_legends_separate_per_op_points_from_meshes(v6e: tuple[Analysis
     s = spec(doc, an)
     ops, meshes = layer(s, "ops")["encoding"], layer(s, "meshes")["encoding"]
     assert ops["color"]["title"] == "Per-op points" and meshes["color"]["title"].startswith("Meshes")
-    assert ops["color"]["scale"]["domain"] == ["step components (ASAP estimate, current mesh)"]  # no profile here
+    assert ops["color"]["scale"]["domain"] == [COMPONENT_GROUP]  # no profile here
     assert meshes["color"]["scale"]["domain"][0] == "now"
     assert all(d.startswith("P") and " x" in d for d in meshes["color"]["scale"]["domain"][1:])
     assert s["resolve"]["scale"] == {"color": "independent", "shape": "independent"}

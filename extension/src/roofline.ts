@@ -87,6 +87,7 @@ class RooflinePanel {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private ready = false;
   private seq = 0; // the latest request: an older reply (another config, an older text) is dropped
+  private pending: string | undefined; // a config being followed to, until the server answers for it
 
   constructor(
     public uri: string,
@@ -95,6 +96,11 @@ class RooflinePanel {
     private readonly log: Logger,
   ) {
     panel.webview.onDidReceiveMessage((m: FromWebview) => this.receive(m));
+  }
+
+  /** The config shown, or the one the panel is switching to. */
+  get target(): string {
+    return this.pending ?? this.uri;
   }
 
   private get path(): string {
@@ -139,7 +145,9 @@ class RooflinePanel {
     await this.panel.webview.postMessage(msg);
   }
 
+  /** Redraw the config shown (or the one being followed to: a redraw must not undo a switch in flight). */
   async draw(): Promise<void> {
+    if (this.pending) return this.follow(this.pending);
     if (!this.ready) return; // the page asks for its first chart when its script has loaded
     const seq = ++this.seq;
     const { res, error, theme } = await this.request(this.uri);
@@ -149,14 +157,22 @@ class RooflinePanel {
   /** Show `uri`'s chart instead, if the server can chart it (another ASAP config); otherwise keep this one. */
   async follow(uri: string): Promise<void> {
     const seq = ++this.seq;
+    this.pending = uri;
     const { res, error, theme } = await this.request(uri);
     if (seq !== this.seq) return;
+    this.pending = undefined;
     if (!res) {
       this.log.info(`roofline stays on ${this.path}: ${vscode.Uri.parse(uri).fsPath} has no chart (${error})`);
       return;
     }
     this.uri = uri;
     if (this.ready) await this.post(res, undefined, theme);
+  }
+
+  /** Show `uri` (the command's choice, no question asked). */
+  retarget(uri: string): void {
+    this.pending = undefined;
+    this.uri = uri;
   }
 
   dispose(): void {
@@ -177,12 +193,12 @@ export class RooflineViews implements vscode.Disposable {
     this.subscriptions = [
       vscode.languages.onDidChangeDiagnostics((e) => {
         const view = this.view;
-        if (view && e.uris.some((u) => u.toString() === view.uri)) view.schedule();
+        if (view && e.uris.some((u) => u.toString() === view.target)) view.schedule();
       }),
       vscode.window.onDidChangeActiveColorTheme(() => void this.view?.draw()),
       vscode.window.onDidChangeActiveTextEditor((editor) => {
         const uri = followable(editor);
-        if (this.view && uri && uri !== this.view.uri) void this.view.follow(uri);
+        if (this.view && uri && uri !== this.view.target) void this.view.follow(uri);
       }),
     ];
   }
@@ -199,7 +215,7 @@ export class RooflineViews implements vscode.Disposable {
       return false;
     }
     if (this.view) {
-      this.view.uri = uri;
+      this.view.retarget(uri);
       this.view.panel.reveal(undefined, true);
       void this.view.draw();
       return true;

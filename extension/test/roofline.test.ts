@@ -241,6 +241,18 @@ describe('roofline view', () => {
     await new Promise((r) => setImmediate(r));
     expect(panel.webview.posted).toEqual([expect.objectContaining({ spec: { uri: 'b' } })]);
     expect(views.shown).toBe('file:///ws/b.yml');
+
+    // a redraw (the old config's diagnostics, a theme change) while a switch is in flight: it goes on with the
+    // switch instead of drawing the config being left (seen in the e2e: the panel stayed on the old config)
+    for (const cb of state.editorListeners) cb(editor(URI));
+    await until(() => run.mock.calls.length === 3);
+    for (const cb of state.themeListeners) cb();
+    await until(() => run.mock.calls.length === 4);
+    expect(run.mock.calls[3][1]).toEqual([URI, 'dark']);
+    replies[URI]({ title: 'ASAP roofline: c.yml', fresh: true, spec: { uri: 'c2' } });
+    await until(() => panel.webview.posted.length === 2);
+    expect(panel.webview.posted[1]).toMatchObject({ spec: { uri: 'c2' } });
+    expect(views.shown).toBe(URI);
   });
 
   it("shows the server's refusal in the page", async () => {

@@ -72,23 +72,36 @@ class Layout:
     height: float
     pad: float = 2.0
     hard: list[Box] = field(default_factory=list)
-    soft: list[Box] = field(default_factory=list)
+    soft: list[tuple[Box, float]] = field(default_factory=list)
     labels: list[Box] = field(default_factory=list)
+    anchors: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def area(self) -> Box:
         return Box(0, 0, self.width, self.height)
 
-    def add_marker(self, x: float, y: float, r: float) -> None:
+    def add_marker(self, x: float, y: float, r: float, anchor: bool = True) -> None:
+        """A point's marker (never covered); an `anchor` is a point labels are read against."""
         self.hard.append(Box(x - r, y - r, x + r, y + r))
+        if anchor:
+            self.anchors.append((x, y))
 
-    def add_line(self, points: list[tuple[float, float]], step: float = 4.0, half: float = 1.5) -> None:
-        """A polyline to keep labels off: sampled every `step` pixels as small soft boxes."""
+    def _ambiguous(self, box: Box, x: float, y: float) -> bool:
+        """Whether another point is nearer to `box` than its own point at (x, y): the label would read as that
+        point's."""
+        own = _distance(box, x, y)
+        return any(_distance(box, ax, ay) < own - 1 for ax, ay in self.anchors if (ax, ay) != (x, y))
+
+    def add_line(
+        self, points: list[tuple[float, float]], step: float = 4.0, half: float = 1.5, weight: float = 1.0
+    ) -> None:
+        """A polyline to keep labels off: sampled every `step` pixels as small soft boxes; a line with a lower
+        `weight` (a dashed rule) is crossed more readily."""
         for (ax, ay), (bx, by) in itertools.pairwise(points):
             n = max(1, math.ceil(math.hypot(bx - ax, by - ay) / step))
             for i in range(n + 1):
                 x, y = ax + (bx - ax) * i / n, ay + (by - ay) * i / n
-                self.soft.append(Box(x - half, y - half, x + half, y + half))
+                self.soft.append((Box(x - half, y - half, x + half, y + half), weight))
 
     def _free(self, box: Box) -> bool:
         grown = Box(box.x0 - self.pad, box.y0 - self.pad, box.x1 + self.pad, box.y1 + self.pad)
@@ -98,8 +111,8 @@ class Layout:
             and not any(box.overlaps(b) for b in self.hard)
         )
 
-    def _crossings(self, box: Box) -> int:
-        return sum(box.overlaps(b) for b in self.soft)
+    def _crossings(self, box: Box) -> float:
+        return sum(w for b, w in self.soft if box.overlaps(b))
 
     def near_point(
         self,
@@ -116,20 +129,22 @@ class Layout:
         `prefer` points to (by default its right), then the other sides, then further out (with a leader line), up
         to `rings` steps of 14 px away."""
         w, h = text_width(text, size, bold) + 2, size * LINE_HEIGHT
-        dirs = _DIRECTIONS
+        # the cost of each direction: its rank by default; with `prefer`, how far it turns from that direction
         if prefer is not None and any(prefer):
-            px, py = prefer
-            dirs = sorted(_DIRECTIONS, key=lambda d: -(d[0] * px + d[1] * py) / math.hypot(*d))
+            norm = math.hypot(*prefer)
+            turn = [6 * (1 - (d[0] * prefer[0] + d[1] * prefer[1]) / (norm * math.hypot(*d))) for d in _DIRECTIONS]
+        else:
+            turn = [i * 0.5 for i in range(len(_DIRECTIONS))]
         best: tuple[float, Placement] | None = None
         for ring in range(rings + 1):
             gap = 3 + 14 * ring
-            for i, (ux, uy) in enumerate(dirs):
+            for i, (ux, uy) in enumerate(_DIRECTIONS):
                 cx = x + ux * (w / 2 + r + gap)
                 cy = y + uy * (h / 2 + r + gap * (0.6 if ux else 1))
                 box = Box.around(cx, cy, w, h)
                 if not self._free(box):
                     continue
-                cost = ring * 10 + self._crossings(box) * 4 + i * 0.5
+                cost = ring * 10 + self._crossings(box) * 4 + turn[i] + (15 if self._ambiguous(box, x, y) else 0)
                 if best is None or cost < best[0]:
                     best = (cost, Placement(cx, cy, box, 0, _leader(x, y, r, box) if ring else None))
             if best is not None and best[0] < (ring + 1) * 10:
@@ -157,6 +172,10 @@ class Layout:
             return None
         self.labels.append(best[1].box)
         return best[1]
+
+
+def _distance(box: Box, x: float, y: float) -> float:
+    return math.hypot(max(box.x0 - x, 0.0, x - box.x1), max(box.y0 - y, 0.0, y - box.y1))
 
 
 def _leader(x: float, y: float, r: float, box: Box) -> tuple[float, float, float, float]:

@@ -24,12 +24,13 @@ from server.presentation.label_layout import Layout, Placement
 from server.services.analysis import Analysis
 
 THEMES = ("light", "dark")
-PLOT_W, PLOT_H = 500, 330
+PLOT_W, PLOT_H = 440, 300
 MESH_SOURCE = "meshes (estimate)"
-COMPONENT_GROUP = "step components (ASAP estimate, current mesh)"
+COMPONENT_GROUP = "parts of now's step (ASAP estimate)"
 PROFILE_GROUP = "XProf ops (measured)"
 _MESH_R, _OP_R, _HEAD_R = 8.0, 5.0, 5.0  # marker radii in pixels, for label placement
 _MESH_SIZE, _OP_SIZE = 170, 50  # marker areas in square pixels (Vega's size)
+_MESH_FONT, _LABEL_FONT = 13, 11  # label font sizes in pixels
 # Colours per theme. Both palettes keep every mark above 3:1 contrast against their background, text above 4.5:1.
 _PALETTE: dict[str, dict[str, Any]] = {
     "light": {
@@ -289,7 +290,9 @@ def chart(
     line = [{"intensity": x, "flops": min(peak, x * bw)} for x in _logspace(start, xdom[1], 80)]
     layout.add_line([sc.px(p["intensity"], p["flops"]) for p in line])
     for x in rule_xs:
-        layout.add_line([(sc.px(x, ydom[0])[0], 0.0), (sc.px(x, ydom[0])[0], float(PLOT_H))], step=6, half=1)
+        layout.add_line(
+            [(sc.px(x, ydom[0])[0], 0.0), (sc.px(x, ydom[0])[0], float(PLOT_H))], step=6, half=1, weight=0.25
+        )
     for m in ops:
         layout.add_marker(*sc.px(m["intensity"], m["flops"]), _OP_R)
     for m in meshes:
@@ -324,7 +327,7 @@ def chart(
             x0, y0 = nx + ux * (_MESH_R + 2), ny + uy * (_MESH_R + 2)
             hx, hy = tx - ux * (_MESH_R + 6), ty - uy * (_MESH_R + 6)  # the head's centre; its tip near the point
             layout.add_line([(x0, y0), (hx, hy)], half=1)
-            layout.add_marker(hx, hy, _HEAD_R)
+            layout.add_marker(hx, hy, _HEAD_R, anchor=False)
             a0, a1 = sc.data(x0, y0), sc.data(hx, hy)
             what = f"now \u2192 {m['name']}: " + m["tip"].get("against now", m["mesh"])
             arrows.append({"x": a0[0], "y": a0[1], "x2": a1[0], "y2": a1[1], "colour": m["colour"], "tip": what})
@@ -362,7 +365,7 @@ def chart(
     for group in groups:
         text = ", ".join(m["name"] for m in group)
         at = sc.px(group[0]["intensity"], group[0]["flops"])
-        put("mesh", text, layout.near_point(text, *at, _MESH_R, 12, True, 5, prefer=aim.get(group[0]["name"])))
+        put("mesh", text, layout.near_point(text, *at, _MESH_R, _MESH_FONT, True, 5, prefer=aim.get(group[0]["name"])))
     ridge_rules: list[dict[str, Any]] = [
         {
             "intensity": ridge,
@@ -387,9 +390,13 @@ def chart(
             }
         )
     for r in ridge_rules:
-        put("ridge", r["label"], layout.along_vertical(r["label"], sc.px(r["intensity"], ydom[0])[0], 10))
+        put("ridge", r["label"], layout.along_vertical(r["label"], sc.px(r["intensity"], ydom[0])[0], _LABEL_FONT))
     for m in ops:
-        put("op", m["name"], layout.near_point(m["name"], *sc.px(m["intensity"], m["flops"]), _OP_R, 10, False, 1))
+        put(
+            "op",
+            m["name"],
+            layout.near_point(m["name"], *sc.px(m["intensity"], m["flops"]), _OP_R, _LABEL_FONT, False, 1),
+        )
 
     title: dict[str, Any] = {"text": f"Roofline of {slice_name} per device" if slice_name else "Roofline"}
     subtitle = []
@@ -508,6 +515,7 @@ def chart(
                     "field": "legend",
                     "type": "nominal",
                     "title": "Meshes (whole step, ASAP estimate)",
+                    "legend": {"orient": "top"},
                     "sort": None,
                     "scale": {"domain": [m["legend"] for m in meshes], "range": [m["colour"] for m in meshes]},
                 },
@@ -515,6 +523,7 @@ def chart(
                     "field": "legend",
                     "type": "nominal",
                     "title": "Meshes (whole step, ASAP estimate)",
+                    "legend": {"orient": "top"},
                     "sort": None,
                     "scale": {
                         "domain": [m["legend"] for m in meshes],
@@ -528,19 +537,25 @@ def chart(
         {
             "name": "ridge_labels",
             "data": {"values": labels["ridge"]},
-            "mark": {"type": "text", "angle": 270, "align": "center", "baseline": "middle", "fontSize": 10},
+            "mark": {"type": "text", "angle": 270, "align": "center", "baseline": "middle", "fontSize": _LABEL_FONT},
             "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
         {
             "name": "op_labels",
             "data": {"values": labels["op"]},
-            "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 10},
+            "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": _LABEL_FONT},
             "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
         {
             "name": "mesh_labels",
             "data": {"values": labels["mesh"]},
-            "mark": {"type": "text", "align": "center", "baseline": "middle", "fontSize": 12, "fontWeight": "bold"},
+            "mark": {
+                "type": "text",
+                "align": "center",
+                "baseline": "middle",
+                "fontSize": _MESH_FONT,
+                "fontWeight": "bold",
+            },
             "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
     ]
@@ -553,7 +568,7 @@ def chart(
         "resolve": {"scale": {"color": "independent", "shape": "independent"}},
         "config": {
             "background": pal["background"],
-            "title": {"color": pal["text"], "subtitleColor": pal["text"], "subtitleFontSize": 11},
+            "title": {"color": pal["text"], "subtitleColor": pal["text"], "fontSize": 15, "subtitleFontSize": 11},
             "text": {"color": pal["text"]},
             "axis": {
                 "labelColor": pal["text"],
@@ -561,6 +576,8 @@ def chart(
                 "gridColor": pal["grid"],
                 "domainColor": pal["rule"],
                 "tickColor": pal["rule"],
+                "labelFontSize": 11,
+                "titleFontSize": 12,
             },
             "legend": {
                 "labelColor": pal["text"],
@@ -568,6 +585,8 @@ def chart(
                 "orient": "bottom",
                 "direction": "horizontal",
                 "labelLimit": 320,
+                "labelFontSize": 11,
+                "titleFontSize": 12,
                 "titleLimit": 400,
             },
         },
@@ -584,8 +603,8 @@ def chart(
 
 def _ticks(dom: tuple[float, float]) -> list[float]:
     """Axis values on a log scale: 1, 2 and 5 times powers of ten within `dom` (powers of ten alone when the
-    domain spans more than three decades), so that labels never crowd."""
-    steps = (1,) if dom[1] / dom[0] > 1e3 else (1, 2, 5)
+    domain spans more than about two decades), so that labels never crowd."""
+    steps = (1,) if dom[1] / dom[0] > 150 else (1, 2, 5)
     out = []
     for e in range(math.floor(math.log10(dom[0])), math.ceil(math.log10(dom[1])) + 1):
         out += [float(f"{s}e{e}") for s in steps if dom[0] <= s * 10**e <= dom[1] * (1 + 1e-9)]
