@@ -392,10 +392,24 @@ class ProposalMemory(_Doc):
     usable_bytes: Number
 
 
-class ProposalView(_Doc):
-    """One proposal (`Proposal.to_json()`); `stated_confidence` is the engine's before calibration."""
+class CompilerVerdictView(_Doc):
+    """What the TPU compiler said of a proposal's mesh (server/presentation/verification.py, issue 18): `status` is
+    the verifier's (ok | does-not-fit | unplaceable | invalid | unavailable | error | cancelled); `fits` None when it
+    could not tell; the compiler's per-chip bytes (for an out-of-memory compile, what it asked for) and the limit."""
 
-    OMIT_IF_NONE = frozenset({"stated_confidence"})
+    status: str
+    fits: bool | None
+    memory_per_chip_bytes: Number | None
+    hbm_limit_bytes: Number | None
+    program: str  # reference (ASAP's reference train step) | maxtext (MaxText's own train_compile)
+    message: str
+
+
+class ProposalView(_Doc):
+    """One proposal (`Proposal.to_json()`); `stated_confidence` is the engine's before calibration; `compiler` the TPU
+    compiler's verdict once ASAP: Verify has compiled it (absent before)."""
+
+    OMIT_IF_NONE = frozenset({"stated_confidence", "compiler"})
     rank: int
     keep_current: bool
     ici: dict[str, int]  # axes whose degree is not 1
@@ -411,6 +425,7 @@ class ProposalView(_Doc):
     # meshes the model prices identically (same step time and HBM): the same candidate, written once
     equivalent: list[MeshDegrees] = Field(default_factory=list)
     stated_confidence: Number | SkipJsonSchema[None] = _absent()
+    compiler: CompilerVerdictView | SkipJsonSchema[None] = _absent()
 
 
 class FitOptionView(_Doc):
@@ -471,9 +486,11 @@ class AnalysisReport(_Doc):
     """The `asap analyze --json` document: the config's slice, mesh and findings, the estimate, the linked
     profile, the diagnosis and the proposals, what would fit when no mesh of the slice does (`nothing_fits`), and
     how they were made. `experiment` is its id in ASAP's experiment log (server/services/experiments.py), present
-    once it is logged."""
+    once it is logged. After ASAP: Verify, `proposals` are those the TPU compiler did not reject (with their
+    verdicts), `withdrawn` those it rejected (does not fit, or fails to compile), and `compiler_note` says once why
+    the estimate and the compiler differ."""
 
-    OMIT_IF_NONE = frozenset({"experiment"})
+    OMIT_IF_NONE = frozenset({"experiment", "withdrawn", "compiler_note"})
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, title="ASAP analysis")
     config: str
     slice: SliceInfo | None
@@ -489,6 +506,8 @@ class AnalysisReport(_Doc):
     backend: BackendView
     notes: list[str]
     experiment: str | SkipJsonSchema[None] = _absent()
+    withdrawn: list[ProposalView] | SkipJsonSchema[None] = _absent()
+    compiler_note: str | SkipJsonSchema[None] = _absent()
 
 
 def json_schema() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
+from server.agents.report import AnalysisReport
 from server.agents.types import Experiment
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken
@@ -86,6 +87,7 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
         cancel = task.cancel if task is not None else None
         async with client_progress(ls, "ASAP: diagnosing and pricing meshes", Path(path).name, on_cancel=cancel):
             report, _ = await loop.run_in_executor(ls.agent_pool(), run_report, exp, llm, None, None, kb)
+            report = await loop.run_in_executor(None, cached_verdicts, ls, an, report, text)
     except asyncio.CancelledError:
         log.info("analysis of %s cancelled", path)
         raise
@@ -98,57 +100,123 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     ls.freeze_heap("agents")
     st = ls.state(uri)
     st.agents = Versioned(version, report)
+    props = [p for p in report.proposals if not p.keep_current]
+    withdrawn = f", {len(report.withdrawn)} withdrawn by the TPU compiler" if report.withdrawn else ""
+    log.info("agents, %s (version %s): %d proposal(s)%s", path.name, version, len(props), withdrawn)
     if (an := st.publishable(current.version)) is not None:  # else the pending refresh publishes
         ls.publish(current, an)
     if ls.settings.verify == "auto" and current.version == version:
         start(ls, uri, "verify")
 
 
+def cached_verdicts(ls: AsapServer, an: Analysis, report: AnalysisReport, text: str) -> AnalysisReport:
+    """The report with the TPU compiler's verdicts ASAP's cache keeps for its meshes (a proposal the compiler
+    rejected is withdrawn and its cached replacements take its place); compiles nothing. Worker thread."""
+    if not any(not p.keep_current for p in report.proposals):
+        return report
+    s = ls.settings
+    try:
+        advice = verification.verify_advice(
+            an, report, s.default_slice, maxtext_python=s.maxtext_python, cached_only=True, text=text
+        )
+    except Exception:  # the cache is a convenience: the agents' report stands without it
+        log.exception("reading the compiler's cached verdicts failed")
+        return report
+    revised = advice.report
+    if revised is None or not any(p.compiler is not None for p in [*revised.proposals, *(revised.withdrawn or [])]):
+        return report
+    log.info("%s: the TPU compiler's cached verdicts applied to the proposals", Path(an.path or "config").name)
+    return revised
+
+
 # -- the TPU compiler ---------------------------------------------------------------------------------------
 async def run_verify(ls: AsapServer, uri: str) -> None:
+    """The current mesh compiled first, its verdict published as soon as it is known; then the proposals, those the
+    compiler rejects replaced by the engine's next candidates (verification.verify_advice). Progress is cancellable:
+    a cancel kills the compile child and leaves the advice as it was (the verdicts of the compiles that completed
+    stay shown)."""
     opened = _open_file(ls, uri)
     if opened is None:
         return
     doc, path = opened
-    version = doc.version
+    version, text = doc.version, doc.source
     try:
         an = await ls.analysis(doc)
     except Exception:  # logged where it failed
         return
     if an is None or not an.config.is_maxtext or an.check.slice is None:
         return
-    todo = verification.targets(ls.agents_of(doc))
+    report = ls.agents_of(doc)
+    shown = report  # the agents' report as the editor shows it now (marked with the verdicts so far)
     loop = asyncio.get_running_loop()
     cancel = CancelToken()  # the progress bar's cancel kills the compile
     settings = ls.settings
+
+    def publish(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
+        """A compile finished (on the event loop): show the verdicts so far, if the document is still this version
+        and the agents' report the one being verified."""
+        nonlocal shown
+        current = ls.workspace.text_documents.get(uri)
+        if current is None or current.version != version or cancel.cancelled:
+            return
+        st = ls.state(uri)
+        st.verified = Versioned(version, entries)
+        if marked is not None and st.agents is not None and st.agents.value is shown:
+            st.agents = Versioned(version, marked)
+            shown = marked
+        ls.publish_current(uri)
+        ls.refresh_code_lenses()
+        log.info("TPU compiler, %s of %s: %s", entries[-1].label, path.name, entries[-1].result.message)
+
+    def on_verdict(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
+        loop.call_soon_threadsafe(publish, entries, marked)
+
     try:
         async with client_progress(ls, "ASAP: TPU compiler", Path(path).name, cancel=cancel) as progress:
-            results = await loop.run_in_executor(
+            advice = await loop.run_in_executor(
                 None,
-                lambda: verification.verify_all(
-                    an.config,
-                    todo,
+                lambda: verification.verify_advice(
+                    an,
+                    report,
                     settings.default_slice,
                     progress=progress.report,
                     cancel=cancel,
                     maxtext_python=settings.maxtext_python,
+                    on_verdict=on_verdict,
+                    text=text,
                 ),
             )
+            progress.end_message = "cancelled" if advice.cancelled else "done"
     except asyncio.CancelledError:
         cancel.cancel()
-        log.info("verification of %s cancelled", path)
+        log.info("verification of %s cancelled", path.name)
         raise
     except Exception:
         log.exception("verification failed on %s", uri)
         return
-    if cancel.cancelled:
-        log.info("verification of %s cancelled", path)
+    if advice.cancelled or cancel.cancelled:
+        log.info("verification of %s cancelled: the advice is unchanged", path.name)
         return
-    for e in results:
-        log.info("TPU compiler, %s of %s: %s", e.label, path.name, e.result.message)
-    ls.state(uri).verified = Versioned(version, results)
+    for e in advice.withdrawn:
+        log.info("TPU compiler withdrew %s of %s: %s", e.label, path.name, e.result.message)
+    st = ls.state(uri)
+    current = ls.workspace.text_documents.get(uri)
+    if current is None or current.version != version:
+        log.info("verification of %s dropped: the config changed meanwhile", path.name)
+        return
+    st.verified = Versioned(version, advice.entries)
+    if advice.report is not None and st.agents is not None and st.agents.value is shown:
+        st.agents = Versioned(version, advice.report)
+        if advice.report.compiler_note:
+            log.info("%s: %s", path.name, advice.report.compiler_note)
     ls.publish_current(uri)
     ls.refresh_code_lenses()
+    log.info(
+        "verification of %s done: %d compile(s), %d proposal(s) withdrawn",
+        path.name,
+        advice.compiles,
+        len(advice.withdrawn),
+    )
 
 
 # -- profiles -----------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ each proposal as a fix whose edits are the minimal rewrite of the config (server
 from __future__ import annotations
 
 import logging
+import re
 
-from server.agents.report import AnalysisReport, FitOptionView, NothingFitsView, ProposalView
+from server.agents.report import AnalysisReport, CompilerVerdictView, FitOptionView, NothingFitsView, ProposalView
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config import axes
@@ -37,10 +38,50 @@ def mesh_label(p: ProposalView) -> str:
     return axes.mesh_label(p.ici, p.dcn) + (f"; {other}" if other else "")
 
 
+_AHEAD = re.compile(r" ?\((\d+%) of the step ahead of the next\)")
+
+
+def plain(text: str) -> str:
+    """A producer's sentence in plain words: '(8% of the step ahead of the next)' says what it measures."""
+    return _AHEAD.sub(r" (\1 of the step more than the next-largest part)", text)
+
+
+def compiler_rejects(c: CompilerVerdictView | None) -> bool:
+    """Whether the TPU compiler's verdict rules the proposal out (it does not fit, cannot be placed, or fails)."""
+    return c is not None and (c.fits is False or c.status in ("does-not-fit", "unplaceable", "error"))
+
+
+def rejection_words(c: CompilerVerdictView) -> str:
+    """Why the compiler rules a proposal out, in a few words: 'does not fit (TPU compiler)'."""
+    if c.status == "unplaceable":
+        return "cannot be placed (TPU compiler)"
+    if c.status == "error":
+        return "fails to compile (TPU compiler)"
+    return "does not fit (TPU compiler)"
+
+
+def usable(report: AnalysisReport) -> list[ProposalView]:
+    """The proposals that change the mesh and that the compiler has not ruled out (not compiled counts as usable)."""
+    return [p for p in report.proposals if not p.keep_current and not compiler_rejects(p.compiler)]
+
+
+def ruled_out(report: AnalysisReport) -> list[ProposalView]:
+    """The proposals the compiler ruled out: withdrawn, or marked while the verification still runs."""
+    marked = [p for p in report.proposals if not p.keep_current and compiler_rejects(p.compiler)]
+    return [*(report.withdrawn or []), *marked]
+
+
 def proposal_title(p: ProposalView) -> str:
+    """'Apply proposal 1: fsdp=16 (expected ×1.48, confidence 69%)'; ', fits (TPU compiler)' once compiled, and
+    'Apply proposal 1: fsdp=16: does not fit (TPU compiler)' when the compiler ruled it out."""
+    head = f"Apply proposal {p.rank}: {mesh_label(p)}"
+    c = p.compiler
+    if c is not None and compiler_rejects(c):
+        return f"{head}: {rejection_words(c)}"
     sp = p.expected.speedup
-    expected = f"expected x{sp:.2f}" if sp is not None else "the current mesh does not launch"
-    return f"Apply proposal {p.rank}: {mesh_label(p)} ({expected}, confidence {p.confidence:.0%})"
+    expected = f"expected ×{sp:.2f}" if sp is not None else "the current mesh does not launch"
+    verified = ", fits (TPU compiler)" if c is not None and c.fits else ""
+    return f"{head} ({expected}, confidence {p.confidence:.0%}{verified})"
 
 
 def fit_option_text(o: FitOptionView, short: bool = False) -> str:
@@ -66,16 +107,49 @@ def nothing_fits_text(nf: NothingFitsView) -> str:
     return f"{nf.summary}. What would fit: {'; '.join(fit_option_text(o, short=True) for o in nf.options)}"
 
 
-def lens_title(report: AnalysisReport) -> str:
-    """The agents' verdict in one line (the code lens above the mesh block)."""
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def proposals_segment(report: AnalysisReport) -> str:
+    """The advice in a few words: '3 proposals (best ×1.48, confidence 69%)', 'keep this mesh', '1 proposal (best
+    ×1.30, confidence 60%) · 2 do not fit (TPU compiler)', 'no proposal fits (TPU compiler)'."""
     if any(p.keep_current for p in report.proposals):
-        return "ASAP: keep this mesh (no clearly better one)"
-    props = [p for p in report.proposals if not p.keep_current]
-    if props and props[0].expected.speedup is not None:
-        return f"ASAP: proposal 1 {mesh_label(props[0])} x{props[0].expected.speedup:.2f} (quick fix)"
-    if not props and report.nothing_fits is not None:
+        return "keep this mesh (no clearly better one)"
+    ok, out = usable(report), ruled_out(report)
+    rejected = ""
+    if out:
+        words = {rejection_words(p.compiler) for p in out if p.compiler is not None}
+        why = words.pop() if len(words) == 1 else "rejected (TPU compiler)"
+        if why.startswith("does not") and len(out) > 1:
+            why = "do not" + why.removeprefix("does not")
+        elif why.startswith(("cannot", "fails")) and len(out) > 1:
+            why = why.replace("fails", "fail")
+        rejected = f"{_count(len(out), 'proposal')} {why}" if not ok else f" · {len(out)} {why}"
+    if not ok:
+        return rejected or "no proposal"
+    best = ok[0]
+    sp = best.expected.speedup
+    gain = f"best ×{sp:.2f}" if sp is not None else f"best MFU {best.expected.mfu:.0%}"
+    verified = ", fit (TPU compiler)" if all(p.compiler is not None and p.compiler.fits for p in ok) else ""
+    return f"{_count(len(ok), 'proposal')}{verified} ({gain}, confidence {best.confidence:.0%}){rejected}"
+
+
+def lens_title(report: AnalysisReport, mfu: float | None = None) -> str:
+    """The agents' verdict in one short line (the code lens above the mesh block): 'ASAP: compute-bound · MFU 25% ·
+    3 proposals (best ×1.48, confidence 69%)'; every number labelled."""
+    d = report.diagnosis
+    if not usable(report) and not ruled_out(report) and report.nothing_fits is not None:
         return f"ASAP: no mesh of {report.nothing_fits.slice} fits (what would: see the diagnostic)"
-    return "ASAP: proposals available (quick fix)"
+    if d is None or d.bottleneck in ("invalid", "unknown"):
+        head = "ASAP: the mesh does not launch" if d is not None and d.bottleneck == "invalid" else "ASAP"
+    else:
+        head = f"ASAP: {d.bottleneck}-bound"
+    parts = [head]
+    if mfu is not None:
+        parts.append(f"MFU {mfu:.0%}")
+    parts.append(proposals_segment(report))
+    return " · ".join(parts)
 
 
 def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> list[Finding]:
@@ -83,21 +157,30 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
     d = result.diagnosis
     if d is None or d.bottleneck == "invalid":
         return []  # an invalid mesh already has its located errors
-    props = [p for p in result.proposals if not p.keep_current]
+    props = usable(result)
+    out = ruled_out(result)
     keep = next((p for p in result.proposals if p.keep_current), None)
     if keep is not None:
         advice = "no clearly better mesh: keep the current one"
     elif props:
-        sp = props[0].expected.speedup
-        advice = f"proposal 1: {mesh_label(props[0])}" + (f" (expected x{sp:.2f})" if sp is not None else "")
+        p1, sp = props[0], props[0].expected.speedup
+        fits = ", fits (TPU compiler)" if p1.compiler is not None and p1.compiler.fits else ""
+        advice = f"proposal {p1.rank}: {mesh_label(p1)}" + (f" (expected ×{sp:.2f}{fits})" if sp is not None else "")
+    elif out:
+        advice = "no proposal the TPU compiler accepts"
     elif result.nothing_fits is not None:
         advice = nothing_fits_text(result.nothing_fits)
     else:
         advice = "no proposal"
+    if out:
+        names = "; ".join(f"{mesh_label(p)} {rejection_words(p.compiler)}" for p in out if p.compiler is not None)
+        advice += f". Withdrawn: {names}"
+    if result.compiler_note:
+        advice += f". {result.compiler_note}"
     first = d.evidence[0].text if d.evidence else ""
     msg = (
         f"{STALE if stale else ''}{d.bottleneck}-bound ({d.source}, confidence {d.confidence:.0%}): "
-        f"{d.summary}. {first}. {advice}"
+        f"{plain(d.summary)}. {plain(first)}. {advice}"
     )
     cfg = an.config
     spans: list[tuple[str | None, Span]] = []

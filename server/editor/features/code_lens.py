@@ -1,5 +1,6 @@
-"""The code lenses above the mesh block: the estimate's summary, the agents' and the TPU compiler's verdicts when
-fresh, and the actions Analyze, Verify, Show roofline and Proposals.
+"""The code lenses above the mesh block: one short line with the verdict, the MFU and the advice ("ASAP:
+compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)"; the estimate's until the agents answer), the
+TPU compiler's verdict on the current mesh when fresh, and the actions Analyze, Verify, Show roofline and Proposals.
 
 They answer from what is ready and never wait for an analysis: while the analysis of the document as it is now
 runs, the lens row stays where the last analysis put it (its line, clamped to the document) with "ASAP: analysing…"
@@ -15,6 +16,7 @@ from pygls.workspace import TextDocument
 from server.editor import lsp_convert
 from server.editor.contract import ClientCommand, ServerCommand
 from server.editor.server import AsapServer
+from server.perf.estimate import Estimate
 from server.presentation import agent_findings, verification
 
 ANALYSING = "ASAP: analysing…"
@@ -40,24 +42,36 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         return _lens(rng, title, command, *args)
 
     lenses = []
-    if an.estimate is not None:
-        lenses.append(lens(an.estimate.summary()))
     report = ls.agents_of(doc)
+    est = an.estimate
     if report is not None:
-        lenses.append(lens(agent_findings.lens_title(report)))
+        lenses.append(lens(agent_findings.lens_title(report, est.mfu if est is not None else None)))
+    elif est is not None:
+        lenses.append(lens(estimate_title(est)))
     st = ls.state(doc.uri)
     verified = st.verified.fresh(doc.version) if st.verified is not None else None
     entry = verification.current_entry(verified) if verified is not None else None
     if entry is not None:
         lenses.append(lens(f"TPU compiler: {verification.summary(entry.result)}"))
     lenses.append(lens("Analyze", ServerCommand.RUN_AGENTS, doc.uri))
-    if an.estimate is not None:
+    if est is not None:
         lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
         lenses.append(lens("Show roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
-    if report is not None and any(not p.keep_current for p in report.proposals):
+    if report is not None and agent_findings.usable(report):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         lenses.append(lens("Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character))
     return lenses
+
+
+def estimate_title(est: Estimate) -> str:
+    """The estimate in one short line until the agents answer: 'ASAP: compute-bound · MFU 25% · HBM 20.6 of 31.25 GiB
+    (estimate)'."""
+    kind = est.time.bottleneck()[0]
+    gib = 2**30
+    return (
+        f"ASAP: {kind}-bound · MFU {est.mfu:.0%} · HBM {est.memory.total / gib:.1f} of {est.memory.usable / gib:.2f} "
+        "GiB (estimate)"
+    )
 
 
 def _analysing(ls: AsapServer, doc: TextDocument) -> list[lsp.CodeLens]:

@@ -44,7 +44,8 @@ async def _analysis(ls: AsapServer, doc: TextDocument) -> Analysis:
 
 async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
     """Diagnosis and proposals for an open config (the Coordinator), off the event loop, with progress: the
-    `asap analyze --json` document (schema/analyze.schema.json)."""
+    `asap analyze --json` document (schema/analyze.schema.json), with the TPU compiler's verdicts ASAP's cache
+    keeps for its proposals (ASAP: Verify compiles them)."""
     from server.agents.coordinator import run_report
 
     path, doc = _open_config(ls, uri, "analysis needs a saved config open in the editor")
@@ -53,6 +54,9 @@ async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
     async with client_progress(ls, "ASAP: analyzing", path.name) as progress:
         report, cached = await loop.run_in_executor(None, lambda: run_report(exp, llm, progress.report, kb_path=kb))
     log.info("analysis of %s (%s)", path, "cached" if cached else report.backend.name)
+    an = await ls.analysis(doc) if doc.source == exp.text else None
+    if an is not None:  # the TPU compiler's verdicts its cache keeps: proposals it rejected are withdrawn
+        report = await loop.run_in_executor(None, background.cached_verdicts, ls, an, report, doc.source)
     return report.to_json()
 
 
