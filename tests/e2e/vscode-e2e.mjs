@@ -123,22 +123,73 @@ try {
   await page.screenshot({ path: `${shots}/agent-hover.png` });
   await page.keyboard.press('Escape');
 
-  // The roofline view: the current mesh and the proposals as points, drawn by vega-embed in a webview.
+  // The roofline view: now and the proposals as points with arrows from now, drawn by vega-embed in a webview.
   await palette('F1', 'ASAP: Show Roofline', 'Show Roofline');
   const view = page.frameLocator('iframe.webview').frameLocator('#active-frame');
-  const chartTitle = view.locator('#chart svg text', { hasText: 'Roofline of v5e-256 per device' });
-  await chartTitle.waitFor({ timeout: 30_000 });
+  const chartTitle = (slice) => view.locator('#chart svg text', { hasText: `Roofline of ${slice} per device` });
+  await chartTitle('v5e-256').waitFor({ timeout: 30_000 });
   const subtitle = await view.locator('#chart svg text', { hasText: 'P1: ' }).first().textContent();
   log(`ROOFLINE: ${await view.locator('#status').innerText()} | ${subtitle}`);
+  // In the page: no two shown labels overlap, none covers a point; now and proposal 1 are labelled.
+  const labels = await view.locator('#chart').evaluate((chart) => {
+    const box = (e) => e.getBoundingClientRect();
+    const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    const texts = [...chart.querySelectorAll('g.mesh_labels_marks > text, g.ridge_labels_marks > text, g.op_labels_marks > text')]
+      .filter((t) => t.getAttribute('visibility') !== 'hidden');
+    const points = [...chart.querySelectorAll('g.meshes_marks > path, g.ops_marks > path')].map(box);
+    const bad = [];
+    texts.forEach((a, i) => {
+      texts.slice(i + 1).forEach((b) => hit(box(a), box(b)) && bad.push(`${a.textContent} / ${b.textContent}`));
+      if (points.some((p) => hit(box(a), p))) bad.push(`${a.textContent} on a point`);
+    });
+    return { shown: texts.map((t) => t.textContent), bad };
+  });
+  if (labels.bad.length) throw new Error(`roofline labels overlap: ${labels.bad.join(', ')}`);
+  if (!labels.shown.includes('now') || !labels.shown.some((t) => /^P1\b/.test(t))) {
+    throw new Error(`roofline labels lack now or P1: ${labels.shown.join(', ')}`);
+  }
+  const arrows = await view.locator('#chart g.arrows_marks > line, #chart g.arrows_marks > path').count();
+  if (arrows < 1) throw new Error('no arrow from now to a proposal');
+  log(`ROOFLINE labels (none overlap): ${labels.shown.join(', ')}; ${arrows} arrows from now`);
   await page.screenshot({ path: `${shots}/roofline.png` });
-  // A dark colour theme, picked as a user would: the chart follows it.
+  // The tooltip of now: its mesh and numbers with units, inside the panel.
+  await view.locator('#chart g.meshes_marks > path').first().hover();
+  const tip = view.locator('#tip:not([hidden])');
+  await tip.waitFor({ timeout: 10_000 });
+  const tipText = (await tip.innerText()).replace(/\s*\n\s*/g, ' ');
+  if (!/mesh:?\s*fsdp=16 x tensor=16/.test(tipText) || /undefined/.test(tipText) || !/FLOP\/s per device/.test(tipText)) {
+    throw new Error(`roofline tooltip: ${tipText}`);
+  }
+  const inside = await tip.evaluate((t) => {
+    const r = t.getBoundingClientRect();
+    const d = document.documentElement;
+    return r.left >= 0 && r.top >= 0 && r.right <= d.clientWidth && r.bottom <= d.clientHeight;
+  });
+  if (!inside) throw new Error('the roofline tooltip is clipped by the panel edge');
+  log(`ROOFLINE tooltip: ${tipText.slice(0, 200)}`);
+  await page.screenshot({ path: `${shots}/roofline-tooltip.png` });
+  await page.mouse.move(5, 5);
+  // A dark colour theme, picked as a user would: the chart follows it, on the editor's own background.
   await page.keyboard.press('Control+K');
   await page.keyboard.press('Control+T');
   await page.keyboard.type('Default Dark Modern');
   await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Default Dark Modern' }).first().click();
-  await view.locator('#chart svg[style*="30, 30, 30"], #chart svg[style*="1e1e1e"]').waitFor({ timeout: 30_000 });
-  log('ROOFLINE redrawn in the dark palette');
+  await view.locator('#chart[data-theme="dark"] svg.marks').waitFor({ timeout: 30_000 });
+  const bg = await view.locator('#chart svg.marks').evaluate((svg) => getComputedStyle(svg).backgroundColor);
+  const rgb = (bg.match(/\d+/g) ?? []).map(Number);
+  if (rgb.length < 3 || rgb[0] + rgb[1] + rgb[2] > 3 * 80) throw new Error(`dark chart background is ${bg}`);
+  log(`ROOFLINE redrawn in the dark palette (background ${bg})`);
   await page.screenshot({ path: `${shots}/roofline-dark.png` });
+  // The panel follows the active config: another config redraws it for that one, and back.
+  await palette('Control+P', 'llama3-8b-v6e-16.yml', 'llama3-8b-v6e-16.yml');
+  await chartTitle('v6e-16').waitFor({ timeout: 60_000 });
+  log('ROOFLINE follows the editor: llama3-8b-v6e-16.yml');
+  await page.screenshot({ path: `${shots}/roofline-follow.png` });
+  // back by its tab, as a user would (a second Quick Open raced the list's filtering and kept the other file)
+  await page.locator('.tabs-container .tab', { hasText: FILE }).first().click();
+  await line('ici_tensor_parallelism').waitFor();
+  await chartTitle('v5e-256').waitFor({ timeout: 30_000 });
+  log(`ROOFLINE follows the editor back: ${FILE}`);
 
   await applyQuickFix('ici_tensor_parallelism', /^ici_tensor_parallelism$/, 'Apply proposal 1', 'ici_fsdp_parallelism: 256');
   const mesh = await lineText(line('ici_fsdp_parallelism'));
