@@ -253,10 +253,10 @@ _SOURCE_NAMES = (
 
 def readable_source(source: str) -> str:
     """A piece of evidence's source as a reader names it: 'ASAP's step-time model', 'XProf op profile',
-    'TPU v6e spec (Google Cloud TPU docs)', never a module path. Several sources (';' or '+') are each named,
-    once."""
+    'TPU v6e spec (Google Cloud TPU docs)', never a module path. Several sources (';', '+' or 'vs') are each
+    named, once."""
     names: list[str] = []
-    for part in re.split(r";|\s\+\s", source):
+    for part in re.split(r";|\s\+\s|\svs\.?\s", source):
         part = part.strip()
         low = part.lower()
         if low.startswith("spec:"):
@@ -467,7 +467,7 @@ def _estimate_md(an: Analysis) -> str:
         [
             "",
             "",
-            f"**Estimate** (ASAP's step-time model, not a measurement): MFU {e.mfu:.1%}{_mfu_peak_md(e)}, "
+            f"**Estimate** (ASAP's step-time model, not a measurement): {e.mfu:.1%} MFU{_mfu_peak_md(e)}, "
             f"{e.tflops_per_chip:.0f} TFLOP/s per chip, step {t.step_s * 1e3:,.0f} ms, **{kind}-bound** "
             f"({_shares(parts, t.step_s)})",
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
@@ -492,7 +492,7 @@ def _memory_md(an: Analysis) -> str:
     top = sorted(m.components.items(), key=lambda kv: kv[1], reverse=True)[:4]
     parts = " · ".join(f"{k} {v / GIB:.1f}" for k, v in top if v > 0)
     return (
-        f"\n\n**HBM per chip** (estimate, remat `{e.remat.name}`): {m.total / GIB:.1f} of "
+        f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / GIB:.1f} of "
         f"{m.usable / GIB:.2f} GiB usable, {m.verdict}\n- largest parts (GiB): {parts}\n"
         f"- usable: {_usable_what(m.compiler_limit)}"
     )
@@ -534,7 +534,7 @@ def _axis_traffic(an: Analysis, axis: str) -> list[str]:
     hidden = (
         "hidden behind compute"
         if exposed == 0
-        else f"{exposed * 1e3:,.0f} ms not hidden by compute ({exposed / e.time.step_s:.0%} of the step)"
+        else f"{exposed * 1e3:,.0f} ms exposed (not hidden by compute: {exposed / e.time.step_s:.0%} of the step)"
     )
     return [f"- Collectives ({group} group, estimate): {kinds}, {total * 1e3:,.0f} ms per step over {link}; {hidden}"]
 
@@ -551,24 +551,23 @@ def profile_md(report: prof.Report, source: str) -> str:
     """The profile report as Markdown: verdict and evidence, steps, top ops, collectives, comparison."""
     v, k = report.verdict, report.kpis
     out = [f"**Profile: {v.bottleneck}-bound** (confidence {v.confidence:.0%}; rule: {v.rule})", ""]
-    out += [f"- {e}" for e in v.evidence]
-    out += ["", f"Source: `{source}`" + (f", {k.device_type}" if k.device_type else "")]
+    out += [f"- {e}" for e in v.evidence[:PROFILE_EVIDENCE]]
+    head = f"Source: XProf profile `{source}`" + (f", {k.device_type}" if k.device_type else "")
     if k.steps is not None:
         st = k.steps
-        dropped = (
-            f"; dropped outliers: {', '.join(f'{s} ({ms:.1f} ms)' for s, ms in st.outliers)}" if st.outliers else ""
-        )
-        out.append(
-            f"Steps: {st.n}, median {st.median_ms:.1f} ms, mean {st.mean_ms:.1f} ms, "
+        dropped = f", {len(st.outliers)} outlier steps dropped" if st.outliers else ""
+        head += (
+            f"; steps: {st.n}, median {st.median_ms:.1f} ms, mean {st.mean_ms:.1f} ms, "
             f"stddev {st.stddev_ms:.1f} ms{dropped}"
         )
+    out += ["", head]
     if report.top_ops:
         out += [
             "",
             "| op | category | self time | FLOP/s of peak | HBM BW of peak | bound by |",
             "|---|---|---|---|---|---|",
         ]
-        for o in report.top_ops:
+        for o in report.top_ops[:PROFILE_OPS]:
             fu = (
                 "not believed"
                 if o.implausible
@@ -593,8 +592,16 @@ def profile_md(report: prof.Report, source: str) -> str:
             f"{cmp['expected_step_s'] * 1e3:.1f} ms expected ({cmp['step_gap']:+.0%}); MFU "
             f"{cmp['measured_mfu']:.1%} vs {cmp['expected_mfu']:.1%}; expected {cmp['expected_bottleneck']}-bound",
         ]
-    out += ["", "Shares are of the step; op utilizations are against the declared chip's per-TensorCore peaks."]
-    return "\n".join(out)
+    out += [
+        "",
+        "_Shares are of the step; op utilizations against the chip's per-TensorCore peaks. The whole report: "
+        "`asap profile`._",
+    ]
+    return no_paths("\n".join(out))
+
+
+PROFILE_EVIDENCE = 2  # the profile hover's evidence lines (the rest: `asap profile`)
+PROFILE_OPS = 5  # and its top ops
 
 
 def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget] | None = None) -> str:

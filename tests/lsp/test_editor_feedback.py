@@ -127,7 +127,7 @@ async def test_hovers_are_short_with_readable_sources_and_links(shared: AsapClie
     topo = (await doc.hover(line_of(doc.text, "compile_topology"), 2)).contents.value  # type: ignore[union-attr]
     # one usable-HBM figure, with what it is; labelled numbers
     assert "15.75 GiB usable" in topo and "TPU compiler's limit" in topo, topo
-    assert re.search(r"MFU \d+\.\d%", topo) and "ahead of the next" not in topo
+    assert re.search(r"\d+\.\d% MFU", topo) and "ahead of the next" not in topo
     batch = (await doc.hover(line_of(doc.text, "per_device_batch_size"), 2)).contents.value  # type: ignore[union-attr]
     assert "of 15.75 GiB usable" in batch, batch
     doc.close()
