@@ -96,6 +96,12 @@ def test_label_layout_crowded_cluster_never_overlaps() -> None:
     free.add_marker(100, 100, 5)
     p = free.near_point("now", 100, 100, 5, 12, bold=True)
     assert p is not None and p.leader is None and p.box.x0 > 105 and p.box.y0 < 100 < p.box.y1
+    # in a row of points, a label without diagonal spots goes above or below its own point, not at a corner
+    row = Layout(PLOT_W, PLOT_H)
+    for x in (100, 112, 124):
+        row.add_marker(x, 100, 5)
+    q = row.near_point("qkv", 112, 100, 5, 11, diagonal=False)
+    assert q is not None and q.box.x0 < 112 < q.box.x1 and (q.box.y1 <= 95 or q.box.y0 >= 105)
     # a vertical label beside a rule avoids the points on the rule's side and stays clear of them
     rule = Layout(PLOT_W, PLOT_H)
     for y in range(0, 200, 10):
@@ -209,6 +215,9 @@ def test_roofline_legends_separate_per_op_points_from_meshes(v6e: tuple[Analysis
     assert all(d.startswith("P") and " x" in d for d in meshes["color"]["scale"]["domain"][1:])
     assert s["resolve"]["scale"] == {"color": "independent", "shape": "independent"}
     assert {m["source"] for m in values(s, "meshes")} == {MESH_SOURCE}
+    # both ridges labelled beside their rules, after the points' labels have taken their places
+    assert [lb["text"] for lb in values(s, "ridge_labels")] == ["HBM ridge 560", "ICI ridge 4,590"]
+    assert all(lb["angle"] == 270 for lb in values(s, "ridge_labels"))
     # the themes change colours, never the layout
     dark = spec(doc, an, "dark")
     assert dark["config"]["background"] != s["config"]["background"]

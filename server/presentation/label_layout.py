@@ -124,10 +124,12 @@ class Layout:
         bold: bool = False,
         rings: int = 3,
         prefer: tuple[float, float] | None = None,
+        diagonal: bool = True,
     ) -> Placement | None:
         """Place `text` next to the point at (x, y) whose marker has radius `r`: first beside it on the side
         `prefer` points to (by default its right), then the other sides, then further out (with a leader line), up
-        to `rings` steps of 14 px away."""
+        to `rings` steps of 14 px away. Without `diagonal`, only beside, above or below it (a label at a corner
+        of a point in a row of points reads as its neighbour's)."""
         w, h = text_width(text, size, bold) + 2, size * LINE_HEIGHT
         # the cost of each direction: its rank by default; with `prefer`, how far it turns from that direction
         if prefer is not None and any(prefer):
@@ -139,6 +141,8 @@ class Layout:
         for ring in range(rings + 1):
             gap = 3 + 14 * ring
             for i, (ux, uy) in enumerate(_DIRECTIONS):
+                if ux and uy and not diagonal:
+                    continue
                 cx = x + ux * (w / 2 + r + gap)
                 cy = y + uy * (h / 2 + r + gap * (0.6 if ux else 1))
                 box = Box.around(cx, cy, w, h)

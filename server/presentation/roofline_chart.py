@@ -369,7 +369,7 @@ def chart(
     ridge_rules: list[dict[str, Any]] = [
         {
             "intensity": ridge,
-            "label": f"HBM ridge {ridge:,.0f} FLOP/B",
+            "label": f"HBM ridge {ridge:,.0f}",
             "tip": {
                 "ridge": f"HBM: {ridge:,.0f} FLOP per HBM byte",
                 "meaning": f"peak {_si(peak, 'FLOP/s')} \u00f7 HBM {_si(bw, 'B/s')}; to its left a kernel waits on HBM",
@@ -382,21 +382,24 @@ def chart(
         ridge_rules.append(
             {
                 "intensity": ici,
-                "label": f"ICI ridge {ici:,.0f} FLOP/B",
+                "label": f"ICI ridge {ici:,.0f}",
                 "tip": {
                     "ridge": f"ICI: {ici:,.0f} FLOP per byte one mesh axis sends over ICI",
                     "meaning": "to its left a sharded matmul waits on its collective",
                 },
             }
         )
-    for r in ridge_rules:
-        put("ridge", r["label"], layout.along_vertical(r["label"], sc.px(r["intensity"], ydom[0])[0], _LABEL_FONT))
     for m in ops:
         put(
             "op",
             m["name"],
-            layout.near_point(m["name"], *sc.px(m["intensity"], m["flops"]), _OP_R, _LABEL_FONT, False, 1),
+            layout.near_point(
+                m["name"], *sc.px(m["intensity"], m["flops"]), _OP_R, _LABEL_FONT, rings=1, diagonal=False
+            ),
         )
+    # ridge labels last: they slide along their rule to wherever the points and their labels leave room
+    for r in ridge_rules:
+        put("ridge", r["label"], layout.along_vertical(r["label"], sc.px(r["intensity"], ydom[0])[0], _LABEL_FONT))
 
     title: dict[str, Any] = {"text": f"Roofline of {slice_name} per device" if slice_name else "Roofline"}
     subtitle = []
