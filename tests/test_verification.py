@@ -4,6 +4,7 @@ hover rows, and that compiles wait for each other across processes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -11,12 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from server.agents import alternatives
 from server.agents.coordinator import run_report
+from server.agents.report import AnalysisReport, CompilerVerdictView
 from server.agents.types import Experiment
 from server.common import store
 from server.common.findings import Severity
 from server.compile.verify import Compiled, VerifyResult, VerifyStatus
-from server.presentation import explain, verification
+from server.presentation import agent_findings, explain, verification
+from server.services import experiments
 from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,3 +199,133 @@ def test_result_json_carries_the_status_as_its_plain_value() -> None:
     doc = VerifyResult(VerifyStatus.DOES_NOT_FIT, "does not fit").to_json()
     assert type(doc["status"]) is str and doc["status"] == "does-not-fit"
     assert json.dumps(doc["status"]) == '"does-not-fit"'
+
+
+# -- compiler verdicts feed the advice (issue 18) ----------------------------------------------------------------
+def verdict_of(res: VerifyResult) -> CompilerVerdictView:
+    return verification.verdict(res)
+
+
+OOM = VerifyResult(
+    VerifyStatus.DOES_NOT_FIT,
+    "does not fit: needs 39.80 GiB of 31.25 GiB per chip on v6e-16 (total, as the TPU compiler reports it)",
+    "v6e-16",
+    estimate={"memory_per_chip_bytes": round(19.6 * GiB)},
+    needs_bytes=39.8 * GiB,
+    available_bytes=31.25 * GiB,
+    program="maxtext",
+)
+
+
+def test_a_rejected_proposal_is_marked_in_the_lens_the_quick_fix_and_the_diagnosis() -> None:
+    doc, _ = run_report(Experiment(EXAMPLE))
+    an = analyze(EXAMPLE)
+    p1 = doc.proposals[0]
+    assert agent_findings.proposal_title(p1).startswith(
+        f"Apply proposal 1: {agent_findings.mesh_label(p1)} (expected ×"
+    )
+    marked = verification._marked(doc, {1: verdict_of(OOM)})
+    assert doc.proposals[0].compiler is None  # the report shown meanwhile is never written into
+    assert (
+        agent_findings.proposal_title(marked.proposals[0]) == "Apply proposal 1: fsdp=16: does not fit (TPU compiler)"
+    )
+    line = agent_findings.lens_title(marked, 0.25)
+    assert re.fullmatch(
+        r"ASAP: compute-bound · MFU 25% · 2 proposals \(best ×[\d.]+, confidence \d+%\)"
+        r" · 1 does not fit \(TPU compiler\)",
+        line,
+    ), line
+    (f, *_) = agent_findings.diagnosis_findings(marked, an, stale=False)
+    assert "Withdrawn: fsdp=16 does not fit (TPU compiler)" in f.message and "proposal 2: " in f.message
+    assert "of the step ahead of the next" not in f.message  # in plain words
+    assert "of the step more than the next-largest part" in f.message
+
+
+def test_the_revised_report_ranks_the_accepted_and_explains_the_disagreement_once() -> None:
+    doc, _ = run_report(Experiment(EXAMPLE))
+    p1, p2, p3 = (p.model_copy(deep=True) for p in doc.proposals)
+    ok = VerifyResult(VerifyStatus.OK, "fits", compiled=compiled(15.0), program="maxtext")
+    for p in (p2, p3):
+        p.compiler = verdict_of(ok)
+    p1.compiler = verdict_of(OOM)
+    rejected = verification.VerifiedTarget("proposal 1", 1, verification.target_of(p1).overrides, OOM)
+    entries = [(p, verification.VerifiedTarget(f"proposal {p.rank}", p.rank, {}, ok)) for p in (p2, p3)]
+    revised = verification._revised(doc, entries, [p1], [rejected])
+    assert [(p.rank, p.ici) for p in revised.proposals] == [(1, p2.ici), (2, p3.ici)]
+    assert revised.withdrawn is not None and revised.withdrawn[0].ici == {"fsdp": 16}
+    assert revised.compiler_note == (
+        "Proposal 1 (fsdp=16): estimate 19.6 GiB per chip (ASAP's memory model), TPU compiler 39.8 GiB of 31.25 GiB "
+        "(libtpu's out-of-memory report on MaxText's train_compile); the compiler decides"
+    )
+    line = agent_findings.lens_title(revised, 0.25)
+    assert line.endswith("· 1 does not fit (TPU compiler)") and "2 proposals, fit (TPU compiler) (best ×" in line
+    assert AnalysisReport.from_json(revised.to_json()) == revised  # the JSON carries all of it
+    assert revised.to_json()["proposals"][0]["compiler"]["fits"] is True
+    assert "withdrawn" not in doc.to_json() and "compiler" not in doc.to_json()["proposals"][0]  # absent before
+
+
+def test_next_candidates_leave_out_the_rejected_and_the_meshes_priced_the_same() -> None:
+    doc, _ = run_report(Experiment(EXAMPLE))
+    an = analyze(EXAMPLE)
+    again = alternatives.next_proposals(an, doc, [])
+    assert [alternatives.key_of(p) for p in again] == [alternatives.key_of(p) for p in doc.proposals]
+    p1 = doc.proposals[0]
+    nxt = alternatives.next_proposals(an, doc, [alternatives.RuledOut.of(p1)])
+    keys = [alternatives.key_of(p) for p in nxt]
+    assert alternatives.key_of(p1) not in keys and nxt
+    # fsdp=4 x fsdp_transpose=4 prices exactly as fsdp=16: the same candidate, ruled out with it
+    same = [p for p in nxt if p.memory.hbm_bytes == p1.memory.hbm_bytes and p.expected.step_s == p1.expected.step_s]
+    assert same == []
+    assert [p.rank for p in nxt] == list(range(1, len(nxt) + 1))
+
+
+FAKE_MAXTEXT = """#!/bin/sh
+if [ "$1" = "-c" ]; then echo '{"maxtext": "0.0-fake-'"$0"'", "jax": null, "libtpu": null}'; exit 0; fi
+case " $* " in
+  *" ici_fsdp_parallelism=16 "*) echo 'RESOURCE_EXHAUSTED: Used 39.80G of 31.25G hbm.' >&2; exit 1 ;;
+esac
+echo 'Memory analysis: CompiledMemoryStats(argument_size_in_bytes=12884901888, temp_size_in_bytes=3221225472)'
+"""
+
+
+def test_verify_advice_tells_the_current_verdict_first_and_logs_the_revised_advice(tmp_path: Path) -> None:
+    """Through the MaxText path's real child process (a script answering as train_compile does, as in
+    tests/test_verify.py): the current mesh's verdict is told alone before any proposal compiles; the revised advice
+    is a new experiment, so applying its proposal 1 records that mesh (not the withdrawn one)."""
+    exe = tmp_path / "python"
+    exe.write_text(FAKE_MAXTEXT)
+    exe.chmod(0o755)
+    cfg = tmp_path / "llama.yml"
+    cfg.write_text(EXAMPLE.read_text())
+    doc, _ = run_report(Experiment(cfg))
+    assert doc.experiment
+    an = analyze(cfg)
+    heard: list[tuple[list[str], list[object]]] = []
+
+    def told(entries: list[verification.VerifiedTarget], report: AnalysisReport | None) -> None:
+        assert report is not None
+        heard.append(([e.label for e in entries], [p.compiler for p in report.proposals]))
+
+    out = verification.verify_advice(an, doc, maxtext_python=str(exe), on_verdict=told, text=cfg.read_text())
+    assert heard[0] == (["current mesh"], [None, None, None])  # before any proposal's compile
+    assert heard[1][0] == ["current mesh", "proposal 1"] and heard[1][1][0].fits is False  # marked, not yet withdrawn
+    assert out.report is not None and not out.cancelled
+    assert all(p.ici.get("fsdp") != 16 for p in out.report.proposals) and len(out.report.proposals) == 3
+    assert [e.rank for e in out.entries] == [None, 1, 2, 3]
+    assert out.report.experiment and out.report.experiment != doc.experiment
+    row = experiments.record_applied(out.report.experiment, 1, cfg)
+    assert json.loads(row["ici"]) == out.report.proposals[0].ici
+
+
+def test_parallel_depths_merge_as_one_child_would() -> None:
+    from server.compile.verify import _merge, _Run
+
+    ran = {"event": "compiled", "layers": 2}
+    deeper = {"event": "compiled", "layers": 4}
+    merged = _merge([_Run(runs=[ran], versions={"jax": "x"}), _Run(runs=[deeper])])
+    assert merged.runs == [ran, deeper] and merged.error is None and merged.versions == {"jax": "x"}
+    crashed = _merge([_Run(runs=[ran]), _Run(returncode=-9, stderr="killed")])
+    assert crashed.runs == [] and crashed.returncode == -9  # a child without a result: no extrapolation from one
+    oom = {"kind": "oom", "layers": 2}
+    failed = _merge([_Run(error=oom, returncode=3), _Run(returncode=-9)])  # the other killed once the first failed
+    assert failed.error == oom and failed.returncode == 3

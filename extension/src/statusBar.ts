@@ -1,4 +1,6 @@
-/** The status bar item: the server's state, and the agents' last verdict for the config in the editor. */
+/** The status bar item: the server's state, and ASAP's verdict for the config in the editor: the summary line of its
+ * code lens ("ASAP: compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)"), shortened, with the TPU
+ * compiler's verdict in the tooltip; the agents' diagnostic (ASAP300) when there is no lens. Every number labelled. */
 import * as vscode from 'vscode';
 
 import { CLIENT_COMMANDS } from './contract';
@@ -12,25 +14,49 @@ export function verdictText(diagnostics: readonly vscode.Diagnostic[]): string |
   for (const d of diagnostics) {
     if (String(typeof d.code === 'object' ? d.code.value : d.code) !== 'ASAP300') continue;
     const m = VERDICT.exec(d.message);
-    if (m) return `${m[2]}-bound ${m[4]}%${m[1] ? ' (stale)' : ''}`;
+    if (m) return `${m[2]}-bound (confidence ${m[4]}%)${m[1] ? ' (stale)' : ''}`;
   }
   return undefined;
 }
+
+export interface LensStatus {
+  text: string; // after "ASAP: "
+  tooltip: string;
+}
+
+/** What the status bar says from the code lens titles of the config: the verdict and the advice without their figures
+ * ("compute-bound · 3 proposals", "compute-bound · 1 proposal · 2 do not fit (TPU compiler)"), the whole lines in the
+ * tooltip. Undefined when the server shows no summary lens (not a config, or still analysing). */
+export function lensStatus(titles: readonly string[]): LensStatus | undefined {
+  const summary = titles.find((t) => t.startsWith('ASAP: ') && !t.startsWith('ASAP: analysing'));
+  if (!summary) return undefined;
+  const segments = summary.slice('ASAP: '.length).split(' · ');
+  const kept = segments.filter((s) => !/^MFU /.test(s)).map((s) => s.replace(/ \((best|what would)[^)]*\)/, ''));
+  const info = titles.filter((t) => t === summary || t.startsWith('TPU compiler: '));
+  return { text: kept.join(' · '), tooltip: info.join('\n') };
+}
+
+type LensProvider = (uri: vscode.Uri) => Thenable<vscode.CodeLens[] | undefined>;
+
+const codeLenses: LensProvider = (uri) =>
+  vscode.commands.executeCommand<vscode.CodeLens[] | undefined>('vscode.executeCodeLensProvider', uri);
 
 export class AsapStatus implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
   private state: ServerState = 'starting';
   private readonly subscriptions: vscode.Disposable[] = [];
+  private running: Promise<void> | undefined;
+  private again = false;
 
-  constructor() {
+  constructor(private readonly lenses: LensProvider = codeLenses) {
     this.item = vscode.window.createStatusBarItem('asap.status', vscode.StatusBarAlignment.Left, 10);
     this.item.name = 'ASAP';
     this.item.command = 'asap.statusMenu';
     this.subscriptions.push(
-      vscode.languages.onDidChangeDiagnostics(() => this.render()),
-      vscode.window.onDidChangeActiveTextEditor(() => this.render()),
+      vscode.languages.onDidChangeDiagnostics(() => void this.render()),
+      vscode.window.onDidChangeActiveTextEditor(() => void this.render()),
     );
-    this.render();
+    this.show(undefined, undefined);
     this.item.show();
   }
 
@@ -40,15 +66,47 @@ export class AsapStatus implements vscode.Disposable {
 
   setState(state: ServerState): void {
     this.state = state;
-    this.render();
+    void this.render();
   }
 
-  render(): void {
+  /** Redraw from the config's code lens (asked once at a time: a change meanwhile asks again after). */
+  render(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await this.draw();
+      } while (this.again);
+    })().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private async draw(): Promise<void> {
     const doc = vscode.window.activeTextEditor?.document;
     const verdict = doc ? verdictText(vscode.languages.getDiagnostics(doc.uri)) : undefined;
+    let lens: LensStatus | undefined;
+    if (doc && this.state === 'running' && doc.languageId === 'yaml') {
+      try {
+        const found = (await this.lenses(doc.uri)) ?? [];
+        lens = lensStatus(found.map((l) => l.command?.title ?? ''));
+      } catch {
+        lens = undefined; // no lens provider answer: the diagnostic's verdict, if any
+      }
+    }
+    this.show(lens, verdict);
+  }
+
+  private show(lens: LensStatus | undefined, verdict: string | undefined): void {
     const icon = { starting: '$(sync~spin)', running: '$(pulse)', stopped: '$(circle-slash)', failed: '$(error)' }[this.state];
-    this.item.text = `${icon} ASAP${verdict ? `: ${verdict}` : ''}`;
-    this.item.tooltip = `ASAP server ${this.state}${verdict ? `; agents' verdict for this config: ${verdict}` : ''}. Click for ASAP's actions.`;
+    const what = lens?.text ?? verdict;
+    this.item.text = `${icon} ASAP${what ? `: ${what}` : ''}`;
+    const detail = lens ? `\n${lens.tooltip}` : verdict ? `; agents' verdict for this config: ${verdict}` : '';
+    this.item.tooltip = `ASAP server ${this.state}${detail}\nClick for ASAP's actions.`;
   }
 
   dispose(): void {

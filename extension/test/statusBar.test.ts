@@ -22,7 +22,7 @@ const vscode = vi.hoisted(() => {
 });
 vi.mock('vscode', () => vscode);
 
-import { AsapStatus, menuItems, verdictText } from '../src/statusBar';
+import { AsapStatus, lensStatus, menuItems, verdictText } from '../src/statusBar';
 
 const diag = (code: string, message: string) => ({ code, message });
 
@@ -31,26 +31,67 @@ describe('status bar', () => {
     state.diagnostics = [];
   });
 
-  it("reads the agents' verdict from the ASAP300 diagnostic, and marks it stale", () => {
+  it("reads the agents' verdict from the ASAP300 diagnostic, labelled, and marks it stale", () => {
     expect(verdictText([diag('ASAP300', 'communication-bound (estimate, confidence 59%): ...')] as never)).toBe(
-      'communication-bound 59%',
+      'communication-bound (confidence 59%)',
     );
     expect(verdictText([diag('ASAP300', '[stale: edited] hbm-bound (profile, confidence 80%): x')] as never)).toBe(
-      'hbm-bound 80% (stale)',
+      'hbm-bound (confidence 80%) (stale)',
     );
     expect(verdictText([diag('ASAP101', 'communication-bound (estimate, confidence 59%)')] as never)).toBeUndefined();
   });
 
-  it('shows the server state and follows diagnostics changes', () => {
+  it('shows the server state and follows diagnostics changes', async () => {
     const status = new AsapStatus();
     expect(vscode.item.text).toContain('ASAP');
     status.setState('running');
+    await status.render();
     expect(vscode.item.text).toBe('$(pulse) ASAP');
     state.diagnostics = [diag('ASAP300', 'compute-bound (estimate, confidence 70%): fine')];
     for (const cb of state.listeners) cb();
-    expect(vscode.item.text).toBe('$(pulse) ASAP: compute-bound 70%');
+    await status.render();
+    expect(vscode.item.text).toBe('$(pulse) ASAP: compute-bound (confidence 70%)');
     status.setState('failed');
+    await status.render();
     expect(vscode.item.text.startsWith('$(error) ASAP')).toBe(true);
+  });
+
+  it("shortens the code lens' summary, every number labelled, the compiler's verdict in the tooltip", () => {
+    const titles = [
+      'ASAP: compute-bound · MFU 25% · 1 proposal, fit (TPU compiler) (best ×1.30, confidence 60%) · 2 do not fit (TPU compiler)',
+      'TPU compiler: fits, 20.6 of 31.25 GiB',
+      'Analyze',
+      'Verify',
+    ];
+    const got = lensStatus(titles);
+    expect(got?.text).toBe('compute-bound · 1 proposal, fit (TPU compiler) · 2 do not fit (TPU compiler)');
+    expect(got?.tooltip).toBe(`${titles[0]}\n${titles[1]}`);
+    expect(lensStatus(['ASAP: compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)'])?.text).toBe(
+      'compute-bound · 3 proposals',
+    );
+    expect(lensStatus(['ASAP: analysing…', 'Analyze'])).toBeUndefined();
+    expect(lensStatus([])).toBeUndefined();
+  });
+
+  it("reads the config's code lens when the server runs, and never shows a bare percentage", async () => {
+    const lenses = vi.fn(async () => [
+      { command: { title: 'ASAP: hbm-bound · MFU 31% · keep this mesh (no clearly better one)' } },
+      { command: { title: 'Verify' } },
+    ]);
+    const editor = vscode.window as { activeTextEditor: unknown };
+    const before = editor.activeTextEditor;
+    editor.activeTextEditor = { document: { uri: 'file:///c.yml', languageId: 'yaml' } };
+    try {
+      const status = new AsapStatus(lenses as never);
+      status.setState('running');
+      await status.render();
+      expect(lenses).toHaveBeenCalled();
+      expect(vscode.item.text).toBe('$(pulse) ASAP: hbm-bound · keep this mesh (no clearly better one)');
+      expect(vscode.item.text).not.toMatch(/(^|[^\w ]) ?\d+%/);
+      expect(vscode.item.tooltip).toContain('MFU 31%');
+    } finally {
+      editor.activeTextEditor = before;
+    }
   });
 
   it('opens a menu of actions: config actions while running, the restart first when the server failed', () => {
