@@ -15,7 +15,16 @@ from typing import Any, BinaryIO
 
 from lsprotocol import types as lsp
 
-from server.editor.features import code_actions, code_lens, commands, documents, hover, lifecycle
+from server.editor.features import (
+    code_actions,
+    code_lens,
+    commands,
+    completion,
+    documents,
+    hover,
+    lifecycle,
+    navigation,
+)
 from server.editor.server import DEBOUNCE_S, AsapServer
 from server.editor.settings import Settings
 
@@ -36,6 +45,9 @@ FEATURES: list[tuple[str, Callable[..., Any], Any]] = [
     (lsp.TEXT_DOCUMENT_CODE_ACTION, code_actions.code_action, code_actions.OPTIONS),
     (lsp.CODE_ACTION_RESOLVE, code_actions.code_action_resolve, None),
     (lsp.TEXT_DOCUMENT_CODE_LENS, code_lens.code_lens, None),
+    (lsp.TEXT_DOCUMENT_COMPLETION, completion.completion, completion.OPTIONS),
+    (lsp.TEXT_DOCUMENT_DEFINITION, navigation.definition, None),
+    (lsp.TEXT_DOCUMENT_DOCUMENT_LINK, navigation.document_link, navigation.LINK_OPTIONS),
 ]
 for method, handler, options in FEATURES:
     server.feature(method, options)(handler)

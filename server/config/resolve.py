@@ -11,6 +11,7 @@ overrides win over it (481-486). `logical_axis_rules` are merged rule by rule, n
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from server.common.codes import DiagCode
-from server.common.findings import Finding, Related, Severity, Span
+from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config import models
 from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
 from server.config.slices import MAX_SLICES
@@ -558,7 +559,42 @@ def _unknown_model(cfg: Config, name_v: Value, values: dict[str, Value]) -> Find
         "model_name",
         path,
         span,
+        fixes=_did_you_mean(cfg, name_v, dirs),
     )
+
+
+def close_model_names(name: str, known: list[str], n: int = 3) -> list[str]:
+    """The known model names closest to `name` (difflib's similarity, case ignored; at least 0.6), closest first."""
+    by_lower: dict[str, str] = {}
+    for k in known:
+        by_lower.setdefault(k.lower(), k)
+    return [by_lower[m] for m in difflib.get_close_matches(name.lower(), list(by_lower), n=n, cutoff=0.6)]
+
+
+def _did_you_mean(cfg: Config, name_v: Value, dirs: list[tuple[Path, str]]) -> list[Fix]:
+    """The quick fixes "Did you mean 'llama3-8b'?": model_name's value in the document replaced by one of the
+    closest names MaxText would find (the model files of `dirs`, then the catalog). Nothing for a name set in a
+    parent or by a merge key, or written as anything but a plain or quoted scalar on its line."""
+    entry = name_v.entry
+    if name_v.origin != "document" or entry is None or entry.merged or cfg.document is None:
+        return []
+    sp = entry.value_span
+    if sp.line != sp.end_line or not 0 <= sp.line < len(cfg.document.lines):
+        return []
+    token = cfg.document.lines[sp.line][sp.column : sp.end_column]
+    quote = token[0] if token[:1] in ("'", '"') and len(token) > 1 and token[-1] == token[0] else ""
+    if not (quote or token == name_v.value):
+        return []
+    known = set(models.catalog_names())
+    for d, _origin in dirs:
+        try:
+            known.update(f.stem for f in d.glob("*.yml") if f.is_file())
+        except OSError:
+            continue
+    return [
+        Fix(f"Did you mean '{m}'?", (TextEdit(entry.file, sp, f"{quote}{m}{quote}"),), preferred=i == 0)
+        for i, m in enumerate(close_model_names(models.base_name(_name_str(name_v.value)), sorted(known)))
+    ]
 
 
 def _replaced(cfg: Config, mf: ModelFile, cv: Value, mv: Any, omc: bool) -> Finding | None:
