@@ -235,6 +235,28 @@ def test_verify_layer_extrapolation_matches_a_full_compile(tmp_path: Path, db: s
 
 @pytest.mark.tpu
 @needs_libtpu
+def test_verify_depths_side_by_side_give_the_sequential_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two reduced depths compiled in two children at once (issue 18: the 2-core budget) are the same programs:
+    the same bytes, collectives and verdict as one child compiling them in turn."""
+    p = tmp_path / "four_layers.yml"
+    p.write_text(SMALL.replace("base_num_decoder_layers: 2", "base_num_decoder_layers: 4"))
+    got = {}
+    for parallel in ("0", "1"):
+        monkeypatch.setenv("ASAP_VERIFY_PARALLEL", parallel)
+        heard: list[str] = []
+        got[parallel] = verify(p, max_layers=3, use_cache=False, progress=lambda m, _f, h=heard: h.append(m))
+        if parallel == "1":
+            assert any(m == "compiling 2 and 3 layers side by side (0 of 2 done)" for m in heard), heard
+    seq, par = got["0"].compiled, got["1"].compiled
+    assert seq is not None and par is not None and par.layers_compiled == seq.layers_compiled == [2, 3]
+    assert par.components == seq.components and par.memory_per_chip_bytes == seq.memory_per_chip_bytes
+    assert par.collectives_by_axis() == seq.collectives_by_axis() and got["1"].message == got["0"].message
+
+
+@pytest.mark.tpu
+@needs_libtpu
 def test_verify_cancel_stops_the_compile(small: Path) -> None:
     token = CancelToken()
     seen: list[str] = []

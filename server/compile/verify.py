@@ -26,8 +26,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import metadata, util
@@ -473,6 +475,19 @@ class _Run:
     cached: bool = False  # read from the verification cache, not compiled by this call
 
 
+def parallel_depths() -> bool:
+    """Whether the two reduced depths compile side by side, in two children (ASAP_VERIFY_PARALLEL=0/1 decides; else
+    when the machine has two cores or more). The TPU compiler's backend keeps about one core busy per compile, and the
+    two depths are independent programs: on two idle cores the current mesh's verdict comes in about half the time."""
+    env = os.environ.get(PARALLEL_ENV, "").strip()
+    if env in ("0", "1"):
+        return env == "1"
+    return (os.cpu_count() or 1) >= 2
+
+
+PARALLEL_ENV = "ASAP_VERIFY_PARALLEL"
+
+
 def run_worker(
     job: dict[str, Any],
     progress: Progress | None = None,
@@ -480,8 +495,81 @@ def run_worker(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_memory: int | None = None,
     hlo_dir: Path | None = None,
+    parallel: bool | None = None,
 ) -> _Run:
-    """Run server/compile/verify_worker.py on `job`; its events, collected."""
+    """Run server/compile/verify_worker.py on `job`; its events, collected. A job of several depths compiles them in
+    one child each, at the same time, when `parallel` (default: parallel_depths()); the runs are merged as one
+    child would have written them (by depth; the shallowest error)."""
+    plan = list(job["layers"])
+    if not (parallel if parallel is not None else parallel_depths()) or len(plan) < 2:
+        return _run_child(job, progress, cancel, timeout_s, max_memory, hlo_dir)
+    done: list[int] = []
+    lock = threading.Lock()
+    # the children's own token: the caller's cancel reaches both, and a compiler error in one (an out-of-memory at
+    # the smaller depth) stops the other, whose compile can no longer change the verdict
+    siblings = CancelToken()
+    if cancel is not None:
+        cancel.on_cancel(siblings.cancel)
+
+    def depth_progress(layers: int) -> Progress:
+        def report(message: str, fraction: float | None) -> None:
+            if progress is None or not message.startswith("compiling"):
+                return
+            with lock:
+                n = len(done)
+            progress(f"compiling {' and '.join(map(str, plan))} layers side by side ({n} of {len(plan)} done)", None)
+
+        return report
+
+    results: dict[int, _Run] = {}
+
+    def one(layers: int) -> None:
+        try:
+            depth = {**job, "layers": [layers]}
+            r = _run_child(depth, depth_progress(layers), siblings, timeout_s, max_memory, hlo_dir)
+        except OSError as e:  # the child could not start
+            r = _Run(returncode=-1, stderr=str(e))
+        results[layers] = r
+        if r.error is not None:
+            siblings.cancel()
+        with lock:
+            done.append(layers)
+            n = len(done)
+        if progress is not None and r.runs:
+            progress(f"compiled {layers} layers ({n} of {len(plan)} done)", n / len(plan))
+
+    threads = [threading.Thread(target=one, args=(layers,), name=f"asap-verify-{layers}") for layers in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return _merge([results[layers] for layers in plan])
+
+
+def _merge(runs: list[_Run]) -> _Run:
+    """One run of several children's, in depth order, as one child compiling the depths in turn reports them: the
+    shallowest error; every compile only when each child compiled (a child that stopped without a result makes the
+    run one without a result); timed out when one was."""
+    failed = next((r for r in runs if r.error is not None), None)  # its exit status is the run's (the other killed)
+    return _Run(
+        runs=[ev for r in runs for ev in r.runs] if all(r.runs for r in runs) else [],
+        error=failed.error if failed is not None else None,
+        versions=next((r.versions for r in runs if r.versions), {}),
+        timed_out=any(r.timed_out for r in runs),
+        returncode=failed.returncode if failed is not None else next((r.returncode for r in runs if r.returncode), 0),
+        stderr="".join(r.stderr for r in runs),
+    )
+
+
+def _run_child(
+    job: dict[str, Any],
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_memory: int | None = None,
+    hlo_dir: Path | None = None,
+) -> _Run:
+    """One child process compiling every depth of `job` in turn."""
     limit = max_memory or default_max_memory()
     out = _Run()
 
