@@ -363,3 +363,25 @@ def test_sequence_and_accumulation_are_checked_where_the_estimate_reads_them(key
     found = [f for f in an.diagnostics if f.code == "ASAP129"]
     assert found and words in found[0].message and key in found[0].message
     assert found[0].span.line == 2  # 0-based: the key's own line
+
+
+def test_robust_input_nesting_limit_is_exact_when_brackets_in_quotes_and_comments_mislead_the_guess():
+    """The depth check reads a prefix of the text cut where counting brackets guesses the limit is crossed; brackets
+    in a comment or a quoted string make that guess wrong, and the whole text decides."""
+    many = "[" * (MAX_DEPTH + 5)
+    quoted = BASE + f"# {many}\nnote: '{many}'\nlabel: \"{many}\"\n"
+    assert "too deeply" not in " ".join(f.message for f in analyze(None, quoted).diagnostics)
+    # and one level past the limit, after the misleading ones: found, on its line
+    deep = quoted + "a: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n"
+    found = [f for f in analyze(None, deep).diagnostics if "too deeply" in f.message]
+    assert [(f.code, f.span.line, f.key) for f in found] == [(DiagCode.INVALID_YAML, len(split_lines(quoted)), "a")]
+
+
+@pytest.mark.parametrize("n", [MAX_DEPTH, 1000, 5000])
+def test_robust_input_long_bracket_lines_are_located(n: int):
+    """A line of thousands of nested brackets (ruamel's scanner is quadratic in them) is refused where the limit is
+    crossed: the mapping holding `a` is one level, so its MAX_DEPTH-th bracket is the first too deep."""
+    text = BASE + "a: " + "[" * n + "]" * n + "\n"
+    found = [f for f in analyze(None, text).diagnostics if "too deeply" in f.message]
+    assert [(f.span.line, f.key) for f in found] == [(len(split_lines(BASE)), "a")]
+    assert found[0].span.column == len("a: ") + MAX_DEPTH - 1

@@ -305,9 +305,39 @@ def _depth_bound(text: str) -> int:
     return depth + unclosed + 2 * (indent + 1)
 
 
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _deep_flow_end(text: str) -> int | None:
+    """Just past the first bracket that opens a flow collection MAX_DEPTH + 1 levels deep, counting every bracket
+    (in quotes and comments too: a guess), or None when no bracket does."""
+    depth = 0
+    for m in _BRACKET.finditer(text):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            return m.end()
+    return None
+
+
 def _too_deep(text: str) -> tuple[int, int] | None:
-    """Where the first collection deeper than MAX_DEPTH starts (ruamel's parser makes events without
-    recursing), or None. YAML errors are left to the parse proper."""
+    """Where the first collection deeper than MAX_DEPTH starts, or None. YAML errors are left to the parse proper.
+
+    ruamel's scanner looks ahead on a line for the `:` that would make each open bracket a key, and checks every
+    open bracket at each token: a line of 1,000 nested brackets took it 2 s. So the events are first read from the
+    text cut just past where the brackets guess the limit is crossed (a prefix of the text parses into the same
+    collections, as deep or shallower: a `:` after them can only add a mapping level), and from the whole text only
+    when that does not find it (the guess counted brackets in quotes or comments)."""
+    end = _deep_flow_end(text)
+    if end is not None:
+        at = _first_too_deep(text[:end])
+        if at is not None:
+            return at
+    return _first_too_deep(text)
+
+
+def _first_too_deep(text: str) -> tuple[int, int] | None:
+    """Where the first collection deeper than MAX_DEPTH starts in ruamel's events (its parser makes them without
+    recursing), or None."""
     depth = 0
     try:
         for ev in YAML(typ="rt").parse(text):
