@@ -253,16 +253,27 @@ def foreground(diags: list[lsp.Diagnostic]) -> list[lsp.Diagnostic]:
     return [d for d in diags if not str(d.code).startswith(BACKGROUND_CODES)]
 
 
+# A broken mesh product is reported on the parallelism key the user last edited (the others as related
+# information): where it lands depends on the edits that led to the text, not on the text alone.
+_WHERE_EDITED = ("ASAP101", "ASAP104")
+
+
 def shape(diags: list[lsp.Diagnostic]) -> list[tuple[Any, ...]]:
     """What two analyses of one text agree on: codes, ranges, severities and messages (the estimate's and the
-    rules'; not the background producers')."""
+    rules'; not the background producers'). A mesh product's range is left out (_WHERE_EDITED)."""
     return sorted(
         (
             str(d.code),
-            d.range.start.line,
-            d.range.start.character,
-            d.range.end.line,
-            d.range.end.character,
+            *(
+                (-1, -1, -1, -1)
+                if str(d.code) in _WHERE_EDITED
+                else (
+                    d.range.start.line,
+                    d.range.start.character,
+                    d.range.end.line,
+                    d.range.end.character,
+                )
+            ),
             d.severity,
             d.message,
         )
