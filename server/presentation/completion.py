@@ -269,6 +269,7 @@ _TOP_KEY = re.compile(rf"(?P<key>{_KEY})[ \t]*:(?:[ \t]|$)")
 _NOT_MAPPING = re.compile(r"-(?:[ \t]|$)|[\[{]")  # a block sequence or a flow collection at the top level
 _KEY_PREFIX = re.compile(r"[A-Za-z_][\w.\-]*")
 _WORD = re.compile(r"[\w.\-]*")
+_PLAIN = re.compile(r"\S*")
 _VALUE_AT = re.compile(r"(?P<key>[A-Za-z_][\w.\-]*)[ \t]*:(?P<space>[ \t]*)(?P<value>.*)")
 _SLICE_AT = re.compile(r"(?P<head>.*\bslice\s*=\s*)(?P<value>[^\s,]*)", re.I)
 
@@ -279,6 +280,12 @@ class _Outline:
     keys: dict[str, tuple[int, ...]]  # top-level key -> the lines it is written on
     odd: tuple[int, ...]  # lines (up to 2) whose top-level content is not a `key:` of a block mapping
     asap_comment: bool  # a `# asap:` line
+    maxtext: tuple[tuple[str, tuple[int, ...]], ...]  # up to 2 MaxText keys and their lines (one may be the cursor's)
+
+    def set_elsewhere(self, key: str, line: int) -> bool:
+        """Whether `key` is written on a line other than `line` (the one being typed)."""
+        where = self.keys.get(key)
+        return where is not None and where != (line,)
 
 
 @lru_cache(maxsize=4)
@@ -302,7 +309,8 @@ def _outline(text: str) -> _Outline:
             keys.setdefault(m["key"].strip("\"'"), []).append(i)
         elif len(odd) < 2 and (_NOT_MAPPING.match(line) or ":" not in line):
             odd.append(i)
-    return _Outline(lines, {k: tuple(v) for k, v in keys.items()}, tuple(odd), asap)
+    maxtext = tuple((k, tuple(v)) for k, v in keys.items() if is_maxtext_key(k))[:2]
+    return _Outline(lines, {k: tuple(v) for k, v in keys.items()}, tuple(odd), asap, maxtext)
 
 
 def complete(
@@ -312,8 +320,8 @@ def complete(
     out = _outline(text)
     if not 0 <= line < len(out.lines) or any(i != line for i in out.odd):
         return []
-    set_keys = {k for k, where in out.keys.items() if where != (line,)}
-    if not (out.asap_comment or not set_keys or any(is_maxtext_key(k) for k in set_keys)):
+    others = len(out.keys) > 1 or any(where != (line,) for where in out.keys.values())
+    if not (out.asap_comment or not others or any(where != (line,) for _, where in out.maxtext)):
         return []  # some other YAML file: ASAP has nothing to offer there
     text_line = out.lines[line]
     if line == 0 and text_line.startswith("\ufeff"):  # a byte-order mark: the line starts after it
@@ -326,7 +334,7 @@ def complete(
     if before[:1] in (" ", "\t"):
         return []  # nested: ASAP completes top-level keys only
     if before == "" or _KEY_PREFIX.fullmatch(before):
-        return _keys(line, column + _word_len(after), after, set_keys)
+        return _keys(line, column + _word_len(after), after, out)
     m = _VALUE_AT.fullmatch(before)
     if m is None:
         return []
@@ -334,14 +342,22 @@ def complete(
     value = m["value"]
     if not choices or value[:1] in ("[", "{", "&", "*", "!", "|", ">") or " #" in f" {value}":
         return []
+    if value[:1] not in ("'", '"') and re.search(r"\s", value):
+        return []  # a space in a plain value: the value is done (no name ASAP offers has one)
     start, quote = m.start("value"), ""
     if value[:1] in ("'", '"'):
         quote, value, start = value[0], value[1:], start + 1
         if quote in value:
             return []  # past the closing quote
-    rest = after.split(quote, 1)[0] if quote else re.split(r"[ \t]+#|[ \t]*$", after, maxsplit=1)[0]
+    rest = after.split(quote, 1)[0] if quote else after[: _plain_len(after)]
     lead = "" if m["space"] or quote else " "
     return _values(line, start, column + len(rest), lead, choices)
+
+
+def _plain_len(text: str) -> int:
+    """How many characters of `text` continue the plain value the cursor is in (up to a space)."""
+    m = _PLAIN.match(text)
+    return m.end() if m else 0
 
 
 def _word_len(text: str) -> int:
@@ -350,12 +366,12 @@ def _word_len(text: str) -> int:
     return m.end() if m else 0
 
 
-def _keys(line: int, end: int, after: str, set_keys: set[str]) -> list[Item]:
+def _keys(line: int, end: int, after: str, out: _Outline) -> list[Item]:
     span = Span(line, 0, line, end)
     has_colon = after[_word_len(after) :].lstrip(" \t").startswith(":")
     items = []
     for key, d in key_docs().items():
-        if key in set_keys:
+        if out.set_elsewhere(key, line):
             continue
         more = not has_colon and (key in _HAS_VALUES or isinstance(d.default, bool))
         items.append(

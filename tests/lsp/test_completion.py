@@ -159,6 +159,7 @@ async def test_completion_of_the_slice_comment(shared: AsapClient, workdir: Path
         ("model_name: [lla\n", 0, 16),  # a flow value
         ("model_name: 'x' y\n", 0, 17),  # past the closing quote
         ("ici_fsdp_parallelism: \n", 0, 22),  # no closed set of values
+        ("compile_topology: v6e-16 \n", 0, 25),  # a space after the value: it is done
         ("model_name: llama3-8b\n", 7, 3),  # past the end
     ],
 )
