@@ -25,13 +25,15 @@ export interface LensStatus {
 }
 
 /** What the status bar says from the code lens titles of the config: the verdict and the advice without their figures
- * ("compute-bound · 3 proposals", "compute-bound · 1 proposal · 2 do not fit (TPU compiler)"), the whole lines in the
+ * ("compute-bound · 3 proposals", "compute-bound · 1 proposal fits · 2 withdrawn: do not fit (TPU compiler)"), the lines in the
  * tooltip. Undefined when the server shows no summary lens (not a config, or still analysing). */
 export function lensStatus(titles: readonly string[]): LensStatus | undefined {
   const summary = titles.find((t) => t.startsWith('ASAP: ') && !t.startsWith('ASAP: analysing'));
   if (!summary) return undefined;
   const segments = summary.slice('ASAP: '.length).split(' · ');
-  const kept = segments.filter((s) => !/^MFU /.test(s)).map((s) => s.replace(/ \((best|what would)[^)]*\)/, ''));
+  const kept = segments
+    .filter((s) => !/^MFU /.test(s))
+    .map((s) => s.replace(/ \((best|what would)[^)]*\)/, '').replace(/ \(TPU compiler; best[^)]*\)/, ' (TPU compiler)'));
   const info = titles.filter((t) => t === summary || t.startsWith('TPU compiler: '));
   return { text: kept.join(' · '), tooltip: info.join('\n') };
 }

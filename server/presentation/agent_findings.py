@@ -112,27 +112,31 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 
 def proposals_segment(report: AnalysisReport) -> str:
-    """The advice in a few words: '3 proposals (best ×1.48, confidence 69%)', 'keep this mesh', '1 proposal (best
-    ×1.30, confidence 60%) · 2 do not fit (TPU compiler)', 'no proposal fits (TPU compiler)'."""
+    """The advice in a few words: '3 proposals (best ×1.48, confidence 69%)', 'keep this mesh', '3 proposals fit (TPU
+    compiler; best ×1.48, confidence 69%)' once compiled, '3 proposals fit (best ×1.43, confidence 69%) · 2 withdrawn:
+    do not fit (TPU compiler)' when the compiler ruled some out, 'no proposal fits (TPU compiler; 3 withdrawn)' when
+    it ruled out all."""
     if any(p.keep_current for p in report.proposals):
         return "keep this mesh (no clearly better one)"
     ok, out = usable(report), ruled_out(report)
-    rejected = ""
+    why = ""
     if out:
         words = {rejection_words(p.compiler) for p in out if p.compiler is not None}
         why = words.pop() if len(words) == 1 else "rejected (TPU compiler)"
-        if why.startswith("does not") and len(out) > 1:
-            why = "do not" + why.removeprefix("does not")
-        elif why.startswith(("cannot", "fails")) and len(out) > 1:
-            why = why.replace("fails", "fail")
-        rejected = f"{_count(len(out), 'proposal')} {why}" if not ok else f" · {len(out)} {why}"
+        if len(out) > 1:
+            why = why.replace("does not", "do not").replace("fails", "fail")
     if not ok:
-        return rejected or "no proposal"
+        return f"no proposal fits (TPU compiler; {len(out)} withdrawn)" if out else "no proposal"
     best = ok[0]
     sp = best.expected.speedup
     gain = f"best ×{sp:.2f}" if sp is not None else f"best MFU {best.expected.mfu:.0%}"
-    verified = ", fit (TPU compiler)" if all(p.compiler is not None and p.compiler.fits for p in ok) else ""
-    return f"{_count(len(ok), 'proposal')}{verified} ({gain}, confidence {best.confidence:.0%}){rejected}"
+    figures = f"{gain}, confidence {best.confidence:.0%}"
+    n = _count(len(ok), "proposal")
+    if all(p.compiler is not None and p.compiler.fits for p in ok):  # said once: with the withdrawn ones if any
+        head = f"{n} {'fits' if len(ok) == 1 else 'fit'} ({figures if out else 'TPU compiler; ' + figures})"
+    else:
+        head = f"{n} ({figures})"
+    return head + (f" · {len(out)} withdrawn: {why}" if out else "")
 
 
 def lens_title(report: AnalysisReport, mfu: float | None = None) -> str:
@@ -201,10 +205,16 @@ def proposal_offers(result: AnalysisReport, an: Analysis, text: str, reader: Rea
     """Each proposal that changes something as a fix through safe_edits.vet_fix (written in the file's line
     endings, never through an alias, a merge key or a shared anchor, and read back intact), offered only when its
     result re-validates to exactly the proposed mesh. A refused one (`refused`) keeps its reason, for an editor to
-    show; one that would not launch as proposed is left out."""
-    out: list[Vetted] = []
+    show; one that would not launch as proposed is left out. A proposal the TPU compiler ruled out (withdrawn, or
+    marked while the verification runs) is never applied: it comes refused, its title saying why, for an editor to
+    show disabled."""
+    out: list[Vetted] = [
+        Vetted(proposal_title(p), reason=f"withdrawn: {p.compiler.message}", refused=True)
+        for p in ruled_out(result)
+        if p.compiler is not None
+    ]
     for p in result.proposals:
-        if p.keep_current:
+        if p.keep_current or compiler_rejects(p.compiler):
             continue
         try:
             edits = proposal_edits(an.config, p.ici, p.dcn, p.other_changes)
@@ -231,5 +241,6 @@ def proposal_offers(result: AnalysisReport, an: Analysis, text: str, reader: Rea
 
 
 def proposal_fixes(result: AnalysisReport, an: Analysis, text: str, reader: Reader | None = None) -> list[Fix]:
-    """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh."""
+    """One fix per proposal that changes something, whose edits re-validate to exactly the proposed mesh (none the
+    TPU compiler ruled out)."""
     return [v.fix for v in proposal_offers(result, an, text, reader) if v.fix is not None]

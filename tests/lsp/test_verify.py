@@ -1,9 +1,11 @@
 """The TPU compiler in the editor: "Verify" (code lens, command) compiles the current mesh in the background
-with progress; the verdict is a diagnostic on the mesh block (ASAP400 fits, ASAP401 does not), a code lens,
-and a column of the agents' proposals table; an edit marks it stale. Needs libtpu (the compile extra)."""
+with progress ("compiling 1/1: current mesh · ... · 12 s"); the verdict is a diagnostic on the mesh block (ASAP400
+fits, ASAP401 does not), the code lens in place of Verify, and a column of the agents' proposals table; an edit marks
+it stale. Needs libtpu (the compile extra). With proposals: tests/lsp/test_verify_advice.py."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,12 @@ async def run_verify(client: AsapClient, doc: Doc) -> None:
     )
 
 
+# the compiler's verdicts are information entries too: shown here (a healthy file keeps them out of Problems)
+SHOWN = {"settings": {"showInformationDiagnostics": True}}
+
+
 async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapClient, tmp_path: Path):
-    await initialize(fresh, configuration=False)
+    await initialize(fresh, SHOWN, configuration=False)
     cfg = tmp_path / "small.yml"
     cfg.write_text(SMALL.replace("ici_fsdp_parallelism: -1", "ici_fsdp_parallelism: 16"))
     doc = Doc(fresh, cfg).open()
@@ -47,7 +53,7 @@ async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapCli
 
     mark = len(fresh.publishes)
     await run_verify(fresh, doc)
-    await wait_for_progress(
+    token = await wait_for_progress(
         fresh, lambda _t, reports: any(getattr(r, "title", "") == "ASAP: TPU compiler" for r in reports)
     )
     doc.mark = mark
@@ -57,6 +63,10 @@ async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapCli
     assert ok.message.startswith("Verified by the TPU compiler: ") and "per chip, fits" in ok.message
     assert any(t.startswith("TPU compiler: fits, ") and "GiB" in t for t in await lenses(fresh, doc))
     await wait_for_log(fresh, "TPU compiler, current mesh of small.yml: verified by the TPU compiler")
+    reports = [r for r in fresh.progress_reports[token] if isinstance(r, lsp.WorkDoneProgressReport)]
+    steps = [r.message for r in reports if r.message]
+    assert steps[0].startswith("compiling 1/") and ": current mesh" in steps[0], steps  # the current mesh first
+    assert all(re.search(r" · \d+ s$", m) for m in steps), steps  # each step with the elapsed time
 
     hover = await doc.hover(10, 3)
     assert hover is not None and "**ASAP400**" in hover.contents.value and "memory analysis" in hover.contents.value
@@ -69,7 +79,7 @@ async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapCli
 
 
 async def test_verify_reports_a_mesh_that_does_not_fit_as_an_error(fresh: AsapClient, tmp_path: Path):
-    await initialize(fresh, configuration=False)
+    await initialize(fresh, SHOWN, configuration=False)
     cfg = tmp_path / "big.yml"
     cfg.write_text(OVERSIZED)
     doc = Doc(fresh, cfg).open()

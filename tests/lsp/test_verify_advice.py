@@ -122,11 +122,13 @@ async def test_verify_withdraws_a_proposal_the_compiler_rejects_and_compiles_the
     titles = await lens_titles(fresh, doc)
     line = summary(titles)
     assert re.fullmatch(
-        rf"ASAP: compute-bound · MFU \d+% · 3 proposals, fit \(TPU compiler\) \(best ×[\d.]+, confidence \d+%\)"
-        rf" · {withdrawn} (does|do) not fit \(TPU compiler\)",
+        rf"ASAP: compute-bound · MFU \d+% · 3 proposals fit \(best ×[\d.]+, confidence \d+%\)"
+        rf" · {withdrawn} withdrawn: (does|do) not fit \(TPU compiler\)",
         line,
     ), line
+    assert len(line) <= 120  # one short line, never cut off
     assert "TPU compiler: fits, 15.0 of 31.25 GiB" in titles  # the current mesh (12 + 3 GiB, as MaxText said)
+    assert "Verify" not in titles and "Analyze" not in titles  # the verdict is the Verify lens; the agents answered
     offered = await proposal_titles(fresh, doc)
     assert len(offered) == 3 and all(t.endswith(", fits (TPU compiler))") for t in offered), offered
     assert not any("fsdp=16 (" in t or "fsdp=16;" in t for t in offered), offered
@@ -168,9 +170,7 @@ async def test_current_mesh_verdict_is_published_before_the_proposals_compile(
 
     (maxtext.parent / "release").touch()  # the proposals may compile now
     await wait_for_log(fresh, "verification of llama.yml done", start=mark, timeout=TIMEOUT_S)
-    assert "do not fit (TPU compiler)" in summary(await lens_titles(fresh, doc)) or "does not fit (TPU compiler)" in (
-        summary(await lens_titles(fresh, doc))
-    )
+    assert re.search(r" · \d withdrawn: do(es)? not fit \(TPU compiler\)$", summary(await lens_titles(fresh, doc)))
     doc.close()
 
 

@@ -1,6 +1,7 @@
 """The code lenses above the mesh block: one short line with the verdict, the MFU and the advice ("ASAP:
 compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)"; the estimate's until the agents answer), the
-TPU compiler's verdict on the current mesh when fresh, and the actions Analyze, Verify, Show roofline and Proposals.
+TPU compiler's verdict on the current mesh when fresh (in place of Verify, which a click on it runs again), and the
+actions Show roofline, Proposals, and Analyze until the agents have answered.
 
 They answer from what is ready and never wait for an analysis: while the analysis of the document as it is now
 runs, the lens row stays where the last analysis put it (its line, clamped to the document) with "ASAP: analysing…"
@@ -51,11 +52,12 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     st = ls.state(doc.uri)
     verified = st.verified.fresh(doc.version) if st.verified is not None else None
     entry = verification.current_entry(verified) if verified is not None else None
-    if entry is not None:
-        lenses.append(lens(f"TPU compiler: {verification.summary(entry.result)}"))
-    lenses.append(lens("Analyze", ServerCommand.RUN_AGENTS, doc.uri))
+    if report is None:  # the agents run on open and save; before they answer, or when they failed, on request
+        lenses.append(lens("Analyze", ServerCommand.RUN_AGENTS, doc.uri))
     if est is not None:
-        lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
+        # the compiler's verdict on the current mesh once known (a click verifies again), else the action
+        title = f"TPU compiler: {verification.summary(entry.result)}" if entry is not None else "Verify"
+        lenses.append(lens(title, ServerCommand.VERIFY, doc.uri))
         lenses.append(lens("Show roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
     if report is not None and agent_findings.usable(report):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
