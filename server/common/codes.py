@@ -104,7 +104,8 @@ _CODES = (
         "estimate prices them); a warning when it does not, because the run trains base.yml's default 1B model.",
         "Certain for the places listed: MaxText's own lookup order (pyconfig.py). The catalog is MaxText at the "
         "commit it names; a model added to MaxText later is found only in a checkout ASAP is pointed at.",
-        "Fix the name (the message lists the catalog's models of the family), point `asap.maxtextPath` / "
+        "Fix the name (the message lists the catalog's models of the family; the quick fix 'Did you mean ...?' "
+        "offers the closest known names), point `asap.maxtextPath` / "
         "`--maxtext-path` at a MaxText checkout that has the model, or set `base_emb_dim`, "
         "`base_num_query_heads`, `base_num_kv_heads`, `base_mlp_dim` and `base_num_decoder_layers`.",
     ),
