@@ -55,7 +55,11 @@ export class AsapStatus implements vscode.Disposable {
     this.item.name = 'ASAP';
     this.item.command = 'asap.statusMenu';
     this.subscriptions.push(
-      vscode.languages.onDidChangeDiagnostics(() => void this.render()),
+      // the server publishes again whenever its verdicts change (the lens with them): redraw for the config shown
+      vscode.languages.onDidChangeDiagnostics((e?: vscode.DiagnosticChangeEvent) => {
+        const shown = vscode.window.activeTextEditor?.document.uri.toString();
+        if (!e || !shown || e.uris.some((u) => u.toString() === shown)) void this.render();
+      }),
       vscode.window.onDidChangeActiveTextEditor(() => void this.render()),
     );
     this.show(undefined, undefined);

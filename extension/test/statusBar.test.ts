@@ -91,6 +91,10 @@ describe('status bar', () => {
       expect(vscode.item.text).toBe('$(pulse) ASAP: hbm-bound · keep this mesh (no clearly better one)');
       expect(vscode.item.text).not.toMatch(/(^|[^\w ]) ?\d+%/);
       expect(vscode.item.tooltip).toContain('MFU 31%');
+      const asked = lenses.mock.calls.length;
+      const other = { toString: () => 'file:///other.yml' };
+      for (const cb of state.listeners) (cb as (e: unknown) => void)({ uris: [other] });
+      expect(lenses.mock.calls.length).toBe(asked); // another file's diagnostics: the lens is not asked again
     } finally {
       editor.activeTextEditor = before;
     }
