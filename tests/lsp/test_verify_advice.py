@@ -145,6 +145,15 @@ async def test_verify_withdraws_a_proposal_the_compiler_rejects_and_compiles_the
     assert all(p["compiler"]["fits"] is True and p["compiler"]["program"] == "maxtext" for p in doc_json["proposals"])
     note = doc_json["compiler_note"]
     assert note.startswith("Proposal 1 (fsdp=16): estimate ") and "TPU compiler 39.8 GiB of 31.25 GiB" in note
+
+    # the verdicts are kept: opened again, the config's advice starts from them, nothing is compiled
+    compiled = (maxtext.parent / "pids").read_text()
+    doc.close()
+    mark = len(fresh.log_messages)
+    doc = Doc(fresh, doc.path).open()
+    await wait_for_log(fresh, f"agents, llama.yml (version 1): 3 proposal(s), {withdrawn} withdrawn", start=mark)
+    assert summary(await lens_titles(fresh, doc)) == line
+    assert (maxtext.parent / "pids").read_text() == compiled
     doc.close()
 
 
