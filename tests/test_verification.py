@@ -236,7 +236,7 @@ def test_a_rejected_proposal_is_marked_in_the_lens_the_quick_fix_and_the_diagnos
         line,
     ), line
     (f, *_) = agent_findings.diagnosis_findings(marked, an, stale=False)
-    assert "Withdrawn: fsdp=16 does not fit (TPU compiler)" in f.message and "proposal 2: " in f.message
+    assert "Withdrawn by the TPU compiler: [fsdp=16] does not fit" in f.message and "proposal 2: " in f.message
     assert "of the step ahead of the next" not in f.message  # in plain words
     assert "of the step more than the next-largest part" in f.message
 

@@ -177,8 +177,12 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
     else:
         advice = "no proposal"
     if out:
-        names = "; ".join(f"{mesh_label(p)} {rejection_words(p.compiler)}" for p in out if p.compiler is not None)
-        advice += f". Withdrawn: {names}"
+        names = ", ".join(
+            f"[{mesh_label(p)}] {rejection_words(p.compiler).removesuffix(' (TPU compiler)')}"
+            for p in out
+            if p.compiler is not None
+        )
+        advice += f". Withdrawn by the TPU compiler: {names}"
     if result.compiler_note:
         advice += f". {result.compiler_note}"
     first = d.evidence[0].text if d.evidence else ""
