@@ -68,9 +68,6 @@ async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapCli
     assert steps[0].startswith("compiling 1/") and ": current mesh" in steps[0], steps  # the current mesh first
     assert all(re.search(r" · \d+ s$", m) for m in steps), steps  # each step with the elapsed time
 
-    hover = await doc.hover(10, 3)
-    assert hover is not None and "**ASAP400**" in hover.contents.value and "memory analysis" in hover.contents.value
-
     v2 = doc.replace_all(doc.text.replace("per_device_batch_size: 1", "per_device_batch_size: 2"))
     stale = [d for d in await doc.diagnostics(version=v2) if d.code == "ASAP400"]
     assert stale and stale[0].message.startswith("[stale")
