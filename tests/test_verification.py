@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from support import fake_maxtext
 
 from server.agents import alternatives
 from server.agents.coordinator import run_report
@@ -280,22 +281,13 @@ def test_next_candidates_leave_out_the_rejected_and_the_meshes_priced_the_same()
     assert [p.rank for p in nxt] == list(range(1, len(nxt) + 1))
 
 
-FAKE_MAXTEXT = """#!/bin/sh
-if [ "$1" = "-c" ]; then echo '{"maxtext": "0.0-fake-'"$0"'", "jax": null, "libtpu": null}'; exit 0; fi
-case " $* " in
-  *" ici_fsdp_parallelism=16 "*) echo 'RESOURCE_EXHAUSTED: Used 39.80G of 31.25G hbm.' >&2; exit 1 ;;
-esac
-echo 'Memory analysis: CompiledMemoryStats(argument_size_in_bytes=12884901888, temp_size_in_bytes=3221225472)'
-"""
-
-
 def test_verify_advice_tells_the_current_verdict_first_and_logs_the_revised_advice(tmp_path: Path) -> None:
-    """Through the MaxText path's real child process (a script answering as train_compile does, as in
-    tests/test_verify.py): the current mesh's verdict is told alone before any proposal compiles; the revised advice
-    is a new experiment, so applying its proposal 1 records that mesh (not the withdrawn one)."""
-    exe = tmp_path / "python"
-    exe.write_text(FAKE_MAXTEXT)
-    exe.chmod(0o755)
+    """Through the MaxText path's real child process (tests/support/fake_maxtext.py, a script answering as
+    train_compile does, as in tests/test_verify.py): the current mesh's verdict is told alone before any proposal
+    compiles; the revised advice is a new experiment, so applying its proposal 1 records that mesh (not the withdrawn
+    one)."""
+    exe = fake_maxtext.write(tmp_path / "maxtext-env")
+    (exe.parent / "release").touch()  # the proposals compile at once
     cfg = tmp_path / "llama.yml"
     cfg.write_text(EXAMPLE.read_text())
     doc, _ = run_report(Experiment(cfg))

@@ -4,9 +4,9 @@ lens, the quick fixes and the report JSON and the engine's next candidates are c
 cancellable and a cancel kills the compile.
 
 The compiler here is the MaxText path's child process (setting asap.maxtextPython), answered by a small shell script
-standing in for MaxText's train_compile, as tests/test_verify.py does: a real subprocess that prints MaxText's memory
-report, or libtpu's out-of-memory error for fsdp=16, and that waits for a gate file before compiling a proposal (so a
-test controls when the proposals' compiles may finish)."""
+standing in for MaxText's train_compile (tests/support/fake_maxtext.py), as tests/test_verify.py does: a real
+subprocess that prints MaxText's memory report, or libtpu's out-of-memory error for fsdp=16, and that waits for a gate
+file before compiling a proposal (so a test controls when the proposals' compiles may finish)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
+from support import fake_maxtext
 
 from .conftest import EXAMPLES, AsapClient, Doc, initialize, position_of, wait_for_log, wait_for_progress
 
@@ -24,40 +25,10 @@ EXAMPLE = EXAMPLES / "llama3-8b-v6e-16.yml"
 TIMEOUT_S = 60.0
 GiB = 2**30
 
-# MaxText's train_compile, as far as ASAP reads it: its version probe, its milestones on stderr, its memory report on
-# stdout, libtpu's out-of-memory message (39.8 of 31.25 GiB) for any mesh with fsdp=16; a proposal (any mesh given
-# on the command line) waits until the file `release` exists next to the script.
-FAKE_MAXTEXT = """#!/bin/sh
-here=$(dirname "$0")
-if [ "$1" = "-c" ]; then
-  echo '{"maxtext": "0.0-fake-'"$here"'", "jax": null, "libtpu": null}'
-  exit 0
-fi
-echo $$ >> "$here/pids"
-echo 'Starting train_compile.py' >&2
-case " $* " in
-  *" ici_fsdp_parallelism="*) while [ ! -e "$here/release" ]; do sleep 0.05; done ;;
-esac
-echo 'Jitting and compiling train step' >&2
-case " $* " in
-  *" ici_fsdp_parallelism=16 "*)
-    echo 'RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm.' \\
-      'Used 39.80G of 31.25G hbm. Exceeded hbm capacity by 8.55G.' >&2
-    exit 1 ;;
-esac
-echo 'Memory analysis: CompiledMemoryStats(argument_size_in_bytes=12884901888, output_size_in_bytes=0,' \\
-  'alias_size_in_bytes=0, temp_size_in_bytes=3221225472, generated_code_size_in_bytes=0)'
-"""
-
 
 @pytest.fixture
 def maxtext(tmp_path: Path) -> Path:
-    d = tmp_path / "maxtext-env"
-    d.mkdir()
-    exe = d / "python"
-    exe.write_text(FAKE_MAXTEXT)
-    exe.chmod(0o755)
-    return exe
+    return fake_maxtext.write(tmp_path / "maxtext-env")
 
 
 async def start(client: AsapClient, tmp_path: Path, maxtext: Path) -> Doc:

@@ -1,0 +1,42 @@
+"""A stand-in for a MaxText environment's Python (setting asap.maxtextPython, `asap verify --maxtext-python`): a
+shell script that answers as MaxText's train_compile does, as far as ASAP reads it (server/compile/verify_maxtext.py):
+its version probe, its milestones on stderr, its memory report on stdout (12 + 3 GiB per chip), and libtpu's
+out-of-memory message (39.8 of 31.25 GiB) for any mesh with fsdp=16. A compile of a proposal (any mesh given on the
+command line) waits until the file `release` exists next to the script, so a test decides when it may finish; each
+compile appends its process id to `pids` there. Each script reports its own path as MaxText's version, so its
+compiles are cached apart from every other's. Used by tests/lsp/test_verify_advice.py and usable from the e2e."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FAKE_MAXTEXT = """#!/bin/sh
+here=$(dirname "$0")
+if [ "$1" = "-c" ]; then
+  echo '{"maxtext": "0.0-fake-'"$here"'", "jax": null, "libtpu": null}'
+  exit 0
+fi
+echo $$ >> "$here/pids"
+echo 'Starting train_compile.py' >&2
+case " $* " in
+  *" ici_fsdp_parallelism="*) while [ ! -e "$here/release" ]; do sleep 0.05; done ;;
+esac
+echo 'Jitting and compiling train step' >&2
+case " $* " in
+  *" ici_fsdp_parallelism=16 "*)
+    echo 'RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm.' \\
+      'Used 39.80G of 31.25G hbm. Exceeded hbm capacity by 8.55G.' >&2
+    exit 1 ;;
+esac
+echo 'Memory analysis: CompiledMemoryStats(argument_size_in_bytes=12884901888, output_size_in_bytes=0,' \\
+  'alias_size_in_bytes=0, temp_size_in_bytes=3221225472, generated_code_size_in_bytes=0)'
+"""
+
+
+def write(directory: Path) -> Path:
+    """The script as `directory`/python (the directory is created), executable."""
+    directory.mkdir(parents=True, exist_ok=True)
+    exe = directory / "python"
+    exe.write_text(FAKE_MAXTEXT)
+    exe.chmod(0o755)
+    return exe
