@@ -412,7 +412,11 @@ def _verify_advice(
         if budget <= 0:
             break
         replacing = True
-        nexts = alternatives.next_proposals(an, report, [alternatives.RuledOut.of(w) for w in withdrawn])
+        try:
+            nexts = alternatives.next_proposals(an, report, [alternatives.RuledOut.of(w) for w in withdrawn])
+        except Exception:  # a bug in the engine must not lose the verdicts: no replacement then
+            log.exception("the next candidates could not be priced")
+            nexts = []
         fresh = [q for q in nexts if alternatives.key_of(q) not in seen]
         todo = fresh[: min(budget, MAX_PROPOSALS - len(accepted))]
         seen |= {alternatives.key_of(q) for q in todo}
