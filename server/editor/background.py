@@ -151,6 +151,7 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     loop = asyncio.get_running_loop()
     cancel = CancelToken()  # the progress bar's cancel kills the compile
     settings = ls.settings
+    ls.refresh_code_lenses()  # "TPU compiler: compiling…" in place of Verify
 
     def publish(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
         """A compile finished (on the event loop): show the verdicts so far, if the document is still this version
@@ -193,9 +194,11 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
         raise
     except Exception:
         log.exception("verification failed on %s", uri)
+        ls.refresh_code_lenses()
         return
     if advice.cancelled or cancel.cancelled:
         log.info("verification of %s cancelled: the advice is unchanged", path.name)
+        ls.refresh_code_lenses()  # Verify again, unless the current mesh's verdict came before the cancel
         return
     for e in advice.withdrawn:
         log.info("TPU compiler withdrew %s of %s: %s", e.label, path.name, e.result.message)

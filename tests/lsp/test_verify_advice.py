@@ -180,3 +180,25 @@ async def test_cancelling_the_progress_kills_the_compile_and_keeps_the_advice(
     assert "TPU compiler: fits, 15.0 of 31.25 GiB" in titles  # the compile that completed stays shown
     assert len((maxtext.parent / "pids").read_text().split()) == 2  # no compile started after the cancel
     doc.close()
+
+
+async def test_the_lens_says_compiling_until_the_current_verdict_and_a_cancel_brings_verify_back(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path
+):
+    (maxtext.parent / "hold").touch()  # every compile waits: the current mesh's too
+    doc = await start(fresh, tmp_path, maxtext)
+    assert "Verify" in await lens_titles(fresh, doc)
+    mark = await verify(fresh, doc)
+    titles = await lens_titles(fresh, doc)
+    assert "TPU compiler: compiling…" in titles and "Verify" not in titles
+    token = await wait_for_progress(
+        fresh, lambda _t, rs: any(m.startswith("compiling 1/4: current mesh") and "MaxText" in m for m in messages(rs))
+    )
+    (pid,) = [int(p) for p in (maxtext.parent / "pids").read_text().split()]
+    fresh.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    await wait_for_log(fresh, "verification of llama.yml cancelled: the advice is unchanged", start=mark)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the current mesh's compile, killed
+    titles = await lens_titles(fresh, doc)
+    assert "Verify" in titles and not any(t.startswith("TPU compiler") for t in titles)
+    doc.close()

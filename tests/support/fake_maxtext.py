@@ -2,9 +2,10 @@
 shell script that answers as MaxText's train_compile does, as far as ASAP reads it (server/compile/verify_maxtext.py):
 its version probe, its milestones on stderr, its memory report on stdout (12 + 3 GiB per chip), and libtpu's
 out-of-memory message (39.8 of 31.25 GiB) for any mesh with fsdp=16. A compile of a proposal (any mesh given on the
-command line) waits until the file `release` exists next to the script, so a test decides when it may finish; each
-compile appends its process id to `pids` there. Each script reports its own path as MaxText's version, so its
-compiles are cached apart from every other's. Used by tests/lsp/test_verify_advice.py and usable from the e2e."""
+command line) waits until the file `release` exists next to the script, and every compile while a file `hold` exists
+there, so a test decides when they may finish; each compile appends its process id to `pids` there. Each script
+reports its own path as MaxText's version, so its compiles are cached apart from every other's. Used by
+tests/lsp/test_verify_advice.py and tests/test_verification.py, and usable from the e2e."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ if [ "$1" = "-c" ]; then
 fi
 echo $$ >> "$here/pids"
 echo 'Starting train_compile.py' >&2
+while [ -e "$here/hold" ]; do sleep 0.05; done
 case " $* " in
   *" ici_fsdp_parallelism="*) while [ ! -e "$here/release" ]; do sleep 0.05; done ;;
 esac

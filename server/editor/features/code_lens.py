@@ -56,8 +56,13 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         lenses.append(lens("Analyze", ServerCommand.RUN_AGENTS, doc.uri))
     if est is not None:
         # the compiler's verdict on the current mesh once known (a click verifies again), else the action
-        title = f"TPU compiler: {verification.summary(entry.result)}" if entry is not None else "Verify"
-        lenses.append(lens(title, ServerCommand.VERIFY, doc.uri))
+        job = st.jobs.get("verify")
+        if entry is not None:
+            lenses.append(lens(f"TPU compiler: {verification.summary(entry.result)}", ServerCommand.VERIFY, doc.uri))
+        elif job is not None and not job.done():
+            lenses.append(lens("TPU compiler: compiling…"))  # its progress (and cancel) is the client's
+        else:
+            lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
         lenses.append(lens("Show roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
     if report is not None and agent_findings.usable(report):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
