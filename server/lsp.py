@@ -27,6 +27,7 @@ from server.editor.features import (
 )
 from server.editor.server import DEBOUNCE_S, AsapServer
 from server.editor.settings import Settings
+from server.editor.stdio import serve
 
 __all__ = ["DEBOUNCE_S", "AsapServer", "Settings", "main", "reserve_stdio", "server"]
 
@@ -76,4 +77,4 @@ def main() -> None:
     # Analyses run in worker threads; a short GIL switch interval lets the event loop answer a hover or a
     # code action while one runs (the default 5 ms slices add up to tens of ms of waiting).
     sys.setswitchinterval(0.0005)
-    server.start_io(*reserve_stdio())
+    serve(server, *reserve_stdio())
