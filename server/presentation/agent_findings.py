@@ -156,6 +156,15 @@ def lens_title(report: AnalysisReport, mfu: float | None = None) -> str:
     return " · ".join(parts)
 
 
+def lens_tooltip(report: AnalysisReport) -> str | None:
+    """What the summary lens' line leaves out about the compiler: each withdrawn proposal with the compiler's words,
+    and the estimate's disagreement with the compiler (said once). None when the compiler has said nothing."""
+    lines = [f"Withdrawn: {mesh_label(p)}: {p.compiler.message}" for p in ruled_out(report) if p.compiler is not None]
+    if report.compiler_note:
+        lines.append(report.compiler_note)
+    return "\n".join(lines) or None
+
+
 def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> list[Finding]:
     """The diagnosis on every implicated key written in this document (else on the mesh block or line 1)."""
     d = result.diagnosis

@@ -49,8 +49,12 @@ async def verify(client: AsapClient, doc: Doc) -> int:
 
 
 async def lens_titles(client: AsapClient, doc: Doc) -> list[str]:
+    return [c.title for c in await lens_commands(client, doc)]
+
+
+async def lens_commands(client: AsapClient, doc: Doc) -> list[lsp.Command]:
     res = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
-    return [lens.command.title for lens in res or [] if lens.command]
+    return [lens.command for lens in res or [] if lens.command]
 
 
 def summary(titles: list[str]) -> str:
@@ -98,6 +102,9 @@ async def test_verify_withdraws_a_proposal_the_compiler_rejects_and_compiles_the
         line,
     ), line
     assert len(line) <= 120  # one short line, never cut off
+    (tip,) = [c.tooltip for c in await lens_commands(fresh, doc) if c.title == line]
+    assert tip is not None and tip.startswith("Withdrawn: fsdp=16: does not fit: needs 39.80 GiB of 31.25 GiB")
+    assert tip.endswith("; the compiler decides")  # the estimate vs the compiler, once
     assert "TPU compiler: fits, 15.0 of 31.25 GiB" in titles  # the current mesh (12 + 3 GiB, as MaxText said)
     assert "Verify" not in titles and "Analyze" not in titles  # the verdict is the Verify lens; the agents answered
     offered = await proposal_titles(fresh, doc)

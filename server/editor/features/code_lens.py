@@ -23,8 +23,9 @@ from server.presentation import agent_findings, verification
 ANALYSING = "ASAP: analysing…"
 
 
-def _lens(rng: lsp.Range, title: str, command: str = "", *args: object) -> lsp.CodeLens:
-    return lsp.CodeLens(range=rng, command=lsp.Command(title=title, command=command, arguments=list(args) or None))
+def _lens(rng: lsp.Range, title: str, command: str = "", *args: object, tooltip: str | None = None) -> lsp.CodeLens:
+    cmd = lsp.Command(title=title, command=command, arguments=list(args) or None, tooltip=tooltip)
+    return lsp.CodeLens(range=rng, command=cmd)
 
 
 def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
@@ -39,14 +40,15 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         return []
     rng = lsp_convert.client_range(doc, anchor.key_span)
 
-    def lens(title: str, command: str = "", *args: object) -> lsp.CodeLens:
-        return _lens(rng, title, command, *args)
+    def lens(title: str, command: str = "", *args: object, tooltip: str | None = None) -> lsp.CodeLens:
+        return _lens(rng, title, command, *args, tooltip=tooltip)
 
     lenses = []
     report = ls.agents_of(doc)
     est = an.estimate
     if report is not None:
-        lenses.append(lens(agent_findings.lens_title(report, est.mfu if est is not None else None)))
+        title = agent_findings.lens_title(report, est.mfu if est is not None else None)
+        lenses.append(lens(title, tooltip=agent_findings.lens_tooltip(report)))
     elif est is not None:
         lenses.append(lens(estimate_title(est)))
     st = ls.state(doc.uri)
@@ -58,9 +60,11 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         # the compiler's verdict on the current mesh once known (a click verifies again), else the action
         job = st.jobs.get("verify")
         if entry is not None:
-            lenses.append(lens(f"TPU compiler: {verification.summary(entry.result)}", ServerCommand.VERIFY, doc.uri))
+            title, why = f"TPU compiler: {verification.summary(entry.result)}", entry.result.message
+            lenses.append(lens(title, ServerCommand.VERIFY, doc.uri, tooltip=f"{why}. Click to verify again."))
         elif job is not None and not job.done():
-            lenses.append(lens("TPU compiler: compiling…"))  # its progress (and cancel) is the client's
+            # its steps, elapsed time and cancel are in the client's progress
+            lenses.append(lens("TPU compiler: compiling…", tooltip="The current mesh first, then the proposals"))
         else:
             lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
         lenses.append(lens("Show roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
