@@ -361,9 +361,21 @@ def _axis_md(an: Analysis, key: str, short: bool = False) -> str:
     if shards:
         lines.append(f"- Shards: {', '.join(shards)}")
     lines += _axis_traffic(an, axis.name)
-    more = readme_link("mesh axes and their order", "## Declaring the slice")
-    lines += ["", "More: " + " · ".join(x for x in (_note_link("physical-axis-assignment.md"), more) if x)]
+    notes = [_AXIS_NOTES.get(axis.name), "dcn-vs-ici-placement.md" if net == "dcn" else "physical-axis-assignment.md"]
+    lines += ["", "More: " + " · ".join(_note_link(n) for n in notes if n)]
     return "\n".join(lines)
+
+
+# The knowledge note about each mesh axis (kb/docs/), linked from its key's hover.
+_AXIS_NOTES = {
+    "data": "fsdp-vs-data-parallelism.md",
+    "fsdp": "fsdp-memory-savings.md",
+    "fsdp_transpose": "fsdp-transpose.md",
+    "tensor": "tensor-parallel-ceiling.md",
+    "context": "context-parallelism-long-sequences.md",
+    "expert": "expert-parallelism-all-to-all.md",
+    "pipeline": "pipeline-bubbles.md",
+}
 
 
 def _slice_md(an: Analysis) -> str:

@@ -120,9 +120,12 @@ async def test_settings_healthy_file_is_quiet_until_information_is_asked_for(fre
     """By default a config that works publishes nothing (the estimate lives in the hover and the code lens);
     asap.showInformationDiagnostics brings the estimate's information entry back, and turning it off again
     empties Problems. An error is published either way."""
+    from server.editor.settings import Settings
+
+    assert Settings().show_information_diagnostics is False  # the default (package.json's: tests/test_contract.py)
     fit = tmp_path / "fit.yml"
     fit.write_text("model_name: llama2-7b\ncompile_topology: v5e-256\nper_device_batch_size: 4\n")
-    await initialize(fresh)
+    await initialize(fresh, {"settings": {"showInformationDiagnostics": False}})
     doc = Doc(fresh, fit).open()
     assert await doc.diagnostics(version=1) == []
     hover = await doc.hover(1, 3)  # compile_topology: the estimate is still there
