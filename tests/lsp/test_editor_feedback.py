@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 
-from .conftest import AGENTS, AsapClient, Doc, by_code, codes, initialize, position_of, utf16_len
+from .conftest import AGENTS, AsapClient, Doc, by_code, codes, initialize, position_of, utf16_len, wait_for_log
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -237,4 +237,34 @@ async def test_mesh_product_error_without_an_edit_stays_on_the_fill_axis(shared:
     assert product.range.start == position_of(doc.text, "ici_fsdp_parallelism")
     lines = {r.location.range.start.line for r in product.related_information or []}
     assert {line_of(doc.text, "ici_tensor_parallelism"), line_of(doc.text, "ici_expert_parallelism")} <= lines
+    doc.close()
+
+
+# -- a refused command: a short, complete message, no internal error -------------------------------------------
+
+
+async def test_link_profile_to_a_folder_without_profiles_is_a_user_error(fresh: AsapClient, tmp_path: Path):
+    from pygls.exceptions import JsonRpcException
+
+    from .test_profile import MESH as PROFILE_MESH
+    from .test_profile import link, open_in_workspace
+
+    await open_in_workspace(fresh, tmp_path)
+    (tmp_path / "empty").mkdir()
+    cfg = tmp_path / "train.yml"
+    cfg.write_text(PROFILE_MESH)
+    doc = Doc(fresh, cfg).open()
+    await doc.diagnostics(version=1)
+    start = len(fresh.log_messages)
+    with pytest.raises(JsonRpcException) as refused:
+        await link(fresh, doc.uri, str(tmp_path / "empty"))
+    message = str(refused.value)
+    assert message.startswith(f"no profiles in {tmp_path / 'empty'}: expected") and "\n" not in message
+    assert "Error:" not in message  # no exception class for people to read
+    await wait_for_log(fresh, "no profiles in", start)
+    logged = fresh.log_messages[start:]
+    assert all(m.type != lsp.MessageType.Error for m in logged), [m.message for m in logged]
+    assert not any("Traceback" in m.message or "internal error" in m.message for m in logged)
+    # one log format: the message alone (the client adds the time and the level), no "INFO asap:" of its own
+    assert not any(m.message.startswith(("INFO ", "WARNING ", "ERROR ")) for m in fresh.log_messages)
     doc.close()
