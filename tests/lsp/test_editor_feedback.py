@@ -89,6 +89,8 @@ async def test_proposals_only_on_the_keys_the_diagnosis_implicates(fresh: AsapCl
     assert proposals(await actions_at(doc, diag.range, diags)), "offered on the diagnosis"
     for rng in implicated[1:]:
         assert proposals(await actions_at(doc, rng, [])), f"offered on the implicated key at line {rng.start.line}"
+    mesh_block = point(line_of(doc.text, "ici_fsdp_parallelism"), 0)  # where the code lens' "Proposals" opens them
+    assert proposals(await actions_at(doc, mesh_block, []))
     assert proposals(await actions_at(doc, point(0, 3), diags)) == []  # the comment line
     assert proposals(await actions_at(doc, point(line_of(doc.text, "model_name"), 3), diags)) == []
     # the hover on the diagnosis: short, proposals table before the evidence, sources by name, links to read more
