@@ -146,7 +146,12 @@ class FuzzClient(LanguageClient):
         if server is not None and server.stderr is not None:
             self._drain = asyncio.create_task(self._read_stderr(server.stderr))
         await self.initialize_async(
-            lsp.InitializeParams(capabilities=capabilities(), root_uri=root.as_uri(), process_id=None)
+            lsp.InitializeParams(
+                capabilities=capabilities(),
+                root_uri=root.as_uri(),
+                process_id=None,
+                initialization_options={"settings": {"showInformationDiagnostics": True}},
+            )
         )
         self.initialized(lsp.InitializedParams())
 

@@ -163,7 +163,18 @@ def capabilities(configuration: bool = True) -> lsp.ClientCapabilities:
     )
 
 
+# The tests watch the information entries (the estimate, the diagnosis, the profile's and the compiler's verdicts)
+# arrive as diagnostics; an editor publishes them only with this setting (off by default: a healthy file is quiet).
+INFORMATION = {"showInformationDiagnostics": True}
+
+
 async def initialize(client: AsapClient, options: Any = None, configuration: bool = True) -> lsp.InitializeResult:
+    """Initialize with `options`; the information entries are published unless the options' settings say
+    otherwise (tests of the default pass {"settings": {"showInformationDiagnostics": False}})."""
+    if options is None:
+        options = {"settings": dict(INFORMATION)}
+    elif isinstance(options, dict) and isinstance(options.get("settings"), dict):
+        options = {**options, "settings": {**INFORMATION, **options["settings"]}}
     return await client.initialize_session(
         lsp.InitializeParams(
             capabilities=capabilities(configuration),

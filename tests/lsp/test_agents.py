@@ -5,6 +5,7 @@ save refreshes it."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,14 @@ async def test_proposal_edits_are_computed_on_resolve(fresh: AsapClient, tmp_pat
     assert caps.text_document is not None and caps.text_document.code_action is not None
     caps.text_document.code_action.resolve_support = lsp.ClientCodeActionResolveOptions(properties=["edit"])
     await asyncio.wait_for(
-        fresh.initialize_session(lsp.InitializeParams(capabilities=caps, root_uri=ROOT.as_uri())), 30
+        fresh.initialize_session(
+            lsp.InitializeParams(
+                capabilities=caps,
+                root_uri=ROOT.as_uri(),
+                initialization_options={"settings": {"showInformationDiagnostics": True}},
+            )
+        ),
+        30,
     )
     cfg = tmp_path / "tp.yml"
     cfg.write_text(TP_HEAVY)
@@ -108,18 +116,19 @@ async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path
     lenses = await shared.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
     assert lenses and {lens.range.start.line for lens in lenses} == {4}  # the first mesh key
     titles = [lens.command.title for lens in lenses if lens.command]
-    assert titles[0].startswith("Estimated:") and "MFU" in titles[0]
-    assert any(t.startswith("ASAP: proposal 1 fsdp=") for t in titles)
-    assert titles[-4:] == ["Analyze", "Verify", "Show roofline", "Proposals"]
+    # one short line, every number labelled, then the actions (Analyze only until the agents have answered)
+    assert re.fullmatch(
+        r"ASAP: communication-bound · MFU \d+% · 3 proposals \(best ×[\d.]+, confidence \d+%\)", titles[0]
+    )
+    assert titles[-3:] == ["Verify", "Show roofline", "Proposals"] and "Analyze" not in titles
     by_title = {lens.command.title: lens.command for lens in lenses if lens.command}
     assert by_title["Show roofline"].command == "asap.showRoofline" and list(
         by_title["Show roofline"].arguments or []
     ) == [doc.uri]
     assert list(by_title["Proposals"].arguments or []) == [doc.uri, 4, 0]  # the client opens the quick fixes there
-    analyze = next(lens for lens in lenses if lens.command and lens.command.title == "Analyze")
     mark = len(shared.publishes)
     await shared.workspace_execute_command_async(
-        lsp.ExecuteCommandParams(command=analyze.command.command, arguments=analyze.command.arguments)
+        lsp.ExecuteCommandParams(command="asap.server.runAgents", arguments=[doc.uri])
     )
     doc.mark = mark
     assert await doc.diagnostics(version=1, where=has_agents, timeout=60)  # the agents ran again and published

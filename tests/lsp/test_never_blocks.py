@@ -81,7 +81,8 @@ async def test_requests_on_a_small_config_answer_while_large_ones_are_analysed(s
     # The small config answers in full meanwhile, from its own analysis.
     hover = await small.hover(FSDP_LINE, 2)
     assert hover is not None and "Degree: **256**" in hover.contents.value
-    assert titles(await lens_titles(shared, small))[0].startswith("Estimated:")
+    first = titles(await lens_titles(shared, small))[0]
+    assert first.startswith("ASAP: ") and "MFU " in first
     actions = await small.code_actions([estimate])
     assert isinstance(actions, list)
     assert shared.history(big.uri) == [], "the requests waited for the 60 KB config's analysis"
@@ -124,7 +125,7 @@ async def test_hover_analysing_then_full_after_the_versions_diagnostics(shared: 
     hover = await big.hover(FSDP_LINE, 2)
     assert hover is not None and "Degree: **256**" in hover.contents.value
     lenses = await lens_titles(shared, big)
-    assert titles(lenses)[0].startswith("Estimated:")
+    assert titles(lenses)[0].startswith("ASAP: ") and "MFU " in titles(lenses)[0]
     row = lenses[0].range.start.line
 
     # an edit: version 1's answers are never served for version 2

@@ -98,6 +98,7 @@ async def open_in_workspace(client: AsapClient, folder: Path) -> lsp.InitializeR
             capabilities=capabilities(),
             root_uri=folder.as_uri(),
             workspace_folders=[lsp.WorkspaceFolder(uri=folder.as_uri(), name=folder.name)],
+            initialization_options={"settings": {"showInformationDiagnostics": True}},
         )
     )
 
