@@ -8,13 +8,16 @@ import {
   LanguageClient,
   type LanguageClientOptions,
   type ServerOptions,
+  State,
   TransportKind,
+  WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
 
 import { serverEnv } from './apiKey';
 import { findInterpreter } from './interpreter';
 import type { ServerState } from './statusBar';
 import { clientChannel, type Logger } from './log';
+import { ProgressNotifications } from './progress';
 import { pythonExtensionInterpreter } from './pythonExtension';
 import { cappedErrorHandler, RestartBudget } from './restartBudget';
 import { checkServerImport, notInstalledMessage } from './serverCheck';
@@ -24,6 +27,7 @@ const SHOW_OUTPUT = 'Show Output';
 
 export class AsapClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
+  private notifications: ProgressNotifications | undefined;
   private pending: Promise<void> = Promise.resolve();
   private readonly budget = new RestartBudget();
 
@@ -102,6 +106,14 @@ export class AsapClient implements vscode.Disposable {
       // The Anthropic key (SecretStorage) reaches the server in its environment only: never a setting or a log.
       options: { cwd: folders[0], env: await serverEnv(this.context.secrets, process.env) },
     };
+    // The server's long jobs as cancellable notifications (progress.ts), not the client's status-bar text.
+    let client: LanguageClient | undefined;
+    const notifications = new ProgressNotifications((token) => {
+      client?.sendNotification(WorkDoneProgressCancelNotification.type, { token }).catch((err: unknown) => {
+        this.log.warn(`Cancelling ${String(token)}: ${String(err)}`);
+      });
+    });
+    this.notifications = notifications;
     const clientOptions: LanguageClientOptions = {
       documentSelector: [
         { scheme: 'file', language: 'yaml' },
@@ -111,10 +123,15 @@ export class AsapClient implements vscode.Disposable {
       initializationOptions: { settings: currentSettings() },
       outputChannel: this.clientOutput(),
       errorHandler: cappedErrorHandler(this.budget, this.log, (m) => this.offerOutput(m)),
+      middleware: { handleWorkDoneProgress: notifications.middleware },
     };
     this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
-    const client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
+    client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
     this.client = client;
+    // A server that stopped (crash, restart) ends its jobs: close their notifications.
+    client.onDidChangeState((e) => {
+      if (e.newState === State.Stopped) notifications.dispose();
+    });
     this.onState('starting');
     try {
       await client.start();
@@ -130,6 +147,8 @@ export class AsapClient implements vscode.Disposable {
   private async doStop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.notifications?.dispose();
+    this.notifications = undefined;
     if (!client) return;
     this.onState('stopped');
     try {

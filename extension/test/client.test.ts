@@ -14,18 +14,41 @@ const vscode = vi.hoisted(() => ({
       return cfg;
     },
   },
-  window: { showErrorMessage: vi.fn(() => Promise.resolve(undefined)) },
+  window: {
+    showErrorMessage: vi.fn(() => Promise.resolve(undefined)),
+    // records the cancel listener of the last notification shown, as `cancel`
+    withProgress: vi.fn((_o: unknown, task: (p: unknown, t: unknown) => Promise<void>) =>
+      task(
+        { report: () => undefined },
+        {
+          onCancellationRequested: (f: () => void) => {
+            vscode.cancel = f;
+            return { dispose: () => undefined };
+          },
+        },
+      ),
+    ),
+  },
+  cancel: () => undefined as void,
+  ProgressLocation: { Notification: 15 },
   commands: { executeCommand: vi.fn() },
   extensions: { getExtension: vi.fn(() => undefined) },
 }));
 vi.mock('vscode', () => vscode);
 
 const lc = vi.hoisted(() => {
-  const instances: { args: unknown[]; start: ReturnType<typeof vi.fn>; stop: ReturnType<typeof vi.fn> }[] = [];
+  const instances: {
+    args: unknown[];
+    start: ReturnType<typeof vi.fn>;
+    stop: ReturnType<typeof vi.fn>;
+    sendNotification: ReturnType<typeof vi.fn>;
+  }[] = [];
   class LanguageClient {
     start = vi.fn(async () => undefined);
     stop = vi.fn(async () => undefined);
     needsStop = () => true;
+    onDidChangeState = vi.fn();
+    sendNotification = vi.fn(async () => undefined);
     args: unknown[];
     constructor(...args: unknown[]) {
       this.args = args;
@@ -37,6 +60,8 @@ const lc = vi.hoisted(() => {
 vi.mock('vscode-languageclient/node', () => ({
   LanguageClient: lc.LanguageClient,
   TransportKind: { stdio: 0 },
+  State: { Stopped: 1, Starting: 3, Running: 2 },
+  WorkDoneProgressCancelNotification: { type: { method: 'window/workDoneProgress/cancel' } },
   CloseAction: { DoNotRestart: 1, Restart: 2 },
   ErrorAction: { Continue: 1, Shutdown: 2 },
 }));
@@ -90,6 +115,30 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     expect(lc.instances[0].start).toHaveBeenCalledOnce();
     expect(log.lines).toContain(`info Starting the ASAP server: ${py} -m server (cwd unset)`);
     expect(vscode.window.showErrorMessage).not.toHaveBeenCalled();
+  });
+
+  it("shows the server's progress as a notification whose cancel reaches that server", async () => {
+    Object.assign(settings, { python: fakePython('ok2', 0) });
+    const { client } = makeClient();
+    await client.start();
+    const [, , , clientOptions] = lc.instances[0].args as [string, string, any, any];
+    const next = vi.fn();
+    clientOptions.middleware.handleWorkDoneProgress(
+      'asap-tpu-1',
+      { kind: 'begin', title: 'ASAP: TPU compiler', cancellable: true },
+      next,
+    );
+    expect(vscode.window.withProgress).toHaveBeenCalledWith(
+      { location: 15, title: 'ASAP: TPU compiler', cancellable: true },
+      expect.any(Function),
+    );
+    expect(next).not.toHaveBeenCalled(); // no status-bar part as well
+    vscode.cancel();
+    expect(lc.instances[0].sendNotification).toHaveBeenCalledWith(
+      { method: 'window/workDoneProgress/cancel' },
+      { token: 'asap-tpu-1' },
+    );
+    await client.stop();
   });
 
   it('shows an actionable error and starts nothing when the package is missing', async () => {
