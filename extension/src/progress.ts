@@ -5,6 +5,8 @@
  * middleware: for the ASAP server's tokens ("asap-...") it shows a notification instead, with the server's step,
  * its percentage and the time elapsed, and a Cancel button that sends window/workDoneProgress/cancel. `begin` and
  * `report` are not passed on, so the client's own status-bar part never shows; `end` is, so that part is disposed.
+ * A job shows once it has run for `delayMs` (the agents on a save often answer in well under a second: no
+ * notification flashes for them).
  */
 import * as vscode from 'vscode';
 import type {
@@ -38,7 +40,9 @@ export function progressMessage(step: string | undefined, elapsedMs: number): st
 interface Job {
   started: number;
   step: string | undefined;
+  percentage: number | undefined; // the server's latest
   reported: number; // percentage already given to VS Code (its increments add up)
+  delay?: ReturnType<typeof setTimeout>;
   progress?: vscode.Progress<{ message?: string; increment?: number }>;
   finish?: () => void;
   ended: boolean;
@@ -49,11 +53,12 @@ interface Job {
 export class ProgressNotifications implements vscode.Disposable {
   private readonly jobs = new Map<ProgressToken, Job>();
 
-  /** `sendCancel` sends window/workDoneProgress/cancel for a token; `now` and `tickMs` are for tests. */
+  /** `sendCancel` sends window/workDoneProgress/cancel for a token; `now`, `tickMs` and `delayMs` are for tests. */
   constructor(
     private readonly sendCancel: (token: ProgressToken) => void,
     private readonly now: () => number = () => Date.now(),
     private readonly tickMs = 1000,
+    private readonly delayMs = 1000,
   ) {}
 
   /** The language client's `middleware.handleWorkDoneProgress`. */
@@ -88,8 +93,20 @@ export class ProgressNotifications implements vscode.Disposable {
 
   private begin(token: ProgressToken, params: WorkDoneProgressBegin): void {
     if (this.jobs.has(token)) return;
-    const job: Job = { started: this.now(), step: params.message, reported: 0, ended: false };
+    const job: Job = {
+      started: this.now(),
+      step: params.message,
+      percentage: params.percentage,
+      reported: 0,
+      ended: false,
+    };
     this.jobs.set(token, job);
+    job.delay = setTimeout(() => this.notify(token, job, params), this.delayMs);
+  }
+
+  private notify(token: ProgressToken, job: Job, params: WorkDoneProgressBegin): void {
+    job.delay = undefined;
+    if (job.ended) return;
     void vscode.window.withProgress(
       { location: vscode.ProgressLocation.Notification, title: params.title, cancellable: params.cancellable === true },
       (progress, cancellation) =>
@@ -105,8 +122,8 @@ export class ProgressNotifications implements vscode.Disposable {
             // The server ends its progress once the job stops; the notification closes now, as the user asked.
             this.end(token);
           });
-          this.show(job, params.percentage);
-          job.timer = setInterval(() => this.show(job, undefined), this.tickMs);
+          this.show(job);
+          job.timer = setInterval(() => this.show(job), this.tickMs);
         }),
     );
   }
@@ -115,14 +132,15 @@ export class ProgressNotifications implements vscode.Disposable {
     const job = this.jobs.get(token);
     if (!job) return;
     if (params.message !== undefined) job.step = params.message;
-    this.show(job, params.percentage);
+    if (typeof params.percentage === 'number') job.percentage = params.percentage;
+    this.show(job);
   }
 
-  private show(job: Job, percentage: number | undefined): void {
+  private show(job: Job): void {
     if (!job.progress) return;
     let increment: number | undefined;
-    if (typeof percentage === 'number') {
-      const pct = Math.max(0, Math.min(100, percentage));
+    if (typeof job.percentage === 'number') {
+      const pct = Math.max(0, Math.min(100, job.percentage));
       if (pct > job.reported) {
         increment = pct - job.reported;
         job.reported = pct;
@@ -137,6 +155,7 @@ export class ProgressNotifications implements vscode.Disposable {
     if (!job) return;
     this.jobs.delete(token);
     job.ended = true;
+    if (job.delay !== undefined) clearTimeout(job.delay);
     if (job.timer !== undefined) clearInterval(job.timer);
     job.cancelListener?.dispose();
     job.finish?.();

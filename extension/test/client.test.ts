@@ -123,11 +123,13 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     await client.start();
     const [, , , clientOptions] = lc.instances[0].args as [string, string, any, any];
     const next = vi.fn();
+    vi.useFakeTimers();
     clientOptions.middleware.handleWorkDoneProgress(
       'asap-tpu-1',
       { kind: 'begin', title: 'ASAP: TPU compiler', cancellable: true },
       next,
     );
+    vi.advanceTimersByTime(1000); // shown once the job has run for 1 s
     expect(vscode.window.withProgress).toHaveBeenCalledWith(
       { location: 15, title: 'ASAP: TPU compiler', cancellable: true },
       expect.any(Function),
@@ -138,6 +140,7 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
       { method: 'window/workDoneProgress/cancel' },
       { token: 'asap-tpu-1' },
     );
+    vi.useRealTimers();
     await client.stop();
   });
 

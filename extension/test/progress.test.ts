@@ -52,7 +52,7 @@ beforeEach(() => {
   cancelled = [];
   vscode.shown.length = 0;
   next = vi.fn();
-  notes = new ProgressNotifications((t) => cancelled.push(t), () => clock, 1000);
+  notes = new ProgressNotifications((t) => cancelled.push(t), () => clock, 1000, 500);
 });
 afterEach(() => {
   notes.dispose();
@@ -77,6 +77,9 @@ describe('progress notifications', () => {
 
   it("shows an ASAP job as a cancellable notification with the server's steps, percentage and elapsed time", async () => {
     notes.middleware('asap-tpu-1', { kind: 'begin', title: 'ASAP: TPU compiler', message: 'c.yml', cancellable: true }, next);
+    expect(vscode.shown).toHaveLength(0); // shown once it has run for the delay
+    clock = 500;
+    vi.advanceTimersByTime(500);
     expect(vscode.shown).toHaveLength(1);
     const n = vscode.shown[0];
     expect(n.options).toEqual({ location: 15, title: 'ASAP: TPU compiler', cancellable: true });
@@ -113,6 +116,7 @@ describe('progress notifications', () => {
   it("sends window/workDoneProgress/cancel with the job's token when the user cancels, and closes it", async () => {
     notes.middleware('asap-tpu-1', { kind: 'begin', title: 'ASAP: TPU compiler', cancellable: true }, next);
     notes.middleware('asap-agents-2', { kind: 'begin', title: 'ASAP: diagnosing and pricing meshes', cancellable: true }, next);
+    vi.advanceTimersByTime(500);
     vscode.shown[0].cancel();
     expect(cancelled).toEqual(['asap-tpu-1']);
     await flush();
@@ -128,7 +132,23 @@ describe('progress notifications', () => {
 
   it('a job that cannot be cancelled says so to VS Code', () => {
     notes.middleware('asap-analyzing-3', { kind: 'begin', title: 'ASAP: analyzing', message: 'c.yml' }, next);
+    vi.advanceTimersByTime(500);
     expect(vscode.shown[0].options.cancellable).toBe(false);
+  });
+
+  it('a job that ends within the delay shows nothing, and a report before the delay is shown with it', () => {
+    notes.middleware('asap-diagnosing-4', { kind: 'begin', title: 'ASAP: diagnosing and pricing meshes' }, next);
+    clock = 300;
+    notes.middleware('asap-diagnosing-4', { kind: 'end' }, next);
+    vi.advanceTimersByTime(5000);
+    expect(vscode.shown).toHaveLength(0);
+    expect(next).toHaveBeenCalledOnce();
+
+    notes.middleware('asap-profile-5', { kind: 'begin', title: 'ASAP: reading profile', message: 'run1' }, next);
+    notes.middleware('asap-profile-5', { kind: 'report', message: 'converting trace', percentage: 10 }, next);
+    clock = 800;
+    vi.advanceTimersByTime(500);
+    expect(vscode.shown[0].reports).toEqual([{ message: 'converting trace · elapsed 0 s', increment: 10 }]);
   });
 
   it("leaves other servers' tokens to the client's default part", () => {
@@ -143,6 +163,7 @@ describe('progress notifications', () => {
   it('closes every notification when the server stops', async () => {
     notes.middleware('asap-tpu-1', { kind: 'begin', title: 'ASAP: TPU compiler', cancellable: true }, next);
     notes.middleware('asap-profile-2', { kind: 'begin', title: 'ASAP: reading profile', cancellable: true }, next);
+    vi.advanceTimersByTime(500);
     notes.dispose();
     await flush();
     expect(vscode.shown.map((s) => s.closed)).toEqual([true, true]);
