@@ -111,7 +111,8 @@ def test_profiles_drive_the_diagnosis_and_calibrate_the_pricing(tmp_path: Path, 
     assert r.diagnosis is not None
     assert (r.diagnosis.source, r.diagnosis.bottleneck) == ("profile", bottleneck)
     assert r.diagnosis.gap is not None and r.calibration is not None and "calibrated on the profile" in r.calibration
-    assert any(e.source.startswith("profile") for e in r.diagnosis.evidence)
+    assert any(e.source.startswith("XProf op profile of ") for e in r.diagnosis.evidence)
+    assert all("server/" not in e.source and ".py" not in e.source for e in r.diagnosis.evidence)  # named, not paths
     if bottleneck == "communication":
         assert "ici_fsdp_parallelism" in r.diagnosis.keys
         cur = r.estimate

@@ -239,7 +239,8 @@ def test_a_rejected_proposal_is_marked_in_the_lens_the_quick_fix_and_the_diagnos
     (f, *_) = agent_findings.diagnosis_findings(marked, an, stale=False)
     assert "Withdrawn by the TPU compiler: [fsdp=16] does not fit" in f.message and "proposal 2: " in f.message
     assert "of the step ahead of the next" not in f.message  # in plain words
-    assert "of the step more than the next-largest part" in f.message
+    assert re.match(r"compute-bound \(estimate, confidence \d+%\): compute \d+% of the step, ", f.message), f.message
+    assert "bound by the estimate" not in f.message  # the verdict is said once
 
 
 def test_the_revised_report_ranks_the_accepted_and_explains_the_disagreement_once() -> None:

@@ -20,7 +20,7 @@ from server.agents.tools import Context, compact
 from server.agents.types import Diagnosis, Proposal
 from server.config.axes import mesh_label
 from server.kb.store import Situation
-from server.perf import model_error
+from server.perf import model_error, wording
 from server.perf.enumeration import Candidate, Enumeration, fold_fsdp
 from server.perf.estimate import Estimate
 from server.perf.layout import Layout
@@ -237,7 +237,7 @@ def _least_words(least: Candidate | None, without: str) -> str:
     if least is None:
         return ""
     m = least.estimate.memory
-    return f": the least {without} needs {m.total / GiB:.1f} of {m.usable / GiB:.1f} GiB per chip"
+    return f": the least {without} needs {m.total / GiB:.1f} of {wording.gib(m.usable)} GiB usable per chip"
 
 
 def _dcn_shards(lay: Layout) -> int:
@@ -458,7 +458,7 @@ def _mechanisms(c: _Cand, cur: Estimate | None) -> str:
 
 def _tradeoffs(c: _Cand, cur: Estimate | None) -> list[str]:
     e = c.est
-    out = [f"HBM {e.memory.total / GiB:.1f} of {e.memory.usable / GiB:.1f} GiB per chip"]
+    out = [f"HBM {e.memory.total / GiB:.1f} of {wording.gib(e.memory.usable)} GiB usable per chip"]
     if cur is not None:
         out[0] += f" (now {cur.memory.total / GiB:.1f})"
         for axis, secs in e.time.comm_by_axis.items():

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from server.common.findings import Finding, Severity
 from server.config.axes import mesh_label
-from server.perf import roofline
+from server.perf import roofline, wording
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -82,7 +82,7 @@ def estimate(path: Path, est: Estimate) -> str:
         f"{est.flops.executed * est.grad_accum:.3e} executed, remat {est.remat.name})",
         "  memory per device:",
         *(f"    {k:<12} {gib(round(v))}" for k, v in mem.components.items()),
-        f"    {'total':<12} {gib(round(mem.total))} of {gib(round(mem.usable))} usable "
+        f"    {'total':<12} {gib(round(mem.total))} of {wording.gib(mem.usable)} GiB usable "
         f"({'fits' if mem.fits else 'DOES NOT FIT'})",
         "  time per step:",
         f"    compute {t.compute_s * 1e3:.1f} ms, HBM {t.hbm_s * 1e3:.1f} ms, "
@@ -210,7 +210,7 @@ def analysis(doc: AnalysisReport) -> None:
     if est:
         con.print(
             f"estimate: step {est.time.step_s * 1e3:,.0f} ms, MFU {est.mfu:.1%}, {est.bottleneck}-bound, "
-            f"HBM {est.memory.total_bytes / 2**30:.1f} of {est.memory.usable_bytes / 2**30:.1f} GiB"
+            f"HBM {est.memory.total_bytes / 2**30:.1f} of {wording.gib(est.memory.usable_bytes)} GiB usable"
         )
     d = doc.diagnosis
     if d:

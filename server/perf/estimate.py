@@ -13,7 +13,7 @@ from typing import Any
 from server.common.dims import whole_number
 from server.config.mesh import MeshCheck
 from server.config.resolve import Config
-from server.perf import arith, layout, memory, roofline, steptime
+from server.perf import arith, layout, memory, roofline, steptime, wording
 from server.perf.arith import ArithError, BytesPerParam, Flops, Params, Shape
 from server.perf.layout import Layout
 from server.perf.maxtext_flops import MaxTextFlops, training_tflops_per_device
@@ -158,8 +158,9 @@ class Estimate:
 
     def summary(self) -> str:
         """One line for the editor, e.g. 'Estimated: 61% MFU, communication-bound (tensor collectives 34%
-        of step), 71 of 95 GiB HBM'; a close runner-up (within 15% of the step) is named too. With quantized
-        matmuls the MFU (MaxText's, against the bf16 peak) has the utilisation of the peak they run at beside it:
+        of step), HBM 71.0 of 94.75 GiB usable' (the usable figure as every surface says it, wording.gib); a close
+        runner-up (within 15% of the step) is named too. With quantized matmuls the MFU (MaxText's, against the
+        bf16 peak) has the utilisation of the peak they run at beside it:
         '86% MFU (bf16 peak; 52% of the peak with int8 matmuls)'."""
         kind, margin, parts = self.time.bottleneck()
         step = self.time.step_s
@@ -177,7 +178,7 @@ class Estimate:
         gib = 1024**3
         return (
             f"Estimated: {self._mfu_text()}, {kind}-bound{why}, "
-            f"{self.memory.total / gib:.0f} of {self.memory.usable / gib:.0f} GiB HBM"
+            f"HBM {self.memory.total / gib:.1f} of {wording.gib(self.memory.usable)} GiB usable"
         )
 
     def to_json(self) -> dict[str, Any]:

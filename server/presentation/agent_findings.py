@@ -16,6 +16,7 @@ from server.config import axes
 from server.config.apply import ApplyError, proposal_edits
 from server.config.resolve import Reader
 from server.config.safe_edits import Vetted, vet_fix
+from server.perf import wording
 from server.services.analysis import Analysis, analyze
 
 log = logging.getLogger("asap")
@@ -44,6 +45,22 @@ _AHEAD = re.compile(r" ?\((\d+%) of the step ahead of the next\)")
 def plain(text: str) -> str:
     """A producer's sentence in plain words: '(8% of the step ahead of the next)' says what it measures."""
     return _AHEAD.sub(r" (\1 of the step more than the next-largest part)", text)
+
+
+_VERDICT = re.compile(r"^\w+-bound (by the estimate|in the profile) ?")
+
+
+def summary_words(summary: str) -> str:
+    """The diagnosis' summary after the verdict a message already says ('compute-bound (estimate, confidence 50%):'),
+    its first parenthesis opened: 'compute 49% of the step, exposed communication close behind (41% of the step)'."""
+    summary = plain(summary)
+    m = _VERDICT.match(summary)
+    if m is None:
+        return summary
+    rest = summary[m.end() :]
+    if rest.startswith("(") and (close := rest.find(")")) > 0 and "(" not in rest[1:close]:
+        rest = rest[1:close] + rest[close + 1 :]
+    return rest.lstrip(", ;") or summary
 
 
 def compiler_rejects(c: CompilerVerdictView | None) -> bool:
@@ -86,7 +103,7 @@ def proposal_title(p: ProposalView) -> str:
 
 def fit_option_text(o: FitOptionView, short: bool = False) -> str:
     """One way to fit where nothing does, as people read it: 'per_device_batch_size: 2 on v5e-16 with fsdp=16:
-    step 3,012 ms, 21,756 tokens/s, MFU 55.0%, HBM 16.6 of 15.8 GiB (tight)'; `short`: the changes, the mesh and
+    step 3,012 ms, 21,756 tokens/s, MFU 55.0%, HBM 16.6 of 15.75 GiB usable (tight)'; `short`: the changes, the mesh and
     the step time only."""
     changes = ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in o.changes.items())
     where = f" ({o.chips} chips)" if "compile_topology" in o.changes else f" on {o.slice}"
@@ -96,7 +113,7 @@ def fit_option_text(o: FitOptionView, short: bool = False) -> str:
     tight = " (tight)" if o.verdict == "tight" else ""
     return (
         f"{head}: step {o.step_s * 1e3:,.0f} ms, {o.tokens_per_s:,.0f} tokens/s, MFU {o.mfu:.1%}, "
-        f"HBM {o.hbm_bytes / 2**30:.1f} of {o.usable_bytes / 2**30:.1f} GiB{tight}"
+        f"HBM {o.hbm_bytes / 2**30:.1f} of {wording.gib(o.usable_bytes)} GiB usable{tight}"
     )
 
 
@@ -197,7 +214,7 @@ def diagnosis_findings(result: AnalysisReport, an: Analysis, stale: bool) -> lis
     first = d.evidence[0].text if d.evidence else ""
     msg = (
         f"{STALE if stale else ''}{d.bottleneck}-bound ({d.source}, confidence {d.confidence:.0%}): "
-        f"{plain(d.summary)}. {plain(first)}. {advice}"
+        f"{summary_words(d.summary)}. {plain(first)}. {advice}"
     )
     cfg = an.config
     spans: list[tuple[str | None, Span]] = []

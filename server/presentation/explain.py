@@ -19,6 +19,7 @@ from server.config.placement import jax_physical_shape
 from server.config.slices import GB, SOURCES, Slice
 from server.perf.estimate import Estimate, step_tokens
 from server.perf.memory import RUNTIME_RESERVE, usable_hbm
+from server.perf.wording import gib, readable_source
 from server.presentation import verification
 from server.presentation.agent_findings import mesh_label, nothing_fits_text
 from server.presentation.verification import VerifiedTarget
@@ -238,47 +239,6 @@ def _heading_line(path: Path, heading: str) -> int | None:
     return None
 
 
-# What produced a piece of evidence, as people name it (the producers write where in ASAP it was computed).
-_SOURCE_NAMES = (
-    ("steptime", "ASAP's step-time model"),
-    ("memory.py", "ASAP's memory model"),
-    ("collectives.py", "ASAP's collective-cost model"),
-    ("arith.py", "ASAP's FLOP count"),
-    ("hlo_stats", "XProf op profile"),
-    ("overview", "XProf step table"),
-    ("xprof", "XProf profile"),
-    ("base.yml", "MaxText base.yml"),
-)
-
-
-def readable_source(source: str) -> str:
-    """A piece of evidence's source as a reader names it: 'ASAP's step-time model', 'XProf op profile',
-    'TPU v6e spec (Google Cloud TPU docs)', never a module path. Several sources (';', '+' or 'vs') are each
-    named, once."""
-    names: list[str] = []
-    for part in re.split(r";|\s\+\s|\svs\.?\s", source):
-        part = part.strip()
-        low = part.lower()
-        if low.startswith("spec:"):
-            m = re.match(r"spec:\s*(\S+)\s+\S+\s*\(([^)]*)\)", part)
-            if m:
-                cited = SOURCES.get(m.group(2), "")
-                names.append(f"TPU {m.group(1)} spec" + (f" ({cited.split(',')[0]})" if cited else ""))
-            else:
-                names.append("TPU spec")
-            continue
-        name = next((n for k, n in _SOURCE_NAMES if k in low), None)
-        if name is None:
-            if low.startswith("estimate") or "server/" in low:
-                name = "ASAP's estimate"
-            elif low.startswith("profile"):
-                name = "XProf profile"
-            else:
-                name = re.sub(r"\S*/\S*\.py\S*", "ASAP", part)  # no module paths, whatever the producer wrote
-        names.append(name)
-    return " + ".join(dict.fromkeys(names))
-
-
 def warm_up() -> None:
     """Read every note the code catalog cites (the first diagnostic hover would otherwise pay for it)."""
     for c in codes.CODES.values():
@@ -415,7 +375,7 @@ def usable_hbm_text(hbm_bytes: float, compiler_limit: float | None) -> str:
         if compiler_limit is not None
         else f"capacity less the {RUNTIME_RESERVE:.0%} runtime reserve"
     )
-    return f"HBM {hbm_bytes / GIB:g} GiB per chip, **{usable / GIB:.2f} GiB usable** by one program ({what})"
+    return f"HBM {hbm_bytes / GIB:g} GiB per chip, **{gib(usable)} GiB usable** by one program ({what})"
 
 
 def _batch_md(an: Analysis) -> str:
@@ -484,7 +444,7 @@ def _estimate_md(an: Analysis) -> str:
             f"({_shares(parts, t.step_s)})",
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
             f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms not hidden by compute)",
-            f"- HBM per chip {e.memory.total / GIB:.1f} of {e.memory.usable / GIB:.2f} GiB usable ({e.memory.verdict})",
+            f"- HBM per chip {e.memory.total / GIB:.1f} of {gib(e.memory.usable)} GiB usable ({e.memory.verdict})",
         ]
     )
 
@@ -505,7 +465,7 @@ def _memory_md(an: Analysis) -> str:
     parts = " · ".join(f"{k} {v / GIB:.1f}" for k, v in top if v > 0)
     return (
         f"\n\n**HBM per device** (estimate, remat `{e.remat.name}`): {m.total / GIB:.1f} of "
-        f"{m.usable / GIB:.2f} GiB usable, {m.verdict}\n- largest parts (GiB): {parts}\n"
+        f"{gib(m.usable)} GiB usable, {m.verdict}\n- largest parts (GiB): {parts}\n"
         f"- usable: {_usable_what(m.compiler_limit)}"
     )
 
@@ -647,6 +607,7 @@ def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget]
         out.append("")
     elif result.nothing_fits is not None:
         out += [f"Nothing fits: {nothing_fits_text(result.nothing_fits)}", ""]
+    out += _withdrawn_md(result)
     if d is not None and d.evidence:
         ev = d.evidence[0]
         out += [f"**Why:** {ev.text} ({readable_source(ev.source)})", ""]
@@ -664,7 +625,28 @@ def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget]
     return no_paths("\n".join(out))
 
 
-_AHEAD = re.compile(r" ?\((\d+%) of the step ahead of the next\)")
+WITHDRAWN_WORDS = 140  # characters of the compiler's words on a withdrawn proposal's line (the JSON has them all)
+
+
+def _withdrawn_md(result: AnalysisReport) -> list[str]:
+    """The proposals the TPU compiler withdrew, one line each with the compiler's words, and the estimate's
+    disagreement with the compiler once (the report's compiler_note): a compute-bound diagnosis is not in Problems,
+    so the hover is where they are read."""
+    out: list[str] = []
+    for w in result.withdrawn or []:
+        words = w.compiler.message if w.compiler is not None and w.compiler.message else "rejected"
+        if len(words) > WITHDRAWN_WORDS:
+            words = words[: WITHDRAWN_WORDS - 1].rstrip() + "…"
+        out.append(f"- Withdrawn: {mesh_label(w)} (TPU compiler: {words})")
+    if result.compiler_note:
+        out.append(f"*{result.compiler_note}*")
+    return [*out, ""] if out else []
+
+
+_AHEAD = re.compile(r" ?\((\d+%) of the step ahead of the next\)")  # older reports' words
+_SHARES = re.compile(
+    r"^ \([a-z -]+ \d+% of the step(, [^()]*points more than[^()]*)?\)"
+)  # the estimate's shares: "Why" says them
 _VERDICT = re.compile(r"^\w+-bound (by the estimate|in the profile)")
 
 
@@ -678,4 +660,4 @@ def _rest(summary: str) -> str:
     m = _VERDICT.match(summary)
     if m is None:
         return f": {_clause(summary)}"
-    return _AHEAD.sub("", summary[m.end() :], count=1)
+    return _SHARES.sub("", _AHEAD.sub("", summary[m.end() :], count=1), count=1)

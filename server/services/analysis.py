@@ -12,6 +12,7 @@ from server.common.findings import Finding, Related, Severity
 from server.config import resolve as config_mod
 from server.config.mesh import MeshCheck, check
 from server.config.resolve import Config, Reader
+from server.perf import wording
 from server.perf.estimate import Estimate, EstimateError, estimate
 
 
@@ -128,11 +129,14 @@ def _estimate_findings(cfg: Config, chk: MeshCheck) -> tuple[Estimate | None, li
         over = mem.total - mem.usable
         if mem.verdict == "does not fit":
             sev, code = Severity.ERROR, DiagCode.HBM_OVERFLOW
-            head = f"Does not fit in HBM: {mem.total / gib:.1f} GiB per device needed, {mem.usable / gib:.1f} usable"
+            head = (
+                f"Does not fit in HBM: {mem.total / gib:.1f} GiB per device needed, "
+                f"{wording.gib(mem.usable)} GiB usable"
+            )
         else:
             sev, code = Severity.WARNING, DiagCode.HBM_TIGHT
             head = (
-                f"Tight on HBM: {mem.total / gib:.1f} GiB per device of {mem.usable / gib:.1f} usable "
+                f"Tight on HBM: {mem.total / gib:.1f} GiB per device of {wording.gib(mem.usable)} GiB usable "
                 f"(within the estimate's uncertainty: -10%..+15%)"
             )
         msg = f"{head} ({parts} GiB; largest: {biggest}). To fit: {advice}."

@@ -49,7 +49,7 @@ async def test_open_clean_config_publishes_at_most_the_estimate(shared: AsapClie
     for est in diags:
         assert est.code == "ASAP120" and est.severity == lsp.DiagnosticSeverity.Information
         assert est.range.start.line == 8  # on the mesh block: the first ici_* key
-        assert "MFU" in est.message and "GiB HBM" in est.message
+        assert "MFU" in est.message and "GiB usable" in est.message
     hover = await doc.hover(8, 3)  # the mesh block's first key: its explanation and the estimate's line
     assert hover is not None and "**ASAP120**" in hover.contents.value and "MFU" in hover.contents.value
 
