@@ -14,7 +14,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server.cli import render
 from server.common.codes import DiagCode
@@ -27,6 +27,9 @@ from server.perf.estimate import EstimateError, estimate
 from server.profiles.profile import ProfileError
 from server.services.analysis import Analysis, analyze
 from server.services.profile_analysis import analyze_tools
+
+if TYPE_CHECKING:
+    from server.agents.report import AnalysisReport
 
 EXIT_CLEAN = 0  # nothing to report (warnings allowed)
 EXIT_FINDINGS = 1  # the config has errors (an invalid mesh, a mesh that does not fit, no estimate), or the
@@ -271,6 +274,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         with Console(stderr=True).status("analyzing") as status:
             doc, _ = run_report(exp, args.llm, progress=lambda m: status.update(m))
+    doc = _cached_verdicts(doc, path, text, args.slice)
     if args.plot:
         from server.presentation.roofline_chart import write
 
@@ -288,7 +292,37 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _cached_verdicts(doc: AnalysisReport, path: Path, text: str, slice_name: str | None) -> AnalysisReport:
+    """The report with the TPU compiler's verdicts ASAP's cache keeps for its proposals (from `asap verify
+    --proposals` or the editor's Verify, with $ASAP_MAXTEXT_PYTHON's MaxText when set): a proposal the compiler
+    rejected is withdrawn and its cached replacements take its place, as the editor shows it. Compiles nothing."""
+    from server.presentation import verification
+
+    if not any(not p.keep_current for p in doc.proposals):
+        return doc
+    try:
+        advice = verification.verify_advice(
+            analyze(path, text, default_slice=slice_name),
+            doc,
+            slice_name,
+            maxtext_python=os.environ.get("ASAP_MAXTEXT_PYTHON") or None,
+            cached_only=True,
+            text=text,
+        )
+    except Exception as e:  # the cache is a convenience: the agents' report stands without it
+        print(f"asap: the TPU compiler's cached verdicts could not be read ({type(e).__name__}: {e})", file=sys.stderr)
+        return doc
+    revised = advice.report
+    if revised is None or not any(p.compiler is not None for p in [*revised.proposals, *(revised.withdrawn or [])]):
+        return doc
+    return revised
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    """The TPU compiler's verdict on the config's mesh (or `--mesh`). With `--proposals`, as the editor's Verify does
+    (verification.verify_advice): the current mesh first, then the agents' proposals, each the compiler rejects
+    withdrawn and the engine's next candidates compiled in its place; printed current mesh first, then the proposals
+    as they now stand, then the withdrawn ones with the compiler's words."""
     from server.compile.verify import VerifyStatus
     from server.presentation import verification
 
@@ -296,34 +330,68 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if isinstance(loaded, CliError):
         return fail(args, loaded)
     path, text, an, base = loaded
-    todo = [verification.Target("current mesh" if not base else "mesh", base)]
-    if args.proposals:
-        from server.agents.coordinator import run_report
-        from server.agents.types import Experiment
-
-        doc, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
-        todo += verification.targets(doc, include_current=False)
+    if args.proposals and base:
+        return fail(
+            args,
+            CliError(
+                "usage",
+                "--proposals verifies the config's own mesh and its proposals: write the --mesh into the config "
+                "(or verify the mesh alone without --proposals)",
+            ),
+        )
 
     def progress(message: str, frac: float | None) -> None:
         if not args.json and sys.stderr.isatty():
             print(f"\r\033[K{message}"[:200], end="", file=sys.stderr, flush=True)
 
-    out = verification.verify_all(
-        an.config,
-        todo,
-        args.slice,
-        args.max_layers,
-        args.timeout,
-        progress=progress,
-        maxtext_python=args.maxtext_python or os.environ.get("ASAP_MAXTEXT_PYTHON") or None,
-    )
+    maxtext_python = args.maxtext_python or os.environ.get("ASAP_MAXTEXT_PYTHON") or None
+    withdrawn: list[verification.VerifiedTarget] = []
+    note: str | None = None
+    if args.proposals:
+        from server.agents.coordinator import run_report
+        from server.agents.types import Experiment
+
+        doc, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
+        advice = verification.verify_advice(
+            an,
+            doc,
+            args.slice,
+            max_layers=args.max_layers,
+            timeout_s=args.timeout,
+            progress=progress,
+            maxtext_python=maxtext_python,
+            text=text,
+        )
+        out, withdrawn = advice.entries, advice.withdrawn
+        note = advice.report.compiler_note if advice.report is not None else None
+    else:
+        out = verification.verify_all(
+            an.config,
+            [verification.Target("current mesh" if not base else "mesh", base)],
+            args.slice,
+            args.max_layers,
+            args.timeout,
+            progress=progress,
+            maxtext_python=maxtext_python,
+        )
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
-        _print_json(out[0].result.to_json() if len(out) == 1 else {"results": [e.to_json() for e in out]})
+        if args.proposals:
+            _print_json(
+                {
+                    "results": [e.to_json() for e in out],
+                    "withdrawn": [e.to_json() for e in withdrawn],
+                    "compiler_note": note,
+                }
+            )
+        else:
+            _print_json(out[0].result.to_json())
     else:
         for entry in out:
             print(render.verification(entry))
+        if withdrawn:
+            print(render.withdrawn(withdrawn, note))
     statuses = [e.result.status for e in out]
     if any(s in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR) for s in statuses):
         return 2

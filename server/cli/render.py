@@ -267,6 +267,18 @@ def _nothing_fits(con: Console, nf: NothingFitsView) -> None:
 
 
 # -- asap verify ---------------------------------------------------------------------------------------------
+def withdrawn(entries: Sequence[VerifiedTarget], note: str | None) -> str:
+    """The proposals the TPU compiler rejected (`asap verify --proposals`), one line each with its words, and the
+    estimate's disagreement with the compiler once."""
+    from server.presentation.verification import proposal_label_of
+
+    out = [f"== withdrawn by the TPU compiler ({len(entries)}):"]
+    out += [f"   {proposal_label_of(e.overrides)}: {e.result.message}" for e in entries]
+    if note:
+        out.append(f"   {note}")
+    return "\n".join(out)
+
+
 def verification(entry: VerifiedTarget) -> str:
     """One verified mesh (an entry of `verification.verify_all`): status, message, and the compiler's memory and
     collectives beside the estimate's (bytes rounded as the JSON rounds them)."""
