@@ -53,7 +53,7 @@ def test_verify_proposals_withdraws_and_replaces_then_analyze_applies_the_cached
     assert all(e["result"]["status"] == "ok" for e in results)
     assert doc["withdrawn"] and all(w["overrides"]["ici_fsdp_parallelism"] == 16 for w in doc["withdrawn"])
     assert all("39.80 GiB of 31.25 GiB" in w["result"]["message"] for w in doc["withdrawn"])  # the compiler's words
-    assert doc["compiler_note"].startswith("Proposal 1 (fsdp=16): estimate ")
+    assert doc["compiler_note"].startswith("Withdrawn proposal 1 (fsdp=16): estimate ")
 
     # the human output: the current mesh's verdict first, then the proposals, then the withdrawn with their words
     text = asap(env, "verify", str(cfg), "--proposals", "--maxtext-python", str(exe)).stdout

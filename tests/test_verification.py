@@ -256,8 +256,8 @@ def test_the_revised_report_ranks_the_accepted_and_explains_the_disagreement_onc
     assert [(p.rank, p.ici) for p in revised.proposals] == [(1, p2.ici), (2, p3.ici)]
     assert revised.withdrawn is not None and revised.withdrawn[0].ici == {"fsdp": 16}
     assert revised.compiler_note == (
-        "Proposal 1 (fsdp=16): estimate 19.6 GiB per chip (ASAP's memory model), TPU compiler 39.8 GiB of 31.25 GiB "
-        "(libtpu's out-of-memory report on MaxText's train_compile); the compiler decides"
+        "Withdrawn proposal 1 (fsdp=16): estimate 19.6 GiB per chip (ASAP's memory model), TPU compiler 39.8 GiB of "
+        "31.25 GiB (libtpu's out-of-memory report on MaxText's train_compile); the compiler decides"
     )
     line = agent_findings.lens_title(revised, 0.25)
     assert line.endswith("· 1 withdrawn: does not fit (TPU compiler)")

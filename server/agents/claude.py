@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from server.agents import prompts
 from server.agents.prompts import DEFAULT_MODEL, MAX_PROPOSALS, SUBMIT_TOOL
 from server.agents.tools import Context, Evaluation
+from server.perf import wording
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -389,7 +390,7 @@ def _verify(ctx: Context, sub: _Submission, model: str, turns: int, log: logging
             why = (
                 "does not fit in HBM"
                 if mem is None
-                else f"does not fit in HBM: {mem.total / 2**30:.1f} GiB needed, {mem.usable / 2**30:.1f} GiB usable"
+                else f"does not fit in HBM: {mem.total / 2**30:.1f} GiB needed, {wording.gib(mem.usable)} GiB usable"
             )
         else:
             key = json.dumps([ev.ici, ev.dcn, ev.other_changes], sort_keys=True)

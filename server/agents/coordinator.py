@@ -27,6 +27,7 @@ from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.common import store as cache_store
 from server.common.findings import Severity
+from server.perf import wording
 from server.profiles import profile_convert
 from server.profiles.profile import ProfileError, Report
 from server.services import experiments, nothing_fits
@@ -338,7 +339,7 @@ def _claude(
                 speed,
                 pe.memory.total,
                 pe.memory.usable,
-                [f"HBM {pe.memory.total / 1024**3:.1f} of {pe.memory.usable / 1024**3:.1f} GiB per chip"],
+                [f"HBM {pe.memory.total / 1024**3:.1f} of {wording.gib(pe.memory.usable)} GiB usable per chip"],
                 str(raw.get("rationale", "")),
                 [str(r) for r in raw.get("references", [])],
                 float(raw.get("confidence", 0.5)),

@@ -129,7 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     ve.add_argument(
         "--mesh", metavar="KEY=V,...", help="override keys, e.g. ici_fsdp_parallelism=8,ici_tensor_parallelism=2"
     )
-    ve.add_argument("--proposals", action="store_true", help="also compile each of `asap analyze`'s proposals")
+    ve.add_argument(
+        "--proposals",
+        action="store_true",
+        help="also compile the proposals, withdrawing those the TPU compiler rejects and compiling the next "
+        "candidates in their place (not with --mesh)",
+    )
     add_shared(ve, "slice")
     ve.add_argument("--max-layers", type=int, default=4, metavar="N", help="compile at most N layers, extrapolate")
     ve.add_argument("--timeout", type=float, default=900.0, metavar="S", help="stop a compile after S seconds")

@@ -35,6 +35,7 @@ from server.compile import verify as verify_mod
 from server.compile.verify import VerifyStatus
 from server.config.axes import mesh_label
 from server.config.resolve import Config
+from server.perf import wording
 from server.services.analysis import Analysis
 
 log = logging.getLogger("asap")
@@ -471,8 +472,8 @@ def _estimate_source(r: verify_mod.VerifyResult) -> str:
 def compiler_note(entries: list[VerifiedTarget]) -> str | None:
     """The estimate's disagreement with the compiler on per-chip memory, said once: on the first of `entries` (the
     withdrawn proposals first, then the current mesh, then the others) whose figures differ by more than the
-    tolerance. 'Proposal 1 (fsdp=16): estimate 19.6 GiB per chip (ASAP's memory model), TPU compiler 39.8 GiB of
-    31.25 GiB (libtpu's out-of-memory report on ASAP's reference train step); the compiler decides'."""
+    tolerance. 'Withdrawn proposal 1 (fsdp=16): estimate 19.6 GiB per chip (ASAP's memory model), TPU compiler
+    39.8 GiB of 31.25 GiB (libtpu's out-of-memory report on ASAP's reference train step); the compiler decides'."""
     for e in entries:
         r = e.result
         est = (r.estimate or {}).get("memory_per_chip_bytes")
@@ -483,8 +484,9 @@ def compiler_note(entries: list[VerifiedTarget]) -> str | None:
             continue
         at_least = "at least " if c is None and "needs at least" in r.message else ""
         mesh = proposal_label_of(e.overrides) if e.rank is not None and not e.label.startswith("next") else ""
-        head = e.label[:1].upper() + e.label[1:] + (f" ({mesh})" if mesh else "")
-        of = f" of {limit / 2**30:.2f} GiB" if limit else ""
+        label = "withdrawn " + e.label if e.rank is not None and rejects(r) else e.label  # not the new table's rank
+        head = label[:1].upper() + label[1:] + (f" ({mesh})" if mesh else "")
+        of = f" of {wording.gib(limit)} GiB" if limit else ""
         return (
             f"{head}: estimate {est / 2**30:.1f} GiB per chip (ASAP's memory model), TPU compiler {at_least}"
             f"{got / 2**30:.1f} GiB{of} ({_estimate_source(r)}); the compiler decides"
@@ -557,8 +559,8 @@ def summary(r: verify_mod.VerifyResult) -> str:
     c = r.compiled
     if r.status == VerifyStatus.OK and c:
         mem, limit = round(c.memory_per_chip_bytes), round(c.hbm_limit_bytes)  # as the JSON has them
-        return f"fits, {mem / 2**30:.1f} of {limit / 2**30:.2f} GiB"
+        return f"fits, {mem / 2**30:.1f} of {wording.gib(limit)} GiB"
     if r.status == VerifyStatus.DOES_NOT_FIT:
         need, have = r.needs_bytes, r.available_bytes
-        return f"does not fit, needs {need / 2**30:.1f} of {have / 2**30:.2f} GiB" if need and have else "does not fit"
+        return f"does not fit, needs {need / 2**30:.1f} of {wording.gib(have)} GiB" if need and have else "does not fit"
     return str(r.status)

@@ -24,6 +24,7 @@ from typing import Any
 
 from server.config.resolve import Config, with_overrides
 from server.config.slices import Slice, SliceError, known_names, parse_slice
+from server.perf import wording
 from server.perf.enumeration import Candidate, Enumeration, enumerate_meshes, one_per_mesh
 from server.perf.estimate import EstimateError, Inputs, inputs
 from server.perf.layout import Layout, from_check
@@ -125,7 +126,7 @@ class NothingFits:
         return (
             f"No mesh of {self.slice} fits {self.model} at per_device_batch_size {_number(self.per_device_batch_size)} "
             f"(remat_policy {self.remat_policy}): the smallest needs {lm.hbm_bytes / GIB:.1f} of "
-            f"{lm.usable_bytes / GIB:.1f} GiB per chip ({lm.over_bytes / GIB:.1f} GiB over; model state "
+            f"{wording.gib(lm.usable_bytes)} GiB usable per chip ({lm.over_bytes / GIB:.1f} GiB over; model state "
             f"{lm.state_bytes / GIB:.1f} GiB)"
         )
 
@@ -189,9 +190,9 @@ def _basis(sl: Slice, offload: bool = False) -> str:
     usable = "compiler's usable limit" if limit else "capacity less the runtime reserve"
     src = chip.sources.get("compiler_hbm_bytes" if limit else "hbm_bytes", "")
     text = (
-        f"estimate: every valid mesh of {sl.name} priced (server/perf/enumeration.py, server/perf/estimate.py); HBM "
-        f"per device server/perf/memory.py against the {chip.generation} {usable} ({src}); step "
-        "server/perf/steptime.py; the fastest mesh that launches"
+        f"estimate: every valid mesh of {sl.name} priced (ASAP's mesh enumeration); HBM per device by "
+        f"{wording.MEMORY_MODEL} against the {chip.generation} {usable} ({src}); step by {wording.STEP_TIME_MODEL}; "
+        "the fastest mesh that launches"
     )
     if offload:
         text += f"; host transfers at the {chip.generation} host link bandwidth ({chip.sources.get('pcie_bw', '')})"

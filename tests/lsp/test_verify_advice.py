@@ -122,7 +122,7 @@ async def test_verify_withdraws_a_proposal_the_compiler_rejects_and_compiles_the
     assert [p["rank"] for p in doc_json["proposals"]] == [1, 2, 3]
     assert all(p["compiler"]["fits"] is True and p["compiler"]["program"] == "maxtext" for p in doc_json["proposals"])
     note = doc_json["compiler_note"]
-    assert note.startswith("Proposal 1 (fsdp=16): estimate ") and "TPU compiler 39.8 GiB of 31.25 GiB" in note
+    assert note.startswith("Withdrawn proposal 1 (fsdp=16): estimate ") and "TPU compiler 39.8 GiB of 31.25 GiB" in note
 
     # the verdicts are kept: opened again, the config's advice starts from them, nothing is compiled
     compiled = (maxtext.parent / "pids").read_text()

@@ -17,6 +17,7 @@ from pygls.workspace import TextDocument
 from server.editor import lsp_convert
 from server.editor.contract import ClientCommand, ServerCommand
 from server.editor.server import AsapServer
+from server.perf import wording
 from server.perf.estimate import Estimate
 from server.presentation import agent_findings, verification
 
@@ -80,8 +81,8 @@ def estimate_title(est: Estimate) -> str:
     kind = est.time.bottleneck()[0]
     gib = 2**30
     return (
-        f"ASAP: {kind}-bound · MFU {est.mfu:.0%} · HBM {est.memory.total / gib:.1f} of {est.memory.usable / gib:.2f} "
-        "GiB (estimate)"
+        f"ASAP: {kind}-bound · MFU {est.mfu:.0%} · HBM {est.memory.total / gib:.1f} of "
+        f"{wording.gib(est.memory.usable)} GiB (estimate)"
     )
 
 
