@@ -5,11 +5,13 @@ import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
 // Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
-// "Apply proposal 1" (the view redraws).
+// "Apply proposal 1" (the view redraws); then a healthy config: its one-line code lens, no Problems entry, F12 on
+// base_config into the parent, and completion of a slice name after compile_topology.
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
 const FIXED_LINE = 'ici_fsdp_parallelism: 16   # tuned by hand last week';
+const HEALTHY = 'llama2-7b-v5e-256.yml';
 
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
@@ -201,6 +203,110 @@ try {
   await view.locator('#status', { hasText: 'proposals appear once' }).waitFor({ timeout: 30_000 });
   log('ROOFLINE redrawn for the edited mesh');
   await page.screenshot({ path: `${shots}/proposal-applied.png` });
+
+  // A healthy config at full width: save the edited one and close every editor (and the roofline panel).
+  await page.keyboard.press('Control+S');
+  await palette('F1', 'View: Close All Editors', /Close All Editors(?! in Group)/);
+  await page.locator('.tabs-container .tab').first().waitFor({ state: 'detached' });
+  await palette('Control+P', HEALTHY, HEALTHY);
+  await line('ici_tensor_parallelism').waitFor();
+  log(`opened ${HEALTHY}`);
+
+  // The agents' answer first: the status bar shows it (from the code lens' summary; the estimate's says
+  // "(estimate)"), so the Problems view below shows what they published.
+  const status = page.locator('.statusbar-item', { hasText: /ASAP: \w+-bound/ }).filter({ hasNotText: /estimate|analysing/ });
+  await status.first().waitFor({ timeout: 120_000 });
+  log(`STATUS BAR: ${(await status.first().innerText()).trim()}`);
+  // The code lens: one labelled line, its first lens 'ASAP: ...', not cut off.
+  const lensSel = `${editor} .codelens-decoration`;
+  await page.waitForFunction((sel) => {
+    const d = document.querySelector(sel);
+    const t = d ? d.innerText.replace(/\u00a0/g, ' ') : '';
+    return t.startsWith('ASAP: ') && !t.startsWith('ASAP: analysing');
+  }, lensSel, { timeout: 60_000 });
+  const lens = await page.locator(lensSel).first().evaluate((d) => {
+    const first = d.querySelector('a, span');
+    const r = d.getBoundingClientRect();
+    const guard = d.closest('.monaco-editor').querySelector('.overflow-guard').getBoundingClientRect();
+    const lineH = d.closest('.monaco-editor').querySelector('.view-line').getBoundingClientRect().height;
+    return {
+      text: d.innerText.replace(/\u00a0/g, ' '),
+      first: (first?.textContent ?? '').replace(/\u00a0/g, ' '),
+      clipped: d.scrollWidth > d.clientWidth + 1 || r.right > guard.right + 1,
+      lines: Math.round(r.height / lineH),
+      width: Math.round(r.width),
+      room: Math.round(guard.right - r.left),
+    };
+  });
+  log(`CODE LENS (${lens.width} of ${lens.room} px): ${lens.text}`);
+  if (!lens.first.startsWith('ASAP: ')) throw new Error(`first lens is ${JSON.stringify(lens.first)}`);
+  if (lens.clipped) throw new Error(`the code lens is cut off (${lens.width} px, ${lens.room} px of room): ${lens.text}`);
+  if (lens.lines > 1) throw new Error(`the code lens takes ${lens.lines} lines: ${lens.text}`);
+  // Known server gap (see the report): the lens is not refreshed when the agents answer after it was drawn.
+  if (/\bAnalyze\b/.test(lens.text)) log('NOTE: the code lens still shows the estimate after the agents answered');
+  await page.screenshot({ path: `${shots}/codelens.png` });
+
+  // A healthy file is quiet: no entry of the healthy config in Problems (information entries are hidden unless
+  // asap.showInformationDiagnostics is on). The panel's rows: a file (level 1), then its entries (level 2).
+  await palette('F1', 'Focus on Problems View', 'Problems');
+  await page.locator('.markers-panel').waitFor({ state: 'visible' });
+  const problems = await page.locator('.markers-panel').evaluate((panel, name) => {
+    let file = '';
+    const mine = [];
+    for (const row of panel.querySelectorAll('.monaco-list-row')) {
+      if (row.getAttribute('aria-level') === '1') file = row.innerText;
+      else if (file.includes(name)) mine.push(row.innerText.replace(/\s*\n\s*/g, ' '));
+    }
+    return { mine, all: panel.innerText.replace(/\s*\n\s*/g, ' ') };
+  }, HEALTHY);
+  log(`PROBLEMS: ${problems.all.slice(0, 300)}`);
+  if (problems.mine.length) throw new Error(`${HEALTHY} is not quiet in Problems: ${problems.mine.join(' | ')}`);
+  log(`QUIET: no Problems entry for ${HEALTHY}`);
+  await page.screenshot({ path: `${shots}/quiet.png` });
+
+  // Go to definition: F12 on base_config's value opens the parent config.
+  await page.mouse.move(0, 0);
+  await line('base_config').locator('span', { hasText: /common\.yml/ }).last().click();
+  await page.keyboard.press('F12');
+  await page.locator('.tabs-container .tab.active', { hasText: 'common.yml' }).waitFor({ timeout: 20_000 });
+  await line('run_name: asap-example').waitFor();
+  log('DEFINITION: F12 on base_config opened common.yml');
+  await page.screenshot({ path: `${shots}/definition.png` });
+  await page.locator('.tabs-container .tab', { hasText: HEALTHY }).first().click();
+  await line('ici_tensor_parallelism').waitFor();
+
+  // Completion: a new line 'compile_topology: ' lists the slices; v6e-16 accepted is written.
+  await line('ici_tensor_parallelism').click();
+  await page.keyboard.press('Control+End');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('compile_topology: ');
+  const suggest = page.locator('.suggest-widget.visible');
+  const rows = suggest.locator('.monaco-list-row');
+  await rows.first().waitFor({ timeout: 20_000 });
+  log('COMPLETION: ' + (await rows.allInnerTexts()).slice(0, 8).map((t) => t.replace(/\s*\n\s*/g, ' ')).join(' | '));
+  // 'v6e16' narrows the list to v6e-16 alone (VS Code's fuzzy match), so a late redraw of the list cannot move the
+  // focus onto another slice, and what accepting writes differs from what was typed.
+  await page.keyboard.type('v6e16');
+  const want = rows.filter({ has: page.locator('.label-name', { hasText: /^v6e-16$/ }) }).first();
+  await want.waitFor({ timeout: 10_000 });
+  const n = await rows.count();
+  const focusedWant = rows.filter({ has: page.locator('.label-name', { hasText: /^v6e-16$/ }) }).and(page.locator('.focused'));
+  for (let i = 0; i <= n; i++) {
+    if (await focusedWant.count()) break;
+    if (i === n) throw new Error('could not focus the v6e-16 suggestion');
+    await page.keyboard.press('ArrowDown');
+  }
+  log('COMPLETION focused: ' + (await suggest.locator('.monaco-list-row.focused').innerText()).replace(/\s*\n\s*/g, ' '));
+  await page.screenshot({ path: `${shots}/completion.png` });
+  await page.keyboard.press('Enter');
+  await suggest.waitFor({ state: 'hidden' });
+  const written = await page.locator(`${editor} .view-line`).filter({ hasText: /^compile_topology:\s+v6e/ }).last();
+  const got = (await lineText(written)).trimEnd();
+  if (got !== 'compile_topology: v6e-16') {
+    const all = (await page.locator(`${editor} .view-lines`).innerText()).replace(/\u00a0/g, ' ');
+    throw new Error(`completion wrote ${JSON.stringify(got)}; the file: ${JSON.stringify(all)}`);
+  }
+  log(`COMPLETION accepted: ${got}`);
   log('PASS');
 } catch (e) {
   console.error('FAIL', e);
