@@ -86,9 +86,14 @@ attempt() {
   printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$D/ws/.venv/bin/python"
   chmod +x "$D/ws/.venv/bin/python"
   cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$D/ext/asap-dev.asap-0.1.0/"
-  PY="$PY" node -e '
+  # MaxText's train_compile as the LSP tests' stand-in (tests/support/fake_maxtext.py), every compile held while the
+  # file `hold` exists: Verify runs until the scenario cancels it from its progress notification.
+  "$PY" -c 'import pathlib, sys; sys.path.insert(0, sys.argv[1]); from support import fake_maxtext
+fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
+  touch "$D/maxtext/hold"
+  PY="$PY" MAXTEXT="$D/maxtext/python" node -e '
     const settings = {
-      "asap.python": process.env.PY,
+      "asap.python": process.env.PY, "asap.maxtextPython": process.env.MAXTEXT,
       "workbench.startupEditor": "none", "security.workspace.trust.enabled": false, "telemetry.telemetryLevel": "off",
       "extensions.autoUpdate": false, "extensions.autoCheckUpdates": false, "update.mode": "none",
       "workbench.tips.enabled": false, "editor.renderWhitespace": "none", "chat.disableAIFeatures": true,
