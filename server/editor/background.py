@@ -105,6 +105,7 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     log.info("agents, %s (version %s): %d proposal(s)%s", path.name, version, len(props), withdrawn)
     if (an := st.publishable(current.version)) is not None:  # else the pending refresh publishes
         ls.publish(current, an)
+    ls.refresh_code_lenses()  # a lens drawn before the agents answered still shows the estimate and Analyze
     if ls.settings.verify == "auto" and current.version == version:
         start(ls, uri, "verify")
 

@@ -57,7 +57,8 @@ MAX_DIAGNOSTICS = 1000
 # Information entries that restate what the hover and the code lens show (the estimate, the agents' diagnosis, the
 # linked profile's verdict and notes, the compiler's verdict when it fits or cannot run): published only with
 # asap.showInformationDiagnostics. Information findings about the config itself (no slice declared, a model priced
-# from its base_* keys) are always published.
+# from its base_* keys) are always published, except "no slice declared" on a file of shared settings (one that
+# sets neither a model nor a mesh: a `base_config` parent, which F12 opens), where it is noise.
 QUIET = frozenset(
     {
         DiagCode.ESTIMATE,
@@ -68,6 +69,16 @@ QUIET = frozenset(
         DiagCode.COMPILER_UNAVAILABLE,
     }
 )
+
+
+def _shared_settings(an: Analysis) -> bool:
+    """Whether the document sets neither `model_name` nor any parallelism key itself: shared settings for the
+    configs that name it as their `base_config`."""
+    doc = an.config.document
+    if doc is None:
+        return False
+    keys = doc.all_entries()
+    return "model_name" not in keys and not any(k.startswith(("ici_", "dcn_")) for k in keys)
 
 
 @dataclass(frozen=True)
@@ -283,10 +294,11 @@ class AsapServer(LanguageServer):
         diagnosis', the profile's and the compiler's information entries only with
         asap.showInformationDiagnostics (a healthy file is quiet; the hover and the code lens say the same)."""
         s = self.settings
+        quiet = QUIET | ({DiagCode.NO_SLICE} if _shared_settings(an) else set())
         return [
             f
             for f in self.shown(doc, an)
-            if not (f.severity == Severity.INFORMATION and f.code in QUIET and not s.show_information_diagnostics)
+            if not (f.severity == Severity.INFORMATION and f.code in quiet and not s.show_information_diagnostics)
             and (s.show_estimate or f.code != DiagCode.ESTIMATE)
         ]
 

@@ -228,7 +228,7 @@ class _Steps:
         label, message, frac = last
         elapsed = time.monotonic() - self.t0
         detail = f" · {message.removeprefix('compiling ')}" if message else ""
-        self.progress(f"compiling {n}/{total}: {label}{detail} · {elapsed:.0f} s", (n - 1 + (frac or 0.0)) / total)
+        self.progress(f"compiling {n}/{total}: {label}{detail} · {elapsed:.0f} s in", (n - 1 + (frac or 0.0)) / total)
 
     def reporter(self, label: str) -> Progress:
         with self._lock:
