@@ -270,3 +270,19 @@ async def test_link_profile_to_a_folder_without_profiles_is_a_user_error(fresh: 
     # one log format: the message alone (the client adds the time and the level), no "INFO asap:" of its own
     assert not any(m.message.startswith(("INFO ", "WARNING ", "ERROR ")) for m in fresh.log_messages)
     doc.close()
+
+
+async def test_no_slice_is_quiet_on_a_file_of_shared_settings_only(fresh: AsapClient, tmp_path: Path):
+    """ASAP010 (no TPU slice declared) is about the config itself and stays published by default, except on a file
+    that sets neither a model nor a mesh: shared settings that configs name as their base_config."""
+    await initialize(fresh, {"settings": {"showInformationDiagnostics": False}})
+    shared_settings = tmp_path / "common.yml"
+    shared_settings.write_text("# shared by the runs\nrun_name: team\ndataset_type: synthetic\nsteps: 10\n")
+    config = tmp_path / "run.yml"
+    config.write_text("base_config: common.yml\nmodel_name: llama2-7b\nper_device_batch_size: 1\n")
+    parent = Doc(fresh, shared_settings).open()
+    child = Doc(fresh, config).open()
+    assert "ASAP010" in codes(await child.diagnostics(version=1))
+    assert "ASAP010" not in codes(await parent.diagnostics(version=1))
+    parent.close()
+    child.close()
