@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from server import __version__
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
-from server.agents.report import AnalysisReport, NothingFitsView
+from server.agents.report import AnalysisReport, NothingFitsView, record
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.common import store as cache_store
@@ -135,7 +135,7 @@ def run_report(
     _calibrate(report)
     if db is not None and an.config.is_maxtext:  # the experiment log: this analysis, its predictions, an id
         try:
-            report.experiment = _record(report, an, exp.config, text, db)
+            report.experiment = record(report, an, exp.config, text, db)
         except Exception as e:
             log.warning("experiment log unavailable: %s", e)
     if db is not None and report.backend.fallback_reason is None:  # a fallback is retried next time
@@ -168,23 +168,6 @@ def _calibrate(report: AnalysisReport) -> None:
         if cal.active:
             p.confidence = round(cal(p.confidence), 2)
             p.confidence_basis = f"{p.confidence_basis}; {cal.note}"
-
-
-def _record(report: AnalysisReport, an: Analysis, config: Path, text: str, db: Any) -> str:
-    """Log the analysis in ASAP's experiment log (what it records: experiments.record_analysis); its id."""
-    cmp = report.profile.comparison if report.profile is not None else None
-    return experiments.record_analysis(
-        an,
-        config,
-        text,
-        diagnosis=None if report.diagnosis is None else report.diagnosis.to_json(),
-        proposals=[p.to_json() for p in report.proposals],
-        backend=report.backend.name,
-        profile=report.profile.source if report.profile is not None else None,
-        measured_step_s=cmp.measured_step_s if cmp is not None else None,
-        measured_mfu=cmp.measured_mfu if cmp is not None else None,
-        db=db,
-    )
 
 
 def _slice_json(an: Analysis) -> dict[str, Any] | None:

@@ -14,7 +14,8 @@ dumping a parsed document gives back the same JSON; a few keys are written only 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Self
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import (
     BaseModel,
@@ -26,6 +27,9 @@ from pydantic import (
     model_serializer,
 )
 from pydantic.json_schema import SkipJsonSchema
+
+if TYPE_CHECKING:
+    from server.services.analysis import Analysis
 
 # A JSON number as the producer wrote it: int stays int, float stays float (a plain `float` field would turn
 # 32 into 32.0 and change the printed document).
@@ -508,6 +512,25 @@ class AnalysisReport(_Doc):
     experiment: str | SkipJsonSchema[None] = _absent()
     withdrawn: list[ProposalView] | SkipJsonSchema[None] = _absent()
     compiler_note: str | SkipJsonSchema[None] = _absent()
+
+
+def record(report: AnalysisReport, an: Analysis, config: Path, text: str, db: Any = None) -> str:
+    """Log `report` of `an` in ASAP's experiment log (what it records: experiments.record_analysis); its id."""
+    from server.services import experiments
+
+    cmp = report.profile.comparison if report.profile is not None else None
+    return experiments.record_analysis(
+        an,
+        config,
+        text,
+        diagnosis=None if report.diagnosis is None else report.diagnosis.to_json(),
+        proposals=[p.to_json() for p in report.proposals],
+        backend=report.backend.name,
+        profile=report.profile.source if report.profile is not None else None,
+        measured_step_s=cmp.measured_step_s if cmp is not None else None,
+        measured_mfu=cmp.measured_mfu if cmp is not None else None,
+        db=db,
+    )
 
 
 def json_schema() -> dict[str, Any]:

@@ -25,7 +25,7 @@ import filelock
 
 from server.agents import alternatives
 from server.agents.proposal import MAX_PROPOSALS
-from server.agents.report import AnalysisReport, CompilerVerdictView, ProposalView
+from server.agents.report import AnalysisReport, CompilerVerdictView, ProposalView, record
 from server.agents.tools import mesh_overrides
 from server.common import store
 from server.common.codes import DiagCode
@@ -295,8 +295,6 @@ _LOGGED: dict[tuple[str, tuple[str, ...]], str] = {}  # (analysis id, revised pr
 def _log(revised: AnalysisReport, report: AnalysisReport, an: Analysis, text: str) -> None:
     """The revised advice in the experiment log, under a new id, when the original was logged and the proposals
     changed (withdrawn, replaced, ranked anew)."""
-    from server.services import experiments
-
     same = [alternatives.key_of(p) for p in revised.proposals] == [
         alternatives.key_of(p) for p in report.proposals if not p.keep_current
     ]
@@ -306,19 +304,8 @@ def _log(revised: AnalysisReport, report: AnalysisReport, an: Analysis, text: st
     if key in _LOGGED:  # the same revision of the same analysis (the cache's verdicts, applied again): logged once
         revised.experiment = _LOGGED[key]
         return
-    cmp = revised.profile.comparison if revised.profile is not None else None
     try:
-        revised.experiment = _LOGGED[key] = experiments.record_analysis(
-            an,
-            an.config.path,
-            text,
-            diagnosis=None if revised.diagnosis is None else revised.diagnosis.to_json(),
-            proposals=[p.to_json() for p in revised.proposals],
-            backend=revised.backend.name,
-            profile=revised.profile.source if revised.profile is not None else None,
-            measured_step_s=cmp.measured_step_s if cmp is not None else None,
-            measured_mfu=cmp.measured_mfu if cmp is not None else None,
-        )
+        revised.experiment = _LOGGED[key] = record(revised, an, an.config.path, text)
     except Exception as e:  # the log is a convenience: the advice stands without it
         log.warning("experiment log unavailable: %s", e)
         revised.experiment = None
