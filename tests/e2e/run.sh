@@ -91,6 +91,10 @@ attempt() {
   "$PY" -c 'import pathlib, sys; sys.path.insert(0, sys.argv[1]); from support import fake_maxtext
 fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
   touch "$D/maxtext/hold"
+  # The demo again under another name (Quick Open of llama3-8b-v6e-16.yml stays unambiguous), for the step where
+  # Verify withdraws its fsdp=16 proposal (the stand-in's out-of-memory); that step lifts the gates in $D/maxtext,
+  # passed to the scenario as ASAP_E2E_MAXTEXT_DIR.
+  cp "$ROOT/examples/llama3-8b-v6e-16.yml" "$D/ws/verify-demo.yml"
   PY="$PY" MAXTEXT="$D/maxtext/python" node -e '
     const settings = {
       "asap.python": process.env.PY, "asap.maxtextPython": process.env.MAXTEXT,
@@ -120,7 +124,7 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
 
   step "scenario"
   local rc=0
-  HOME=$D/home timeout "${E2E_TIMEOUT:-240}" node "$E2E/vscode-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$D/ws" "$OUT" || rc=$?
+  HOME=$D/home ASAP_E2E_MAXTEXT_DIR=$D/maxtext timeout "${E2E_TIMEOUT:-240}" node "$E2E/vscode-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$D/ws" "$OUT" || rc=$?
   ((rc == 0)) || show_logs "$D"
   cleanup
   return "$rc"

@@ -1,17 +1,22 @@
 // ASAP smoke scenario in real VS Code (code-server) driven by playwright-core.
 // Usage: node vscode-e2e.mjs <workbench url> <screenshot dir>
 // Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
+import { rmSync, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
 // Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
 // "Apply proposal 1" (the view redraws); then a healthy config: its one-line code lens, no Problems entry, F12 on
-// base_config into the parent, and completion of a slice name after compile_topology.
+// base_config into the parent, completion of a slice name after compile_topology; Verify's progress and its cancel,
+// then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit).
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
 const FIXED_LINE = 'ici_fsdp_parallelism: 16   # tuned by hand last week';
 const HEALTHY = 'llama2-7b-v5e-256.yml';
+const DEMO = 'verify-demo.yml'; // a copy of examples/llama3-8b-v6e-16.yml (run.sh)
+const MAXTEXT_DIR = process.env.ASAP_E2E_MAXTEXT_DIR; // the stand-in MaxText's gate files (run.sh)
+const FSDP16 = /Apply proposal \d+: fsdp=16 \(/;
 
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
@@ -67,7 +72,29 @@ async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
   }
 }
 
+// The quick fixes offered at a key (Ctrl+., as a user would), once one of them matches `want`; the menu is closed.
+async function quickFixes(anchorLine, anchorSpan, want) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.mouse.move(0, 0);
+      await line(anchorLine).locator('span', { hasText: anchorSpan }).last().click();
+      await page.keyboard.press('Control+.');
+      const rows = page.locator('.action-widget .monaco-list-row.action');
+      await rows.filter({ hasText: want }).first().waitFor({ timeout: 5000 });
+      const titles = await rows.allInnerTexts();
+      await page.keyboard.press('Escape');
+      await page.locator('.action-widget .monaco-list-row').first().waitFor({ state: 'hidden' });
+      return titles.map((t) => t.replace(/\s*\n\s*/g, ' '));
+    } catch (e) {
+      if (attempt >= 4) throw e;
+      log(`retry quick-fix menu (${e.message.split('\n')[0]})`);
+      await page.keyboard.press('Escape');
+    }
+  }
+}
+
 try {
+  if (!MAXTEXT_DIR) throw new Error('ASAP_E2E_MAXTEXT_DIR is not set (run the scenario with tests/e2e/run.sh)');
   await page.goto(url);
   await page.waitForSelector('.explorer-folders-view', { timeout: 60_000 });
   log('workbench loaded');
@@ -221,8 +248,17 @@ try {
   // (VS Code can keep a replaced lens row in the page, hidden: only visible rows count.)
   const lensRow = (has, not = /^$/) =>
     page.locator(`${editor} .codelens-decoration`).filter({ visible: true, hasText: has, hasNotText: not }).first();
-  await lensRow(/^ASAP:\s/, 'analysing').waitFor({ timeout: 60_000 });
-  const lens = await lensRow(/^ASAP:\s/).evaluate((d) => {
+  // The agents have answered (the status bar says so): the lens is refreshed with their line, Analyze is gone. The
+  // status bar can show their answer before the lens is redrawn (seen here: the estimate's lens at that moment), so
+  // wait for the redraw; a lens never refreshed fails here with what it still shows.
+  const agentsLens = lensRow(/^ASAP:\s/, /analysing|\(estimate\)|\bAnalyze\b/);
+  try {
+    await agentsLens.waitFor({ timeout: 30_000 });
+  } catch (e) {
+    const still = await lensRow(/^ASAP:\s/).innerText().catch(() => '(no lens)');
+    throw new Error(`the code lens still shows the estimate after the agents answered: ${still.replace(/\u00a0/g, ' ')}`);
+  }
+  const lens = await agentsLens.evaluate((d) => {
     const first = d.querySelector('a, span');
     const r = d.getBoundingClientRect();
     const guard = d.closest('.monaco-editor').querySelector('.overflow-guard').getBoundingClientRect();
@@ -240,7 +276,6 @@ try {
   if (!lens.first.startsWith('ASAP: ')) throw new Error(`first lens is ${JSON.stringify(lens.first)}`);
   if (lens.clipped) throw new Error(`the code lens is cut off (${lens.width} px, ${lens.room} px of room): ${lens.text}`);
   if (lens.lines > 1) throw new Error(`the code lens takes ${lens.lines} lines: ${lens.text}`);
-  // The agents have answered (the status bar says so): the lens is refreshed with their line, Analyze is gone.
   if (/\bAnalyze\b/.test(lens.text)) throw new Error(`the code lens still shows the estimate after the agents answered: ${lens.text}`);
   await page.screenshot({ path: `${shots}/codelens.png` });
 
@@ -325,6 +360,53 @@ try {
     throw new Error(`completion wrote ${JSON.stringify(got)}; the file: ${JSON.stringify(all)}`);
   }
   log(`COMPLETION accepted: ${got}`);
+
+  // Verify withdraws a proposal the compiler rejects: on a copy of the demo, whose agents propose fsdp=16, the
+  // stand-in MaxText reports libtpu's out-of-memory for fsdp=16 (tests/support/fake_maxtext.py). Its gates are lifted
+  // first (no `hold`; `release` lets the proposals' compiles finish), so this Verify runs to its end.
+  await palette('Control+P', DEMO, DEMO);
+  await page.locator('.tabs-container .tab.active', { hasText: DEMO }).waitFor();
+  await line('ici_data_parallelism').waitFor();
+  const before = lensRow(/^ASAP:\s.*\b3 proposals \(best ×/, 'withdrawn');
+  await before.waitFor({ timeout: 120_000 }); // the agents' answer: Verify compiles their proposals
+  log(`opened ${DEMO}; CODE LENS: ${(await before.innerText()).replace(/\u00a0/g, ' ')}`);
+  const offered = await quickFixes('ici_data_parallelism', /^ici_data_parallelism$/, FSDP16);
+  log('QUICK FIXES before Verify: ' + offered.join(' | '));
+  rmSync(`${MAXTEXT_DIR}/hold`, { force: true });
+  writeFileSync(`${MAXTEXT_DIR}/release`, '');
+  await palette('F1', 'ASAP: Verify with TPU Compiler', 'Verify with TPU Compiler');
+  // (1) the code lens, once the verification is done: the withdrawn proposal counted, the current mesh's verdict.
+  const withdrawnRe = /\b(\d+) withdrawn: (does|do) not fit \(TPU compiler\)/;
+  const after = lensRow(withdrawnRe);
+  await after.waitFor({ timeout: 120_000 });
+  const lensAfter = (await after.innerText()).replace(/\u00a0/g, ' ').replace(/\s*\n\s*/g, ' ');
+  log(`VERIFY: CODE LENS: ${lensAfter}`);
+  if (!/\bTPU compiler: fits, 15\.0 of 31\.25 GiB\b/.test(lensAfter)) {
+    throw new Error(`the code lens lacks the current mesh's verdict (15.0 of 31.25 GiB): ${lensAfter}`);
+  }
+  await page.screenshot({ path: `${shots}/verify-withdrawn.png` });
+  // (2) no quick fix applies fsdp=16 any more; the ones offered fit by the compiler.
+  const left = await quickFixes('ici_data_parallelism', /^ici_data_parallelism$/, /Apply proposal \d+: .*fits \(TPU compiler\)/);
+  log('VERIFY: QUICK FIXES: ' + left.join(' | '));
+  if (left.some((t) => FSDP16.test(t))) throw new Error(`a withdrawn proposal is still offered: ${left.join(' | ')}`);
+  // (3) the diagnosis' hover on the mesh key it implicates names the withdrawn mesh and the compiler's words.
+  const withdrawnHover = page.locator('.monaco-hover', { hasText: 'Withdrawn: fsdp=16' }).first();
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Escape');
+    await page.mouse.move(5, 5);
+    await line('ici_tensor_parallelism').locator('span', { hasText: /^ici_tensor_parallelism$/ }).last().hover();
+    try {
+      await withdrawnHover.waitFor({ timeout: 8_000 });
+      break;
+    } catch (e) {
+      if (attempt >= 4) throw e;
+      log(`retry hover (${e.message.split('\n')[0]})`);
+    }
+  }
+  const hoverText = (await withdrawnHover.innerText()).replace(/\s*\n\s*/g, ' ');
+  if (!/Withdrawn: fsdp=16 \(TPU compiler: [^)]*39\.8/.test(hoverText)) throw new Error(`verify hover: ${hoverText}`);
+  log(`VERIFY: HOVER: ${hoverText.slice(0, 120)} … ${hoverText.slice(hoverText.indexOf('Withdrawn:'), hoverText.indexOf('Withdrawn:') + 300)}`);
+  await page.keyboard.press('Escape');
   log('PASS');
 } catch (e) {
   console.error('FAIL', e);
