@@ -441,3 +441,18 @@ def test_maxtext_run_reads_milestones_memory_and_failures(tmp_path: Path) -> Non
 
     out = verify_maxtext.run(str(tmp_path / "missing"), cfg, sl, {}, [], 60)
     assert out["error"]["kind"] == "no-maxtext" and "cannot run" in out["error"]["message"]
+
+
+def test_no_collective_read_back_is_not_a_collective_disagreement():
+    """A compile whose optimized HLO was not read (no collective at all, as a MaxText run without a dump) says
+    nothing about collectives; one that read some and lacks an axis the estimate prices is a disagreement."""
+    from server.compile.verify import Compiled, disagreements
+
+    def compiled(collectives: list[dict[str, Any]]) -> Compiled:
+        return Compiled(2e9, {}, 16e9, True, collectives, 1.0, [2, 4], 32, True)
+
+    est = {"memory_per_chip_bytes": 2e9, "fits": True, "collectives_by_axis": {"fsdp": {"all-gather": 4e9}}}
+    assert disagreements(compiled([]), est) == []
+    other = {"kind": "all-reduce", "axes": ["tensor"], "payload_bytes": 1e9, "group_size": 4, "count": 1}
+    got = disagreements(compiled([other]), est)
+    assert [d["what"] for d in got] == ["collective_bytes[fsdp]", "collective_bytes[tensor]"]

@@ -25,7 +25,7 @@ export interface LensStatus {
 }
 
 /** What the status bar says from the code lens titles of the config: the verdict and the advice without their figures
- * ("compute-bound · 3 proposals", "compute-bound · 1 proposal fits · 2 withdrawn: do not fit (TPU compiler)"), the lines in the
+ * ("compute-bound · 3 proposals", "compute-bound · 1 proposal fits · 2 withdrawn: do not fit"), the lines in the
  * tooltip. Undefined when the server shows no summary lens (not a config, or still analysing). */
 export function lensStatus(titles: readonly string[]): LensStatus | undefined {
   const summary = titles.find((t) => t.startsWith('ASAP: ') && !t.startsWith('ASAP: analysing'));

@@ -58,12 +58,12 @@ describe('status bar', () => {
 
   it("shortens the code lens' summary, every number labelled, the compiler's verdict in the tooltip", () => {
     const titles = [
-      'ASAP: compute-bound · MFU 25% · 1 proposal fits (best ×1.30, confidence 60%) · 2 withdrawn: do not fit (TPU compiler)',
+      'ASAP: compute-bound · MFU 25% · 1 proposal fits (best ×1.30, confidence 60%) · 2 withdrawn: do not fit',
       'TPU compiler: fits, 20.6 of 31.25 GiB',
       'Show roofline',
     ];
     const got = lensStatus(titles);
-    expect(got?.text).toBe('compute-bound · 1 proposal fits · 2 withdrawn: do not fit (TPU compiler)');
+    expect(got?.text).toBe('compute-bound · 1 proposal fits · 2 withdrawn: do not fit');
     expect(got?.tooltip).toBe(`${titles[0]}\n${titles[1]}`);
     expect(lensStatus(['ASAP: compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)'])?.text).toBe(
       'compute-bound · 3 proposals',

@@ -131,7 +131,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 def proposals_segment(report: AnalysisReport) -> str:
     """The advice in a few words: '3 proposals (best ×1.48, confidence 69%)', 'keep this mesh', '3 proposals fit (TPU
     compiler; best ×1.48, confidence 69%)' once compiled, '3 proposals fit (best ×1.43, confidence 69%) · 2 withdrawn:
-    do not fit (TPU compiler)' when the compiler ruled some out, 'no proposal fits (TPU compiler; 3 withdrawn)' when
+    do not fit' when the compiler ruled some out, 'no proposal fits (TPU compiler; 3 withdrawn)' when
     it ruled out all."""
     if any(p.keep_current for p in report.proposals):
         return "keep this mesh (no clearly better one)"
@@ -153,7 +153,8 @@ def proposals_segment(report: AnalysisReport) -> str:
         head = f"{n} {'fits' if len(ok) == 1 else 'fit'} ({figures if out else 'TPU compiler; ' + figures})"
     else:
         head = f"{n} ({figures})"
-    return head + (f" · {len(out)} withdrawn: {why}" if out else "")
+    # the compiler's verdict on the current mesh is the lens beside it: "(TPU compiler)" is not said twice in a row
+    return head + (f" · {len(out)} withdrawn: {why.removesuffix(' (TPU compiler)')}" if out else "")
 
 
 def lens_title(report: AnalysisReport, mfu: float | None = None) -> str:

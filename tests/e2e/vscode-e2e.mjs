@@ -376,7 +376,7 @@ try {
   writeFileSync(`${MAXTEXT_DIR}/release`, '');
   await palette('F1', 'ASAP: Verify with TPU Compiler', 'Verify with TPU Compiler');
   // (1) the code lens, once the verification is done: the withdrawn proposal counted, the current mesh's verdict.
-  const withdrawnRe = /\b(\d+) withdrawn: (does|do) not fit \(TPU compiler\)/;
+  const withdrawnRe = /\b(\d+) withdrawn: (does|do) not fit\b/;
   const after = lensRow(withdrawnRe);
   await after.waitFor({ timeout: 120_000 });
   const lensAfter = (await after.innerText()).replace(/\u00a0/g, ' ').replace(/\s*\n\s*/g, ' ');
@@ -384,6 +384,12 @@ try {
   if (!/\bTPU compiler: fits, 15\.0 of 31\.25 GiB\b/.test(lensAfter)) {
     throw new Error(`the code lens lacks the current mesh's verdict (15.0 of 31.25 GiB): ${lensAfter}`);
   }
+  const fitsAfter = await after.evaluate((d) => {
+    const r = d.getBoundingClientRect();
+    const guard = d.closest('.monaco-editor').querySelector('.overflow-guard').getBoundingClientRect();
+    return { clipped: d.scrollWidth > d.clientWidth + 1 || r.right > guard.right + 1, width: Math.round(r.width) };
+  });
+  if (fitsAfter.clipped) throw new Error(`the code lens after Verify is cut off (${fitsAfter.width} px): ${lensAfter}`);
   await page.screenshot({ path: `${shots}/verify-withdrawn.png` });
   // (2) no quick fix applies fsdp=16 any more; the ones offered fit by the compiler.
   const left = await quickFixes('ici_data_parallelism', /^ici_data_parallelism$/, /Apply proposal \d+: .*fits \(TPU compiler\)/);
