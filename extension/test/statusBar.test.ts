@@ -60,7 +60,7 @@ describe('status bar', () => {
     const titles = [
       'ASAP: compute-bound · MFU 25% · 1 proposal fits (best ×1.30, confidence 60%) · 2 withdrawn: do not fit',
       'TPU compiler: fits, 20.6 of 31.25 GiB',
-      'Show roofline',
+      'Roofline',
     ];
     const got = lensStatus(titles);
     expect(got?.text).toBe('compute-bound · 1 proposal fits · 2 withdrawn: do not fit');

@@ -130,18 +130,13 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def proposals_segment(report: AnalysisReport) -> str:
     """The advice in a few words: '3 proposals (best ×1.48, confidence 69%)', 'keep this mesh', '3 proposals fit (TPU
-    compiler; best ×1.48, confidence 69%)' once compiled, '3 proposals fit (best ×1.43, confidence 69%) · 2 withdrawn:
-    do not fit' when the compiler ruled some out, 'no proposal fits (TPU compiler; 3 withdrawn)' when
-    it ruled out all."""
+    compiler; best ×1.48, confidence 69%)' once compiled, '3 proposals (best ×1.43, confidence 69%) · 2 withdrawn'
+    when the compiler ruled some out (why is in the diagnosis, its hover and the status bar's tooltip: the lens row,
+    with the compiler's own verdict beside it, must fit an editor with the side bar open), 'no proposal fits (TPU
+    compiler; 3 withdrawn)' when it ruled out all."""
     if any(p.keep_current for p in report.proposals):
         return "keep this mesh (no clearly better one)"
     ok, out = usable(report), ruled_out(report)
-    why = ""
-    if out:
-        words = {rejection_words(p.compiler) for p in out if p.compiler is not None}
-        why = words.pop() if len(words) == 1 else "rejected (TPU compiler)"
-        if len(out) > 1:
-            why = why.replace("does not", "do not").replace("fails", "fail")
     if not ok:
         return f"no proposal fits (TPU compiler; {len(out)} withdrawn)" if out else "no proposal"
     best = ok[0]
@@ -149,12 +144,11 @@ def proposals_segment(report: AnalysisReport) -> str:
     gain = f"best ×{sp:.2f}" if sp is not None else f"best MFU {best.expected.mfu:.0%}"
     figures = f"{gain}, confidence {best.confidence:.0%}"
     n = _count(len(ok), "proposal")
-    if all(p.compiler is not None and p.compiler.fits for p in ok):  # said once: with the withdrawn ones if any
-        head = f"{n} {'fits' if len(ok) == 1 else 'fit'} ({figures if out else 'TPU compiler; ' + figures})"
-    else:
-        head = f"{n} ({figures})"
-    # the compiler's verdict on the current mesh is the lens beside it: "(TPU compiler)" is not said twice in a row
-    return head + (f" · {len(out)} withdrawn: {why.removesuffix(' (TPU compiler)')}" if out else "")
+    if out:
+        return f"{n} ({figures}) · {len(out)} withdrawn"
+    if all(p.compiler is not None and p.compiler.fits for p in ok):
+        return f"{n} {'fits' if len(ok) == 1 else 'fit'} (TPU compiler; {figures})"
+    return f"{n} ({figures})"
 
 
 def lens_title(report: AnalysisReport, mfu: float | None = None) -> str:

@@ -376,13 +376,13 @@ try {
   writeFileSync(`${MAXTEXT_DIR}/release`, '');
   await palette('F1', 'ASAP: Verify with TPU Compiler', 'Verify with TPU Compiler');
   // (1) the code lens, once the verification is done: the withdrawn proposal counted, the current mesh's verdict.
-  const withdrawnRe = /\b(\d+) withdrawn: (does|do) not fit\b/;
+  const withdrawnRe = /\b(\d+) withdrawn\b/;
   const after = lensRow(withdrawnRe);
   await after.waitFor({ timeout: 120_000 });
   const lensAfter = (await after.innerText()).replace(/\u00a0/g, ' ').replace(/\s*\n\s*/g, ' ');
   log(`VERIFY: CODE LENS: ${lensAfter}`);
-  if (!/\bTPU compiler: fits, 15\.0 of 31\.25 GiB\b/.test(lensAfter)) {
-    throw new Error(`the code lens lacks the current mesh's verdict (15.0 of 31.25 GiB): ${lensAfter}`);
+  if (!/\bTPU compiler: fits\b/.test(lensAfter)) {
+    throw new Error(`the code lens lacks the current mesh's verdict: ${lensAfter}`);
   }
   const fitsAfter = await after.evaluate((d) => {
     const r = d.getBoundingClientRect();

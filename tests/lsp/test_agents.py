@@ -120,11 +120,11 @@ async def test_code_lens_above_the_mesh_block(shared: AsapClient, tmp_path: Path
     assert re.fullmatch(
         r"ASAP: communication-bound · MFU \d+% · 3 proposals \(best ×[\d.]+, confidence \d+%\)", titles[0]
     )
-    assert titles[-3:] == ["Verify", "Show roofline", "Proposals"] and "Analyze" not in titles
+    assert titles[-3:] == ["Verify", "Roofline", "Proposals"] and "Analyze" not in titles
     by_title = {lens.command.title: lens.command for lens in lenses if lens.command}
-    assert by_title["Show roofline"].command == "asap.showRoofline" and list(
-        by_title["Show roofline"].arguments or []
-    ) == [doc.uri]
+    assert by_title["Roofline"].command == "asap.showRoofline" and list(by_title["Roofline"].arguments or []) == [
+        doc.uri
+    ]
     assert list(by_title["Proposals"].arguments or []) == [doc.uri, 4, 0]  # the client opens the quick fixes there
     mark = len(shared.publishes)
     await shared.workspace_execute_command_async(

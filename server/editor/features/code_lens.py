@@ -1,7 +1,7 @@
 """The code lenses above the mesh block: one short line with the verdict, the MFU and the advice ("ASAP:
 compute-bound · MFU 25% · 3 proposals (best ×1.48, confidence 69%)"; the estimate's until the agents answer), the
 TPU compiler's verdict on the current mesh when fresh (in place of Verify, which a click on it runs again), and the
-actions Show roofline, Proposals, and Analyze until the agents have answered.
+actions Roofline, Proposals, and Analyze until the agents have answered.
 
 They answer from what is ready and never wait for an analysis: while the analysis of the document as it is now
 runs, the lens row stays where the last analysis put it (its line, clamped to the document) with "ASAP: analysing…"
@@ -61,14 +61,19 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         # the compiler's verdict on the current mesh once known (a click verifies again), else the action
         job = st.jobs.get("verify")
         if entry is not None:
-            title, why = f"TPU compiler: {verification.summary(entry.result)}", entry.result.message
+            verdict = verification.summary(entry.result)
+            if report is not None and agent_findings.ruled_out(report):
+                # the row also counts the withdrawn proposals: the verdict's words alone keep it within an editor
+                # with the side bar open (its figures are in the tooltip and on the mesh block's diagnostic)
+                verdict = verdict.split(",")[0]
+            title, why = f"TPU compiler: {verdict}", entry.result.message
             lenses.append(lens(title, ServerCommand.VERIFY, doc.uri, tooltip=f"{why}. Click to verify again."))
         elif job is not None and not job.done():
             # its steps, elapsed time and cancel are in the client's progress
             lenses.append(lens("TPU compiler: compiling…", tooltip="The current mesh first, then the proposals"))
         else:
             lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
-        lenses.append(lens("Show roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
+        lenses.append(lens("Roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
     if report is not None and agent_findings.usable(report):
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         lenses.append(lens("Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character))
