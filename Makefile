@@ -16,7 +16,7 @@ EXT_BUNDLE := $(EXT)/dist/extension.js
 venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,compile]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,compile,team]'
 	touch $@
 
 ext: $(EXT_BUNDLE)
