@@ -31,7 +31,7 @@ from typing import Any
 import sqlite_utils
 from pydantic import BaseModel, ConfigDict
 
-from server.common import store
+from server.common import pg_store, store
 from server.services.analysis import Analysis
 
 MIN_OUTCOMES = 20  # outcomes with a measured baseline before stated confidence is recalibrated
@@ -227,17 +227,45 @@ def record_analysis(
         "proposals": json.dumps(proposals),
         "backend": backend,
     }
-    _db(db).table("experiments").insert(row, pk="id", alter=True)
+    _keep(_db(db), "experiments", row)
     return str(row["id"])
 
 
+def _keep(d: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
+    """Insert `row` into the local log and, when `ASAP_STORE` names a shared log, into it too (or its outbox)."""
+    d.table(table).insert(row, pk="id", alter=True)
+    shared = pg_store.shared()
+    if shared is not None:
+        shared.write(table, {k: v for k, v in row.items() if k != "record"})
+
+
 def experiment(exp_id: str, db: sqlite_utils.Database | None = None) -> dict[str, Any]:
+    row: dict[str, Any] | None
     try:
         row = dict(_db(db).table("experiments").get(exp_id))
     except sqlite_utils.db.NotFoundError:
+        row = _shared_experiment(exp_id)
+    if row is None:
         raise OutcomeError(f"no experiment {exp_id} in ASAP's log ({store.cache_dir()})") from None
     for k in ("mesh", "estimate", "diagnosis", "proposals"):
         row[k] = json.loads(row[k]) if row[k] else None
+    return row
+
+
+def _shared_experiment(exp_id: str) -> dict[str, Any] | None:
+    """A teammate's experiment from the shared log (None without one, when unreachable, or when it has none)."""
+    shared = pg_store.shared()
+    if shared is None or not shared.available():
+        return None
+    try:
+        rows = shared.query("SELECT * FROM experiments WHERE id = %s", [exp_id])
+    except Exception as e:  # unreachable: the local log answered already
+        log.warning("shared store %s: %s", shared.shown, pg_store.redact(str(e), shared.url))
+        return None
+    if not rows:
+        return None
+    row = rows[0]
+    row.pop("user_name", None)
     return row
 
 
@@ -260,7 +288,7 @@ def record_applied(
         "dcn": json.dumps(prop["dcn"]),
         "other_changes": json.dumps(prop["other_changes"]),
     }
-    d.table("applications").insert(row, pk="id", alter=True)
+    _keep(d, "applications", row)
     return row
 
 
@@ -401,7 +429,7 @@ def record_outcome(
         "bottleneck_after": measured.bottleneck,
         "bottleneck_moved": before_bottleneck is not None and before_bottleneck != measured.bottleneck,
     }
-    d.table("outcomes").insert(row, pk="id", alter=True)
+    _keep(d, "outcomes", row)
     try:
         row["record"] = str(write_record(row, ex, prop))
     except OSError as e:  # an unwritable outcomes directory: the outcome is logged, its record not kept
@@ -485,6 +513,13 @@ def write_record(outcome: dict[str, Any], ex: dict[str, Any], prop: dict[str, An
 
 # -- the track record ------------------------------------------------------------------------------------
 def _outcomes(db: sqlite_utils.Database | None = None) -> list[dict[str, Any]]:
+    """The outcomes: the team's from the shared log when `ASAP_STORE` names one (and it answers), else the
+    local log's."""
+    team = _shared_outcomes() if db is None else None
+    return team if team is not None else _local_outcomes(db)
+
+
+def _local_outcomes(db: sqlite_utils.Database | None = None) -> list[dict[str, Any]]:
     d = _db(db)
     try:
         return [dict(r) for r in d.query("select * from outcomes order by created")]
@@ -495,12 +530,33 @@ def _outcomes(db: sqlite_utils.Database | None = None) -> list[dict[str, Any]]:
         return []
 
 
+def _shared_outcomes() -> list[dict[str, Any]] | None:
+    shared = pg_store.shared()
+    if shared is None or not shared.available():
+        return None
+    try:
+        return shared.query("SELECT * FROM outcomes ORDER BY created")
+    except Exception as e:  # unreachable, or a server error: the local log answers, with a notice
+        log.warning(
+            "shared store %s unavailable (%s): the track record is this machine's",
+            shared.shown,
+            pg_store.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, shared.url),
+        )
+        return None
+
+
 def _errors(values: list[float]) -> dict[str, Any]:
     a = sorted(abs(v) for v in values)
     if not a:
         return {"n": 0, "median_abs": None, "p90_abs": None, "mean_signed": None}
     p90 = a[min(len(a) - 1, round(0.9 * (len(a) - 1)))]
     return {"n": len(a), "median_abs": statistics.median(a), "p90_abs": p90, "mean_signed": statistics.fmean(values)}
+
+
+def _rate(outs: list[dict[str, Any]]) -> float | None:
+    """The fraction of outcomes with a measured baseline that delivered the predicted direction."""
+    known = [o for o in outs if o["delivered"] is not None]
+    return statistics.fmean(1.0 if o["delivered"] else 0.0 for o in known) if known else None
 
 
 def reliability(outcomes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -568,7 +624,8 @@ def calibrator(db: sqlite_utils.Database | None = None) -> Calibrator:
 
 def track_record(db: sqlite_utils.Database | None = None) -> dict[str, Any]:
     """`asap stats`: prediction errors per generation, the reliability table and the calibration rule."""
-    outs = _outcomes(db)
+    team_outs = _shared_outcomes() if db is None else None
+    outs = team_outs if team_outs is not None else _local_outcomes(db)
     gens = sorted({o["generation"] or "unknown" for o in outs})
     per_gen = {
         g: {
@@ -586,7 +643,28 @@ def track_record(db: sqlite_utils.Database | None = None) -> dict[str, Any]:
         for g in gens
     }
     cal = calibrator(db)
+    shared = pg_store.shared() if db is None else None
+    team: dict[str, Any] = {}
+    if shared is not None:
+        me = pg_store.user()  # rows of the local log (the shared store did not answer) are this user's
+        users = sorted({o.get("user_name") or me for o in outs})
+        team = {
+            "shared": {
+                "store": shared.shown,
+                "source": "shared" if team_outs is not None else "local (the shared store did not answer)",
+                "pending_sync": shared.pending(),
+            },
+            "per_user": {
+                u: {
+                    "outcomes": sum(1 for o in outs if (o.get("user_name") or me) == u),
+                    "step_time_error": _errors([o["step_error"] for o in outs if (o.get("user_name") or me) == u]),
+                    "delivered": _rate([o for o in outs if (o.get("user_name") or me) == u]),
+                }
+                for u in users
+            },
+        }
     return {
+        **team,
         "outcomes": len(outs),
         "with_baseline": cal.n,
         "per_generation": per_gen,
