@@ -205,3 +205,28 @@ def test_stats_report_the_team_per_user_and_generation(
     assert {g: v["outcomes"] for g, v in rec["per_generation"].items()} == {"v5e": 3, "v6e": 1}
     s.close()
     pg_store._SHARED.clear()
+
+
+def test_a_record_added_on_one_machine_is_indexed_on_another(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_kb import RECORD, write_kb
+
+    from server.kb.store import KnowledgeStore, add_record
+
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(pg_store.ENV, db_url)
+    a = KnowledgeStore(tmp_path / "a" / "kb.sqlite", write_kb(tmp_path / "a" / "kb"), outcomes=tmp_path / "a" / "out")
+    b = KnowledgeStore(tmp_path / "b" / "kb.sqlite", write_kb(tmp_path / "b" / "kb"), outcomes=tmp_path / "b" / "out")
+    assert b.ensure().stats()["records"] == 1
+    src = tmp_path / "new-rec.yaml"
+    src.write_text(RECORD.format(id="new-rec"))
+    add_record(a, src)
+    assert count(db_url, "SELECT count(*) FROM kb_records WHERE id = 'new-rec'") == 1
+    assert b.pull_shared(force=True) == 1
+    assert (tmp_path / "b" / "out" / "new-rec.yaml").read_text() == src.read_text()
+    assert b.ensure().stats()["records"] == 2 and "new-rec" in {r.id for r in b.records()}
+    assert b.pull_shared(force=True) == 0  # nothing new: nothing written, the index stays current
+    assert b.stale_reason() is None
+    assert a.pull_shared(force=True) == 0  # its own record lives in its kb/history: not copied again
+    pg_store._SHARED.pop(db_url).close()

@@ -271,6 +271,16 @@ class SharedStore:
             log.info("shared store %s: %d row(s) kept locally synced", self.shown, len(rows))
         return len(rows)
 
+    def records_changed(self, have: dict[str, str]) -> list[tuple[str, str]]:
+        """The shared knowledge records (id, YAML) whose id is not in `have` (id -> sha256 of the local text) or
+        whose text differs: two reads, the second only of what changed. Raises when unreachable."""
+        ids = self.query("SELECT id, sha256 FROM kb_records")
+        want = [r["id"] for r in ids if have.get(r["id"]) != r["sha256"]]
+        if not want:
+            return []
+        rows = self.query("SELECT id, yaml FROM kb_records WHERE id = ANY(%s) ORDER BY id", [want])
+        return [(r["id"], r["yaml"]) for r in rows]
+
     # -- reads -----------------------------------------------------------------------------------------
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Rows of a read on the shared log as dicts (raises when unreachable)."""
@@ -279,6 +289,17 @@ class SharedStore:
         with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(sql, params or [])
             return [dict(r) for r in cur.fetchall()]
+
+
+def record_row(rid: str, text: str) -> dict[str, Any]:
+    """A knowledge record (its id and YAML text) as a row of the shared `kb_records` table."""
+    return {"id": rid, "created": time.time(), "sha256": sha256_text(text), "yaml": text}
+
+
+def sha256_text(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 _SHARED: dict[str, SharedStore] = {}

@@ -39,6 +39,7 @@ import filelock
 import numpy as np
 import sqlite_utils
 
+from server.common import pg_store
 from server.common import store as cache_store
 from server.config import slices
 from server.kb.embed import Embedder
@@ -48,6 +49,8 @@ from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note,
 sqlite3 = sqlite_utils.utils.sqlite3  # pysqlite3 when installed (it loads extensions), else the stdlib's
 SCHEMA_VERSION = 2  # 2: chunk titles in the keyword index
 TABLES = frozenset(["documents", "chunks", "chunks_fts", "chunk_vec", "history", "metadata"])  # what search reads
+PULL_EVERY_S = 60.0  # how often one process asks the shared store for new knowledge records
+_pulled_at: dict[str, float] = {}  # outcomes directory -> time.monotonic() of its last pull
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
 CANDIDATES = 50  # per retriever, before fusion
 FTS_POOL = 400  # BM25 results looked at when filters drop some
@@ -336,6 +339,7 @@ class KnowledgeStore:
     def ensure(self) -> KnowledgeStore:
         """Build or rebuild when the index is missing, stale, of another model, or damaged (moved aside first;
         where it cannot be moved, the rebuilt index is kept in memory)."""
+        self.pull_shared()
         why = self.stale_reason()
         if why is None:
             return self
@@ -359,6 +363,43 @@ class KnowledgeStore:
             self.notices.append(f"rebuilding the knowledge index: {why}")
         self.build()
         return self
+
+    def pull_shared(self, force: bool = False) -> int:
+        """When `ASAP_STORE` names a shared log: copy the team's knowledge records (added with `asap kb add`, and
+        the outcomes of teammates' applied proposals) that this machine lacks or holds another text of into the
+        outcomes directory, which is indexed with kb/history, so the next `ensure()` reindexes them and search
+        stays local. At most every PULL_EVERY_S per process (unless `force`); a record whose id kb/history holds is
+        left out, one that does not validate is left out with a notice. The records written."""
+        shared = pg_store.shared()
+        if shared is None or self.outcomes is None or not shared.available():
+            return 0
+        key = str(self.outcomes)
+        if not force and time.monotonic() - _pulled_at.get(key, -PULL_EVERY_S) < PULL_EVERY_S:
+            return 0
+        _pulled_at[key] = time.monotonic()
+        have = {p.stem: pg_store.sha256_text(p.read_text(encoding="utf-8")) for p in _outcomes(self.outcomes)}
+        try:
+            changed = shared.records_changed(have)
+        except Exception as e:  # unreachable: the local records answer
+            self.notices.append(f"shared store {shared.shown}: {pg_store.redact(str(e), shared.url)}")
+            return 0
+        own = {p.stem for p in (self.root / "history").glob("*.yaml")}
+        written = 0
+        for rid, text in changed:
+            if rid in own or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", rid):
+                continue
+            dest = self.outcomes / f"{rid}.yaml"
+            try:
+                load_record(dest, text)
+            except RecordError as e:
+                self.notices.append(f"shared knowledge record {rid} left out: {e}")
+                continue
+            self.outcomes.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_suffix(".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(dest)
+            written += 1
+        return written
 
     def load_content(self) -> tuple[list[Note], list[Record]]:
         """Every note and record, validated; the first malformed file raises RecordError."""
@@ -703,4 +744,7 @@ def add_record(store: KnowledgeStore, src: Path, force: bool = False) -> AddedRe
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.resolve() != src.resolve():
         shutil.copyfile(src, dest)
+    shared = pg_store.shared()
+    if shared is not None:  # the team's copy (or the outbox, synced on the next connect)
+        shared.write("kb_records", pg_store.record_row(rec.id, dest.read_text(encoding="utf-8")))
     return AddedRecord(rec, dest, store.build())

@@ -432,6 +432,10 @@ def record_outcome(
     _keep(d, "outcomes", row)
     try:
         row["record"] = str(write_record(row, ex, prop))
+        shared = pg_store.shared()
+        if shared is not None:  # teammates' Proposal agents retrieve it too (server/kb/store.py pull_shared)
+            path = Path(row["record"])
+            shared.write("kb_records", pg_store.record_row(path.stem, path.read_text(encoding="utf-8")))
     except OSError as e:  # an unwritable outcomes directory: the outcome is logged, its record not kept
         log.warning("the outcome's knowledge record could not be written to %s: %s", outcomes_dir(), e)
         row["record"] = ""
