@@ -229,7 +229,7 @@ def _no_estimate(cfg: Config, e: EstimateError) -> Finding:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from server.profiles import profile_convert
+    from server.profiles import gcs, profile_convert
 
     an = None
     if args.config:
@@ -243,7 +243,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
             print(f"\r{msg}{'' if frac is None else f' ({frac:.0%})'}\033[K", end="", file=sys.stderr, flush=True)
 
     try:
-        pf = profile_convert.find_profile(Path(args.path))
+        pf = profile_convert.find_profile(args.path if gcs.is_gcs(args.path) else Path(args.path))  # gs:// listed
         tools, _ = profile_convert.load_tools(pf, progress)
         report, findings = analyze_tools(tools, an, pf.describe())
     except ProfileError as e:
@@ -352,19 +352,45 @@ def cmd_verify(args: argparse.Namespace) -> int:
         from server.agents.types import Experiment
 
         doc, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
-        advice = verification.verify_advice(
-            an,
-            doc,
-            args.slice,
-            max_layers=args.max_layers,
-            timeout_s=args.timeout,
-            progress=progress,
-            maxtext_python=maxtext_python,
-            text=text,
-        )
+        if getattr(args, "ray", None) is not None:
+            from server.compile.ray_sweep import RayUnavailable
+            from server.presentation import ray_verification
+
+            try:
+                advice, sweep = ray_verification.verify_advice_on_ray(
+                    None if args.ray == "auto" else args.ray,
+                    an,
+                    doc,
+                    args.slice,
+                    max_layers=args.max_layers,
+                    timeout_s=args.timeout,
+                    progress=progress,
+                    maxtext_python=maxtext_python,
+                    text=text,
+                )
+            except RayUnavailable as e:
+                return fail(args, CliError("verify", str(e), status=2, prog="asap verify"))
+            except KeyboardInterrupt:
+                print("\nasap: cancelled: the cluster's pending compiles were cancelled", file=sys.stderr)
+                return 130
+            if not args.json:
+                print(render_sweep(sweep), file=sys.stderr)
+        else:
+            advice = verification.verify_advice(
+                an,
+                doc,
+                args.slice,
+                max_layers=args.max_layers,
+                timeout_s=args.timeout,
+                progress=progress,
+                maxtext_python=maxtext_python,
+                text=text,
+            )
         out, withdrawn = advice.entries, advice.withdrawn
         note = advice.report.compiler_note if advice.report is not None else None
     else:
+        if getattr(args, "ray", None) is not None:
+            return fail(args, CliError("usage", "--ray runs a sweep: use it with --proposals", prog="asap verify"))
         out = verification.verify_all(
             an.config,
             [verification.Target("current mesh" if not base else "mesh", base)],
@@ -396,6 +422,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if any(s in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR) for s in statuses):
         return 2
     return 1 if statuses[0] != VerifyStatus.OK else 0
+
+
+def render_sweep(sweep: Any) -> str:
+    """One line on what the Ray sweep did (compiled, cached, failed, wall time)."""
+    line = (
+        f"Ray sweep: {sweep.compiled} compiled on the cluster, {sweep.cached} from the cache, "
+        f"{len(sweep.failed)} failed; {sweep.wall_s:.1f} s wall"
+    )
+    lines = [line] + [f"  {label}: {why}" for label, why in {**sweep.failed, **sweep.mismatched}.items()]
+    return "\n".join(lines)
 
 
 def cmd_outcome(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ import sqlite_utils
 from server.common import childproc, store
 from server.common.childproc import MAX_MEMORY_ENV, default_max_memory
 from server.common.progress import Cancelled, CancelToken, Progress
+from server.profiles import gcs
 from server.profiles.profile import ProfileError
 
 log = logging.getLogger("asap")
@@ -48,15 +49,19 @@ class ProfileFiles:
     kind: str  # "xplane" | "json"
     files: list[Path]
     run_dir: Path
+    remote: gcs.RemoteRun | None = None  # a gs:// run: `files` are its mirror, downloaded by load_tools
 
     @property
     def total_bytes(self) -> int:
+        if self.remote is not None:
+            return self.remote.total_bytes
         return sum(f.stat().st_size for f in self.files)
 
     def describe(self) -> str:
         if self.kind == "xplane":
             hosts = ", ".join(f.name.removesuffix(XPLANE) for f in self.files)
-            return f"{self.run_dir} ({len(self.files)} host{'s' if len(self.files) != 1 else ''}: {hosts})"
+            where = self.remote.url if self.remote is not None else self.run_dir
+            return f"{where} ({len(self.files)} host{'s' if len(self.files) != 1 else ''}: {hosts})"
         return f"{self.run_dir} (exported XProf tool JSON: {', '.join(sorted(tool_of(f) or '?' for f in self.files))})"
 
 
@@ -79,8 +84,15 @@ def _newest_run(root: Path) -> Path | None:
     return max(runs, key=lambda d: (d.name, d.stat().st_mtime))  # XProf names runs by timestamp
 
 
-def find_profile(path: Path) -> ProfileFiles:
-    """The profile at `path`, or a ProfileError saying what was looked for."""
+def find_profile(path: Path | str) -> ProfileFiles:
+    """The profile at `path`, or a ProfileError saying what was looked for. A gs:// URL (or its mirror directory
+    under ASAP's cache, as a link names it) lists the newest run in the bucket; its files are downloaded by
+    `load_tools`."""
+    url = path if isinstance(path, str) and gcs.is_gcs(path) else gcs.url_of(Path(path))
+    if url is not None:
+        remote = gcs.find_run(url)
+        return ProfileFiles("xplane", remote.files, remote.local_dir, remote)
+    path = Path(path)
     if not path.exists():
         raise ProfileError(f"{path} does not exist")
     if path.is_file():
@@ -239,6 +251,8 @@ def load_tools(
             except (OSError, ValueError, EOFError) as e:
                 raise ProfileError(f"{f}: not valid XProf tool JSON ({type(e).__name__}: {e})") from e
         return out, False
+    if pf.remote is not None:
+        gcs.download(pf.remote, progress, cancel)
     db = db if db is not None else _open_store()
     if all(_hash_known(db, f) for f in pf.files):
         key = cache_key(db, pf, tools)
@@ -316,6 +330,8 @@ def is_cached(pf: ProfileFiles, db: Any = None, tools: tuple[str, ...] = TOOLS) 
     """Whether `load_tools` would answer from the cache (hashes new files; no conversion)."""
     if pf.kind == "json":
         return True
+    if pf.remote is not None and not gcs.is_local(pf.remote):
+        return False  # to be downloaded first
     db = db if db is not None else _open_store()
     key = cache_key(db, pf, tools)
     return key in _MEMO or _cached(db, key) is not None

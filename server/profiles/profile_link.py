@@ -4,7 +4,10 @@
 2. a workspace link, stored by the command "ASAP: Link profile..." in `<workspace>/.asap/links.json`
    (`{"version": 1, "links": {"<config, relative to the workspace>": "<profile path>"}}`);
 3. MaxText's own output keys: `<base_output_directory>/<run_name>/tensorboard/plugins/profile/`,
-   when that directory is local and inside the workspace.
+   when that directory is local and inside the workspace, or in a gs:// bucket.
+
+A gs:// link (in any of the three) names the local mirror of that URL under ASAP's cache
+(server/profiles/gcs.py); resolving it makes no request: the bucket is listed when the profile is read.
 
 Explicit links (1, 2) may point anywhere; a discovered one outside the workspace is not followed
 (a hint says how to link it). A link whose path does not exist is a located warning.
@@ -22,6 +25,7 @@ from pathlib import Path
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 from server.config.resolve import Config
+from server.profiles import gcs
 
 LINK_COMMENT = re.compile(r"^\s*#\s*asap:.*?\bprofile\s*=\s*(?P<path>\"[^\"]+\"|'[^']+'|\S+)", re.I)
 LINKS_FILE = Path(".asap") / "links.json"
@@ -37,6 +41,7 @@ class Link:
     file: Path | None  # where findings about the link are shown
     span: Span
     key: str | None
+    url: str | None = None  # gs://...: `path` is its mirror under ASAP's cache, filled when the profile is read
 
     @property
     def explicit(self) -> bool:
@@ -58,16 +63,28 @@ def _comment_link(cfg: Config) -> Link | None:
         m = LINK_COMMENT.match(line)
         if m:
             raw = m["path"].strip("\"'")
+            span = Span(i, m.start("path"), i, m.end("path"))
+            if gcs.is_gcs(raw):
+                return _gcs_link(raw, "comment", cfg.path, span, None)
             base = cfg.path.parent if cfg.path else Path.cwd()
             p = Path(os.path.expanduser(raw))
             return Link(
                 p if p.is_absolute() else base / p,
                 "comment",
                 cfg.path,
-                Span(i, m.start("path"), i, m.end("path")),
+                span,
                 None,
             )
     return None
+
+
+def _gcs_link(url: str, origin: str, file: Path | None, span: Span, key: str | None) -> Link:
+    try:
+        local = gcs.mirror_path(url)
+    except gcs.GcsError:
+        local = Path(url)  # not a usable gs:// URL: reported as a link that does not exist
+        url = ""
+    return Link(local, origin, file, span, key, url or None)
 
 
 def read_links(workspace: Path) -> dict[str, str]:
@@ -119,6 +136,8 @@ def _workspace_link(cfg: Config, workspace: Path | None) -> Link | None:
     target = read_links(workspace).get(_rel(cfg.path, workspace))
     if not target:
         return None
+    if gcs.is_gcs(target):
+        return _gcs_link(target, "workspace", cfg.path, Span.point(0), None)
     p = Path(os.path.expanduser(target))
     return Link(p if p.is_absolute() else workspace / p, "workspace", cfg.path, Span.point(0), None)
 
@@ -142,7 +161,10 @@ def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, lis
     base, run = cfg.get("base_output_directory"), cfg.get("run_name")
     if not isinstance(base, str) or not base or not isinstance(run, str) or not run:
         return None, []
-    if "://" in base:  # gs://, s3://: not local
+    if gcs.is_gcs(base):  # MaxText's usual place: gs://<bucket>/<run_name>/tensorboard/plugins/profile/<ts>/
+        file, span = cfg.anchor("base_output_directory")
+        return _gcs_link(f"{base.strip().rstrip('/')}/{run}", "maxtext", file, span, "base_output_directory"), []
+    if "://" in base:  # s3:// and others: not read
         return None, []
     root = workspace or (cfg.path.parent if cfg.path else Path.cwd())
     b = Path(os.path.expanduser(base))
@@ -175,12 +197,13 @@ def resolve(
     link = _comment_link(cfg) or _workspace_link(cfg, workspace)
     if link is None:
         found, findings = _maxtext_link(cfg, workspace)
-        if found is None and search_paths:
-            found = _search_path_link(cfg, search_paths)
-            if found is not None:
-                findings = []
+        if (found is None or found.url is not None) and search_paths:
+            # a local copy the user listed wins over listing the bucket: no request, and it is what they chose
+            local = _search_path_link(cfg, search_paths)
+            if local is not None:
+                found, findings = local, []
         return found, findings
-    if not link.path.exists():
+    if link.url is None and not link.path.exists():
         return None, [
             Finding(
                 MISSING,
