@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from profiles.synth import write_profile
 from support.cli import run_asap
-from support.gcs_server import GcsServer, gcs_server
+from support.gcs_server import GcsServer, gcs_server, refusing_server
 
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken
@@ -204,3 +204,15 @@ def test_no_credentials_says_how_to_get_them(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent-adc.json"))
     with pytest.raises(gcs.GcsError, match="no Google Cloud credentials: run 'gcloud auth application-default login'"):
         profile_convert.find_profile(f"gs://{BUCKET}/{RUN}")
+
+
+def test_permission_denied_names_the_principal(monkeypatch: pytest.MonkeyPatch) -> None:
+    with refusing_server() as url:
+        monkeypatch.setenv(gcs.EMULATOR_ENV, url)
+        with pytest.raises(gcs.GcsError) as e:
+            profile_convert.find_profile(f"gs://{BUCKET}/{RUN}")
+    msg = str(e.value)
+    assert msg.startswith(
+        f"gs://{BUCKET}/{RUN}: permission denied for ci-reader@example-project.iam.gserviceaccount.com"
+    )
+    assert "storage.objects.list" in msg

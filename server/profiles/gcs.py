@@ -148,7 +148,12 @@ def _explain(fs: Any, url: str, e: BaseException) -> GcsError:
     if isinstance(e, GcsError):
         return e
     if text.startswith("Forbidden") or code == 403:
-        return GcsError(f"{url}: permission denied for {_principal(fs)} (needs storage.objects.list and .get)")
+        said = text.split("\n", 1)[1].strip() if "\n" in text else ""  # GCS's message names the principal
+        who = said.split(" does not have ", 1)[0] if " does not have " in said else _principal(fs)
+        return GcsError(
+            f"{url}: permission denied for {who} (needs storage.objects.list and storage.objects.get on the bucket)"
+            + (f": {said}" if said else "")
+        )
     if code == 401:
         return GcsError(
             f"{url}: the credentials were refused (expired or revoked?): run 'gcloud auth application-default login'"

@@ -75,3 +75,43 @@ def gcs_server(tmp: Path) -> Iterator[GcsServer]:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         log.close()
+
+
+REFUSAL = (
+    "ci-reader@example-project.iam.gserviceaccount.com does not have storage.objects.list access to the Google "
+    "Cloud Storage bucket. Permission 'storage.objects.list' denied on resource (or it may not exist)."
+)
+
+
+@contextmanager
+def refusing_server() -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 answering every request as GCS answers a principal without access (403 and
+    GCS's JSON error body, which names the principal): the emulator does not enforce IAM. Yields its URL."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = json.dumps({"error": {"code": 403, "message": REFUSAL, "errors": [{"reason": "forbidden"}]}}).encode()
+
+    class Refuse(BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _refuse
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
