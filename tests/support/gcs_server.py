@@ -41,8 +41,8 @@ def _emulator() -> list[str]:
 
 
 @contextmanager
-def gcs_server(tmp: Path) -> Iterator[GcsServer]:
-    port = free_port()
+def gcs_server(tmp: Path, port: int | None = None) -> Iterator[GcsServer]:
+    port = port or free_port()
     data = tmp / "gcs-data"
     data.mkdir(parents=True, exist_ok=True)
     log = (tmp / "gcs-server.log").open("wb")
