@@ -216,3 +216,25 @@ def test_permission_denied_names_the_principal(monkeypatch: pytest.MonkeyPatch) 
         f"gs://{BUCKET}/{RUN}: permission denied for ci-reader@example-project.iam.gserviceaccount.com"
     )
     assert "storage.objects.list" in msg
+
+
+def test_discovered_gs_run_is_followed_only_when_it_holds_a_profile(
+    server: GcsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def resolve(body: str) -> tuple[profile_link.Link | None, list]:  # type: ignore[type-arg]
+        c = tmp_path / "c.yml"
+        c.write_text(V5E4 + body)
+        gcs.forget_listings()
+        return profile_link.resolve(analyze(c, c.read_text()).config, tmp_path)
+
+    link, findings = resolve(f"base_output_directory: gs://{BUCKET}\nrun_name: no-profiles-yet\n")
+    assert (link, findings) == (None, [])  # as a local run directory without profiles
+    link, findings = resolve("base_output_directory: gs://no-such-bucket/runs\nrun_name: r1\n")
+    assert link is None
+    (hint,) = findings
+    assert hint.severity == Severity.HINT and hint.key == "base_output_directory"
+    assert "bucket 'no-such-bucket' not found" in hint.message and hint.span.line == 4
+    # a machine without Google Cloud credentials (the examples' gs:// base_output_directory): nothing said
+    monkeypatch.delenv(gcs.EMULATOR_ENV)
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent-adc.json"))
+    assert resolve(f"base_output_directory: gs://{BUCKET}\nrun_name: {RUN}\n") == (None, [])

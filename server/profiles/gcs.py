@@ -41,7 +41,12 @@ _RUN_SUBDIRS = ("tensorboard/plugins/profile", "plugins/profile", "")
 
 
 class GcsError(ProfileError):
-    """A gs:// profile that could not be listed or downloaded; the message says why and where."""
+    """A gs:// profile that could not be listed or downloaded; the message says why and where. `kind`:
+    "credentials", "bucket" (not found), "permission", "no_profile", "truncated" or "other"."""
+
+    def __init__(self, message: str, kind: str = "other") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,8 @@ def _filesystem() -> Any:
         ):
             raise GcsError(
                 "no Google Cloud credentials: run 'gcloud auth application-default login' (ASAP reads gs:// with "
-                f"your Application Default Credentials and stores none) [{type(e).__name__}]"
+                f"your Application Default Credentials and stores none) [{type(e).__name__}]",
+                "credentials",
             ) from e
         raise GcsError(f"cannot reach Google Cloud Storage: {type(e).__name__}: {e}") from e
 
@@ -152,15 +158,17 @@ def _explain(fs: Any, url: str, e: BaseException) -> GcsError:
         who = said.split(" does not have ", 1)[0] if " does not have " in said else _principal(fs)
         return GcsError(
             f"{url}: permission denied for {who} (needs storage.objects.list and storage.objects.get on the bucket)"
-            + (f": {said}" if said else "")
+            + (f": {said}" if said else ""),
+            "permission",
         )
     if code == 401:
         return GcsError(
-            f"{url}: the credentials were refused (expired or revoked?): run 'gcloud auth application-default login'"
+            f"{url}: the credentials were refused (expired or revoked?): run 'gcloud auth application-default login'",
+            "credentials",
         )
     if isinstance(e, FileNotFoundError):
         if not _bucket_exists(fs, bucket):
-            return GcsError(f"{url}: bucket '{bucket}' not found")
+            return GcsError(f"{url}: bucket '{bucket}' not found", "bucket")
         return GcsError(f"{url}: not found")
     return GcsError(f"{url}: {type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": "))
 
@@ -233,7 +241,7 @@ def _list(url: str) -> RemoteRun:
 def _find(fs: Any, url: str, base: str, local: Path) -> RemoteRun:
     here = _ls(fs, base)
     if not here and not _bucket_exists(fs, base.split("/", 1)[0]):
-        raise GcsError(f"{url}: bucket '{base.split('/', 1)[0]}' not found")
+        raise GcsError(f"{url}: bucket '{base.split('/', 1)[0]}' not found", "bucket")
     direct = _xplanes(here)
     if direct:
         return _run(url, direct, local)
@@ -248,7 +256,8 @@ def _find(fs: Any, url: str, base: str, local: Path) -> RemoteRun:
                 return _run(f"{url.rstrip('/')}/{rel}", files, local.joinpath(*rel.split("/")))
     raise GcsError(
         f"no profile under {url}: expected *{XPLANE} objects directly, or under tensorboard/plugins/profile/<ts>/ "
-        "(MaxText writes them there when profiler: xplane is set)"
+        "(MaxText writes them there when profiler: xplane is set)",
+        "no_profile",
     )
 
 
@@ -361,7 +370,8 @@ def _fetch(fs: Any, run: RemoteRun, o: Obj, cancel: CancelToken | None, on_bytes
         if n != o.size:
             raise GcsError(
                 f"{url} is truncated: {n} of {o.size} bytes arrived (the listing says {o.size}); "
-                "was it still being written? Open it again once the run has finished writing its profile"
+                "was it still being written? Open it again once the run has finished writing its profile",
+                "truncated",
             )
         os.replace(tmp, run.local_dir / o.name)
         tmp = ""

@@ -16,6 +16,7 @@ Explicit links (1, 2) may point anywhere; a discovered one outside the workspace
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -29,6 +30,7 @@ from server.profiles import gcs
 
 LINK_COMMENT = re.compile(r"^\s*#\s*asap:.*?\bprofile\s*=\s*(?P<path>\"[^\"]+\"|'[^']+'|\S+)", re.I)
 LINKS_FILE = Path(".asap") / "links.json"
+log = logging.getLogger("asap")
 
 MISSING = DiagCode.PROFILE_MISSING
 OUTSIDE = DiagCode.PROFILES_OUTSIDE_WORKSPACE
@@ -162,8 +164,7 @@ def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, lis
     if not isinstance(base, str) or not base or not isinstance(run, str) or not run:
         return None, []
     if gcs.is_gcs(base):  # MaxText's usual place: gs://<bucket>/<run_name>/tensorboard/plugins/profile/<ts>/
-        file, span = cfg.anchor("base_output_directory")
-        return _gcs_link(f"{base.strip().rstrip('/')}/{run}", "maxtext", file, span, "base_output_directory"), []
+        return _maxtext_gcs_link(cfg, f"{base.strip().rstrip('/')}/{run}")
     if "://" in base:  # s3:// and others: not read
         return None, []
     root = workspace or (cfg.path.parent if cfg.path else Path.cwd())
@@ -188,6 +189,33 @@ def _maxtext_link(cfg: Config, workspace: Path | None) -> tuple[Link | None, lis
     if not prof.is_dir():
         return None, []
     return Link(run_dir, "maxtext", file, span, "base_output_directory"), []
+
+
+def _maxtext_gcs_link(cfg: Config, url: str) -> tuple[Link | None, list[Finding]]:
+    """A discovered gs:// run is followed when it holds a profile (one listing, remembered for a while), as a
+    local run directory is when it exists: a run without profiles, or a machine without Google Cloud credentials
+    (the examples' base_output_directory), says nothing. A bucket that is missing or refuses the user is a hint."""
+    file, span = cfg.anchor("base_output_directory")
+    link = _gcs_link(url, "maxtext", file, span, "base_output_directory")
+    if link.url is None:
+        return None, []
+    try:
+        gcs.find_run(link.url)
+    except gcs.GcsError as e:
+        log.info("profiles of %s not looked for: %s", url, e)
+        if e.kind not in ("bucket", "permission"):
+            return None, []
+        return None, [
+            Finding(
+                DiagCode.PROFILE_NOT_READ,
+                Severity.HINT,
+                f"profiles of this run are not read: {e}",
+                "base_output_directory",
+                file,
+                span,
+            )
+        ]
+    return link, []
 
 
 def resolve(
