@@ -145,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="compile MaxText's own train step with this interpreter's MaxText (default: $ASAP_MAXTEXT_PYTHON; "
         "without it, ASAP's reference program)",
     )
+    ve.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="ADDRESS",
+        help="with --proposals: run each compile as a task on the Ray cluster at ADDRESS (host:port; default: the "
+        "one `ray start` runs here), kept in ASAP's cache as it comes back",
+    )
     add_shared(ve, "json")
     ve.set_defaults(func=cmd_verify)
     oc = sub.add_parser("outcome", help="record what an applied proposal did, from a profile of the changed config")

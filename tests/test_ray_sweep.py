@@ -1,0 +1,250 @@
+"""`asap verify --proposals --ray` (server/compile/ray_sweep.py, server/presentation/ray_verification.py) on a real
+local Ray cluster started here (a head node and one worker node, one CPU each, on 127.0.0.1; stopped by PID). The
+compiler is tests/support/fake_maxtext.py's stand-in for MaxText's train_compile (instant, and held while a file
+`hold` exists, so a test decides when a compile may finish and can kill the Ray worker running it); one test runs the
+reference program's real compile (libtpu) through a Ray task."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support import fake_maxtext
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "llama3-8b-v6e-16.yml"
+RAY = Path(sys.executable).parent / "ray"
+DEADLINE_S = 60.0
+
+pytestmark = pytest.mark.skipif(shutil.which(str(RAY)) is None, reason="Ray is not installed (pip install '.[team]')")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """`ray start ... --block` as a child; returns once the node is up (its 'block forever' line is written)."""
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [str(RAY), "start", *args, "--block"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        start_new_session=True,
+    )
+    _until(lambda: b"block forever" in log.read_bytes() or proc.poll() is not None, f"ray start ({log})")
+    assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+    return proc
+
+
+def _until(cond: Callable[[], object], what: str, detail: Callable[[], str] | None = None) -> None:
+    """Wait for a condition another process brings about (a file written, a process gone), up to a deadline."""
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A head node and one worker node (one CPU each) on 127.0.0.1; its address."""
+    port = _free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--temp-dir", str(tmp / "r")]
+    head = _start(["--head", "--port", str(port), "--include-dashboard=false", *common], tmp / "head.log")
+    procs = [head]
+    try:
+        procs.append(_start(["--address", f"127.0.0.1:{port}", *common], tmp / "worker.log"))
+        yield f"127.0.0.1:{port}"
+    finally:
+        for p in reversed(procs):  # SIGTERM: `ray start --block` stops the node's processes
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(procs):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "ASAP_CACHE_DIR": str(cache), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}
+
+
+def _verify(cfg: Path, exe: Path, cache: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "server.cli.main", "verify", str(cfg), "--proposals", "--maxtext-python", str(exe)]
+    return subprocess.Popen(
+        [*cmd, "--json", *extra],
+        cwd=ROOT,
+        env=_env(cache),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _pids(exe: Path) -> list[int]:
+    f = exe.parent / "pids"
+    return [int(x) for x in f.read_text().split()] if f.exists() else []
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _cmdline(pid: int) -> str:
+    """The process's command line, without the temporary directory each compile gets."""
+    line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return re.sub(r"jax_cache_dir=\S+", "", line)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# The stand-in's `hold` holding only the config's own mesh (a compile without mesh keys on its command line)
+HOLD_ALL = 'while [ -e "$here/hold" ]; do sleep 0.05; done'
+HOLD_CURRENT = 'case " $* " in *" ici_fsdp_parallelism="*) ;; *) ' + HOLD_ALL + " ;; esac"
+
+
+def _setup(tmp_path: Path, hold_current_only: bool = False) -> tuple[Path, Path, Path]:
+    exe = fake_maxtext.write(tmp_path / "maxtext-env")  # its own path is its version: compiles cached apart
+    if hold_current_only:
+        assert HOLD_ALL in exe.read_text()
+        exe.write_text(exe.read_text().replace(HOLD_ALL, HOLD_CURRENT))
+    (exe.parent / "release").touch()  # the proposals are not held apart from the rest
+    cfg = tmp_path / "llama.yml"
+    cfg.write_text(EXAMPLE.read_text())
+    return exe, cfg, tmp_path / "cache"
+
+
+def _statuses(doc: dict[str, object]) -> list[tuple[str, str]]:
+    return [(e["label"], e["result"]["status"]) for e in [*doc["results"], *doc["withdrawn"]]]  # type: ignore[attr-defined,index]
+
+
+def test_sweep_survives_a_killed_worker_and_answers_as_a_local_compile(cluster: str, tmp_path: Path) -> None:
+    """The current mesh, the three proposals and the two next candidates for the one the compiler withdraws, each a
+    Ray task; the worker running the first compile is killed (SIGKILL) mid-compile and its task runs again (one
+    retry): every verdict comes back, each compile ran once more than the killed one, and a local verify afterwards
+    answers every target from the cache the sweep filled (compiles nothing) with the same JSON."""
+    exe, cfg, cache = _setup(tmp_path)
+    hold = exe.parent / "hold"
+    hold.touch()
+    sweep = _verify(cfg, exe, cache, "--ray", cluster)
+    _until(lambda: _pids(exe) or sweep.poll() is not None, "the first compile on the cluster")
+    assert sweep.poll() is None, sweep.communicate()
+    first = _pids(exe)[0]
+    worker = _parent(first)
+    assert "ray" in _cmdline(worker).lower() or "default_worker" in _cmdline(worker), _cmdline(worker)
+    os.kill(worker, signal.SIGKILL)
+    hold.unlink()
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 0, err
+    doc = json.loads(out)
+    assert _statuses(doc) == [
+        ("current mesh", "ok"),
+        ("proposal 1", "ok"),
+        ("proposal 2", "ok"),
+        ("proposal 3", "ok"),
+        ("proposal 1", "does-not-fit"),
+        ("next candidate (fsdp=16; per_device_batch_size=4)", "does-not-fit"),
+    ]
+    ran = _pids(exe)
+    assert len(ran) == 6 + 1  # six targets, and the killed one's retry
+
+    local = _verify(cfg, exe, cache)
+    out_local, err_local = local.communicate(timeout=120)
+    assert local.returncode == 0, err_local
+    assert _pids(exe) == ran  # nothing compiled locally: each target's result was kept under the local key
+    assert json.loads(out_local) == doc
+
+
+def test_ctrl_c_cancels_the_cluster_tasks_and_keeps_nothing(cluster: str, tmp_path: Path) -> None:
+    """Ctrl-C while two compiles run on the cluster: the CLI exits 130, the running compiles' processes are killed
+    (the tasks were cancelled, not left running), and nothing was kept: a local verify afterwards compiles every
+    target itself."""
+    exe, cfg, cache = _setup(tmp_path)
+    hold = exe.parent / "hold"
+    hold.touch()
+    sweep = _verify(cfg, exe, cache, "--ray", cluster)
+    _until(lambda: len(_pids(exe)) >= 2 or sweep.poll() is not None, "two compiles on the cluster")
+    assert sweep.poll() is None, sweep.communicate()
+    running = _pids(exe)
+    sweep.send_signal(signal.SIGINT)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, err
+    assert "cancelled" in err
+    _until(lambda: not any(_alive(p) for p in running), "the cancelled compiles to stop")
+    hold.unlink()
+    assert _kept(cache) == 0
+
+
+def _kept(cache: Path) -> int:
+    import sqlite3
+
+    for db in cache.glob("*.db"):
+        con = sqlite3.connect(db)
+        try:
+            tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+            if "verifications" in tables:
+                return int(con.execute("select count(*) from verifications").fetchone()[0])
+        finally:
+            con.close()
+    return 0
+
+
+def test_a_task_whose_worker_dies_twice_is_reported(cluster: str, tmp_path: Path) -> None:
+    """The same compile's worker killed on its first run and on its retry: that target is reported as failed on the
+    cluster (an error naming the Ray task), the others come back, and the CLI exits 2 (the compiler failed)."""
+    exe, cfg, cache = _setup(tmp_path, hold_current_only=True)
+    hold = exe.parent / "hold"
+    hold.touch()
+    sweep = _verify(cfg, exe, cache, "--ray", cluster)
+    _until(lambda: _pids(exe) or sweep.poll() is not None, "the first compile on the cluster")
+    first = _pids(exe)[0]
+    args = _cmdline(first)
+    os.kill(_parent(first), signal.SIGKILL)
+
+    def retried() -> int | None:
+        for p in _pids(exe):
+            if p != first and _alive(p) and _cmdline(p) == args:
+                return p
+        return None
+
+    _until(
+        lambda: retried() is not None or sweep.poll() is not None,
+        "the killed compile's retry",
+        lambda: f"{args!r}; ran: {[(p, _alive(p) and _cmdline(p)) for p in _pids(exe)]}",
+    )
+    again = retried()
+    assert again is not None, sweep.communicate()
+    os.kill(_parent(again), signal.SIGKILL)
+    hold.unlink()
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 2, err
+    doc = json.loads(out)
+    failed = [e for e in [*doc["results"], *doc["withdrawn"]] if e["result"]["status"] == "error"]
+    assert len(failed) == 1
+    assert "Ray task failed after one retry" in failed[0]["result"]["message"]
