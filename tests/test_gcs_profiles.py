@@ -202,7 +202,9 @@ def test_no_credentials_says_how_to_get_them(tmp_path: Path, monkeypatch: pytest
     # Google's endpoint, Application Default Credentials pointing at nothing: refused before any request
     monkeypatch.delenv(gcs.EMULATOR_ENV, raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent-adc.json"))
-    with pytest.raises(gcs.GcsError, match="no Google Cloud credentials: run 'gcloud auth application-default login'"):
+    with pytest.raises(
+        gcs.GcsError, match=": no Google Cloud credentials: run 'gcloud auth application-default login'"
+    ):
         profile_convert.find_profile(f"gs://{BUCKET}/{RUN}")
 
 

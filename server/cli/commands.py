@@ -247,7 +247,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         tools, _ = profile_convert.load_tools(pf, progress)
         report, findings = analyze_tools(tools, an, pf.describe())
     except ProfileError as e:
-        return fail(args, CliError("read", f"{args.path}: {e}", args.path))
+        said = str(e) if isinstance(e, gcs.GcsError) else f"{args.path}: {e}"  # a gs:// error names its URL
+        return fail(args, CliError("read", said, args.path))
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:

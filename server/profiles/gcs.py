@@ -108,13 +108,14 @@ def url_of(path: Path) -> str | None:
 
 
 # -- the file system ---------------------------------------------------------------------------------------
-def _filesystem() -> Any:
+def _filesystem(url: str) -> Any:
     """A gcsfs file system: anonymous against an emulator, else Application Default Credentials only (not
     gcsfs's silent fall back to anonymous, which would turn 'no credentials' into a puzzling 401)."""
     # imported here: starting the server does not pay for it. The JSON-API class itself, not gcsfs's default
     # (which asks a gRPC control service for the bucket type first: a second endpoint, 60 s against an emulator)
     from gcsfs.core import GCSFileSystem
 
+    logging.getLogger("gcsfs").setLevel(logging.CRITICAL)  # its retry tracebacks: ASAP says what failed, once
     emulator = os.environ.get(EMULATOR_ENV, "") not in ("", "default")
     try:
         return GCSFileSystem(
@@ -128,11 +129,11 @@ def _filesystem() -> Any:
             or "credentials" in str(e).lower()
         ):
             raise GcsError(
-                "no Google Cloud credentials: run 'gcloud auth application-default login' (ASAP reads gs:// with "
-                f"your Application Default Credentials and stores none) [{type(e).__name__}]",
+                f"{url}: no Google Cloud credentials: run 'gcloud auth application-default login' (ASAP reads "
+                f"gs:// with your Application Default Credentials and stores none) [{type(e).__name__}]",
                 "credentials",
             ) from e
-        raise GcsError(f"cannot reach Google Cloud Storage: {type(e).__name__}: {e}") from e
+        raise GcsError(f"{url}: cannot reach Google Cloud Storage: {type(e).__name__}: {e}") from e
 
 
 def _principal(fs: Any) -> str:
@@ -170,7 +171,14 @@ def _explain(fs: Any, url: str, e: BaseException) -> GcsError:
         if not _bucket_exists(fs, bucket):
             return GcsError(f"{url}: bucket '{bucket}' not found", "bucket")
         return GcsError(f"{url}: not found")
+    if type(e).__name__.startswith("ClientConnector") or isinstance(e, ConnectionError | TimeoutError):
+        return GcsError(f"{url}: cannot reach {_endpoint()}: {text.splitlines()[0] if text else type(e).__name__}")
     return GcsError(f"{url}: {type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": "))
+
+
+def _endpoint() -> str:
+    emulator = os.environ.get(EMULATOR_ENV, "")
+    return f"the storage server at {emulator} ({EMULATOR_ENV})" if emulator not in ("", "default") else "Cloud Storage"
 
 
 def _bucket_exists(fs: Any, bucket: str) -> bool:
@@ -230,7 +238,7 @@ def find_run(url: str, max_age_s: float | None = None) -> RemoteRun:
 def _list(url: str) -> RemoteRun:
     bucket, path = _split(url)
     local = mirror_path(url)
-    fs = _filesystem()
+    fs = _filesystem(url)
     base = f"{bucket}/{path}" if path else bucket
     try:
         return _find(fs, url, base, local)
@@ -317,7 +325,7 @@ def download(run: RemoteRun, progress: Progress | None = None, cancel: CancelTok
         run.local_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GcsError(f"cannot write ASAP's cache {run.local_dir}: {e}") from e
-    fs = _filesystem()
+    fs = _filesystem(run.url)
     total = sum(o.size for o in todo)
     done = 0
     for i, o in enumerate(todo):
