@@ -240,3 +240,15 @@ def test_discovered_gs_run_is_followed_only_when_it_holds_a_profile(
     monkeypatch.delenv(gcs.EMULATOR_ENV)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent-adc.json"))
     assert resolve(f"base_output_directory: gs://{BUCKET}\nrun_name: {RUN}\n") == (None, [])
+
+
+def test_workspace_link_to_gs(server: GcsServer, tmp_path: Path) -> None:
+    c = tmp_path / "c.yml"
+    c.write_text(V5E4)
+    url = f"gs://{BUCKET}/{RUN}"
+    written = profile_link.write_link(tmp_path, c, url)
+    assert json.loads(written.read_text())["links"] == {"c.yml": url}
+    link, findings = profile_link.resolve(analyze(c, c.read_text()).config, tmp_path)
+    assert findings == [] and link is not None and (link.origin, link.url) == ("workspace", url)
+    pf = profile_convert.find_profile(link.path)  # the mirror directory stands for the URL
+    assert pf.remote is not None and pf.remote.url == f"gs://{BUCKET}/{PROFILE}/{NEW}"

@@ -99,13 +99,17 @@ def read_links(workspace: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in links.items()} if isinstance(links, dict) else {}
 
 
-def write_link(workspace: Path, config: Path, profile: Path | None) -> Path:
-    """Store (or with `profile` None, remove) the link of `config`; atomic replace of the file."""
+def write_link(workspace: Path, config: Path, profile: Path | str | None) -> Path:
+    """Store (or with `profile` None, remove) the link of `config`; atomic replace of the file. A gs:// URL
+    (a str) is stored as it is."""
     links = read_links(workspace)
     key = _rel(config, workspace)
     if profile is None:
         links.pop(key, None)
+    elif isinstance(profile, str) and gcs.is_gcs(profile):
+        links[key] = profile.strip()
     else:
+        profile = Path(profile)
         links[key] = _rel(profile, workspace) if _inside(profile, workspace) else str(profile.resolve())
     f = workspace / LINKS_FILE
     f.parent.mkdir(parents=True, exist_ok=True)
