@@ -107,6 +107,7 @@ class SharedStore:
         self._lock = threading.Lock()
         self._migrated = False
         self._degraded = False  # a notice was logged since the last successful write
+        self._outbox_empty = False  # known empty since this process last replayed it (skips a local read per write)
         self._retry_at = 0.0  # before this (time.monotonic), the server is not tried again (`sync` always tries)
 
     # -- connections -----------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ class SharedStore:
     def sync(self) -> int:
         """Replay the outbox now; the rows it held (0 when empty). Raises when the server is unreachable."""
         with self.connection() as conn:
-            n = self._replay(conn)
+            n = self._replay(conn, force=True)
         self._degraded = False
         self._retry_at = 0.0
         return n
@@ -233,6 +234,7 @@ class SharedStore:
             return bool(cur.rowcount)
 
     def _queue(self, table: str, row: dict[str, Any], e: BaseException | None) -> None:
+        self._outbox_empty = False
         db = self._local()
         db.table(OUTBOX).insert(
             {"table_name": table, "row": json.dumps(row), "queued": time.time()},
@@ -258,15 +260,19 @@ class SharedStore:
             return 0
         return int(db.execute(f"select count(*) from {OUTBOX}").fetchone()[0])
 
-    def _replay(self, conn: Any) -> int:
+    def _replay(self, conn: Any, force: bool = False) -> int:
+        if self._outbox_empty and not force:
+            return 0
         db = self._local()
         if OUTBOX not in db.table_names():
+            self._outbox_empty = True
             return 0
         rows = list(db.query(f"select seq, table_name, row from {OUTBOX} order by seq"))
         for r in rows:
             self._insert(conn, r["table_name"], json.loads(r["row"]))
             db.execute(f"delete from {OUTBOX} where seq = ?", [r["seq"]])  # after its commit: a replay is idempotent
             db.conn.commit()
+        self._outbox_empty = True
         if rows:
             log.info("shared store %s: %d row(s) kept locally synced", self.shown, len(rows))
         return len(rows)
