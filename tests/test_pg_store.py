@@ -230,3 +230,46 @@ def test_a_record_added_on_one_machine_is_indexed_on_another(
     assert b.stale_reason() is None
     assert a.pull_shared(force=True) == 0  # its own record lives in its kb/history: not copied again
     pg_store._SHARED.pop(db_url).close()
+
+
+def test_the_experiment_log_goes_to_the_shared_store_end_to_end(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An analysis, applying proposal 1 and the outcome of its run, through ASAP's own code with ASAP_STORE set:
+    each row in PostgreSQL with its user, the outcome's knowledge record shared, and `asap stats --json` the
+    team's (per user)."""
+    import json
+
+    from profiles.synth import write_profile
+    from support.configs import LOOP_CONFIG as CONFIG
+
+    from server.agents.coordinator import run_report
+    from server.agents.types import Experiment
+    from server.cli.main import main
+    from server.config.apply import apply_text, proposal_edits
+    from server.services.analysis import analyze
+
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(pg_store.ENV, db_url)
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(CONFIG)
+    write_profile(tmp_path / "runs" / "before", "comm")
+    doc, _ = run_report(Experiment(cfg, workspace=tmp_path))
+    p1 = doc.proposals[0]
+    cfg.write_text(apply_text(CONFIG, proposal_edits(analyze(cfg).config, p1.ici, p1.dcn, p1.other_changes)))
+    applied = experiments.record_applied(doc.experiment, 1, cfg)
+    write_profile(tmp_path / "runs" / "after", "compute")
+    an = analyze(cfg)
+    out = experiments.record_outcome(an, cfg, experiments.measure(an, tmp_path / "runs" / "after"))
+    me = pg_store.user()
+    with psycopg.connect(db_url) as c:
+        assert c.execute("SELECT user_name FROM experiments WHERE id = %s", [doc.experiment]).fetchall() == [(me,)]
+        assert c.execute("SELECT user_name FROM applications WHERE id = %s", [applied["id"]]).fetchall() == [(me,)]
+        assert c.execute("SELECT id, application_id FROM outcomes").fetchall() == [(out.id, applied["id"])]
+        assert c.execute("SELECT id FROM kb_records").fetchall() == [(f"outcome-{out.id}",)]
+    assert main(["stats", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["shared"]["source"] == "shared" and rec["shared"]["pending_sync"] == 0
+    assert rec["per_user"][me]["outcomes"] == 1 and rec["per_generation"]["v5e"]["outcomes"] == 1
+    assert pg_store.redact_url(db_url) == rec["shared"]["store"] and "s3cret" not in json.dumps(rec)
+    pg_store._SHARED.pop(db_url).close()

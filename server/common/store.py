@@ -15,6 +15,8 @@ The tables in `asap.sqlite`, by owner (their names and row formats are what user
   files          server/profiles/profile_convert.py  (path, size, mtime) -> sha256, so unchanged files are not re-hashed
   verifications  server/compile/verify.py            the compiler's results by job hash (a BlobCache)
   experiments, applications, outcomes   server/services/experiments.py   the experiment log (its own schema)
+  shared_outbox  server/common/pg_store.py           rows for the shared log (ASAP_STORE=postgresql://...) kept
+                                                    while it was unreachable, replayed on the next connect
 The knowledge index is a file of its own (kb.sqlite, server/kb/store.py), rebuilt from kb/ when stale.
 """
 
