@@ -273,3 +273,22 @@ def test_the_experiment_log_goes_to_the_shared_store_end_to_end(
     assert rec["per_user"][me]["outcomes"] == 1 and rec["per_generation"]["v5e"]["outcomes"] == 1
     assert pg_store.redact_url(db_url) == rec["shared"]["store"] and "s3cret" not in json.dumps(rec)
     pg_store._SHARED.pop(db_url).close()
+
+
+def test_stats_fall_back_to_the_local_log_with_one_notice_when_the_server_refuses(
+    db_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    server: postgres.Postgres,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    wrong = db_url.replace(server.password, "guessed-Pa55")
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(pg_store.ENV, wrong)
+    rec = experiments.track_record()
+    assert rec["shared"]["source"] == "local (the shared store did not answer)" and rec["outcomes"] == 0
+    notices = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(notices) == 1 and "password authentication failed" in notices[0]  # the calibrator did not ask again
+    assert "guessed-Pa55" not in caplog.text and "asap:***@" in notices[0]
+    pg_store._SHARED.pop(wrong).close()

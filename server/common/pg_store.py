@@ -87,6 +87,10 @@ def migrations() -> list[tuple[int, str, str]]:
     return out
 
 
+class Unavailable(RuntimeError):
+    """The shared store did not answer a read; the message (password redacted) says why."""
+
+
 @dataclass
 class WriteResult:
     """What `SharedStore.write` did: `shared` (written to PostgreSQL, or already there) or queued locally."""
@@ -289,12 +293,22 @@ class SharedStore:
 
     # -- reads -----------------------------------------------------------------------------------------
     def query(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
-        """Rows of a read on the shared log as dicts (raises when unreachable)."""
+        """Rows of a read on the shared log as dicts; raises Unavailable when it does not answer (and the store
+        is then not tried again for RETRY_AFTER_S)."""
+        import psycopg
         from psycopg.rows import dict_row
+        from psycopg_pool import PoolTimeout
 
-        with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(sql, params or [])
-            return [dict(r) for r in cur.fetchall()]
+        try:
+            with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(sql, params or [])
+                return [dict(r) for r in cur.fetchall()]
+        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
+            # not tried again for RETRY_AFTER_S: the callers read the local store meanwhile
+            self._retry_at = time.monotonic() + RETRY_AFTER_S
+            why = self._why_unreachable(e) if isinstance(e, PoolTimeout) else e
+            text = str(why).strip()
+            raise Unavailable(redact(text.splitlines()[0] if text else type(why).__name__, self.url)) from None
 
 
 def record_row(rid: str, text: str) -> dict[str, Any]:

@@ -541,11 +541,9 @@ def _shared_outcomes() -> list[dict[str, Any]] | None:
     try:
         return shared.query("SELECT * FROM outcomes ORDER BY created")
     except Exception as e:  # unreachable, or a server error: the local log answers, with a notice
-        log.warning(
-            "shared store %s unavailable (%s): the track record is this machine's",
-            shared.shown,
-            pg_store.redact(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__, shared.url),
-        )
+        text = str(e).strip()
+        why = pg_store.redact(text.splitlines()[0] if text else type(e).__name__, shared.url)
+        log.warning("shared store %s unavailable (%s): the track record is this machine's", shared.shown, why)
         return None
 
 
