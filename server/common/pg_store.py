@@ -300,7 +300,9 @@ class SharedStore:
         from psycopg_pool import PoolTimeout
 
         try:
-            with self.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            with self.connection() as conn:
+                self._replay(conn)  # rows kept locally go first, so a read sees them
+                cur = conn.cursor(row_factory=dict_row)
                 cur.execute(sql, params or [])
                 return [dict(r) for r in cur.fetchall()]
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
