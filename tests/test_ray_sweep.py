@@ -22,6 +22,11 @@ from pathlib import Path
 
 import pytest
 from support import fake_maxtext
+from support.configs import SMALL
+
+from server.common import store
+from server.compile import ray_sweep
+from server.compile import verify as verify_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama3-8b-v6e-16.yml"
@@ -75,13 +80,15 @@ def cluster() -> Iterator[str]:
     finally:
         for p in reversed(procs):  # SIGTERM: `ray start --block` stops the node's processes
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGTERM)
+                os.kill(p.pid, signal.SIGTERM)
         for p in reversed(procs):
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+                p.kill()
                 p.wait()
+            with contextlib.suppress(ProcessLookupError):  # what it left behind in its session, if anything
+                os.killpg(p.pid, signal.SIGKILL)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -248,3 +255,29 @@ def test_a_task_whose_worker_dies_twice_is_reported(cluster: str, tmp_path: Path
     failed = [e for e in [*doc["results"], *doc["withdrawn"]] if e["result"]["status"] == "error"]
     assert len(failed) == 1
     assert "Ray task failed after one retry" in failed[0]["result"]["message"]
+
+
+@pytest.mark.skipif(not verify_mod.libtpu_available(), reason="needs libtpu (pip install '.[compile]')")
+def test_reference_compile_on_ray_is_kept_under_the_local_key(cluster: str, tmp_path: Path) -> None:
+    """ASAP's reference program compiled in a Ray task (libtpu, the 20M-parameter SMALL config): kept in the store
+    under the key a local verify computes (it answers from the cache), with the figures a local compile gives."""
+    cfg = tmp_path / "small.yml"
+    cfg.write_text(SMALL)
+    db = store.connect(tmp_path / "asap.db")
+    unit = ray_sweep.plan(cfg, "current mesh", {}, None, verify_mod.DEFAULT_MAX_LAYERS, 600, None)
+    assert unit is not None and unit.kind == "reference"
+    sweep = ray_sweep.SweepReport()
+    with ray_sweep.connected(cluster) as ray:
+        ray_sweep.run_units(ray, [unit], db, sweep)
+    assert sweep.compiled == 1 and not sweep.failed and not sweep.mismatched
+    kept = verify_mod.verify(cfg, db=db, cached_only=True)
+    assert kept.cached and kept.status == verify_mod.VerifyStatus.OK and kept.compiled is not None
+    local = verify_mod.verify(cfg, db=db, use_cache=False)
+    assert local.compiled is not None and not local.cached
+    a, b = kept.compiled, local.compiled
+    assert (a.memory_per_chip_bytes, a.components, a.collectives, a.fits) == (
+        b.memory_per_chip_bytes,
+        b.components,
+        b.collectives,
+        b.fits,
+    )
