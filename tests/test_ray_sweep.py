@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import fake_maxtext
@@ -147,8 +148,8 @@ def _setup(tmp_path: Path, hold_current_only: bool = False) -> tuple[Path, Path,
     return exe, cfg, tmp_path / "cache"
 
 
-def _statuses(doc: dict[str, object]) -> list[tuple[str, str]]:
-    return [(e["label"], e["result"]["status"]) for e in [*doc["results"], *doc["withdrawn"]]]  # type: ignore[attr-defined,index]
+def _statuses(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["label"], e["result"]["status"]) for e in [*doc["results"], *doc["withdrawn"]]]
 
 
 def test_sweep_survives_a_killed_worker_and_answers_as_a_local_compile(cluster: str, tmp_path: Path) -> None:
@@ -281,3 +282,18 @@ def test_reference_compile_on_ray_is_kept_under_the_local_key(cluster: str, tmp_
         b.collectives,
         b.fits,
     )
+
+
+def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path: Path) -> None:
+    """Nothing listening at --ray's address: `asap verify` says so and exits 2 (Ray's own connect retries for
+    minutes); an address that is not HOST:PORT is named."""
+    exe, cfg, cache = _setup(tmp_path)
+    port = _free_port()  # bound and closed: nothing listens there
+    proc = _verify(cfg, exe, cache, "--ray", f"127.0.0.1:{port}")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert json.loads(out)["errors"][0]["message"].startswith(f"cannot reach the Ray cluster at 127.0.0.1:{port}")
+    assert not _pids(exe)  # nothing compiled locally instead
+    proc = _verify(cfg, exe, cache, "--ray", "headnode")
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "--ray headnode: expected HOST:PORT" in json.loads(out)["errors"][0]["message"]

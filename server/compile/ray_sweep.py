@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +43,7 @@ from server.config.slices import Slice
 _CACHE = store.BlobCache("verifications", "result")
 CANCEL_GRACE_S = 3.0  # after a polite cancel, how long running tasks have to kill their compile child
 MAX_WAVES = 4
+PROBE_TIMEOUT_S = 5.0
 
 
 class RayUnavailable(RuntimeError):
@@ -218,6 +220,8 @@ def connect(address: str | None) -> tuple[Any, bool]:
     if ray.is_initialized():  # the caller's connection (a test, a notebook): used, and left open
         return ray, False
     pkg = str(Path(server.__file__).resolve().parent)
+    if address and address != "auto":
+        _probe(address)
     try:
         ray.init(
             address=address or "auto",
@@ -228,6 +232,21 @@ def connect(address: str | None) -> tuple[Any, bool]:
     except (ConnectionError, RuntimeError, ValueError) as e:
         raise RayUnavailable(f"cannot reach the Ray cluster at {address or 'auto'}: {e}") from e
     return ray, True
+
+
+def _probe(address: str) -> None:
+    """Raise RayUnavailable at once when nothing listens at `address` (host:port): Ray's own connect retries for
+    minutes before it gives up."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise RayUnavailable(f"--ray {address}: expected HOST:PORT (the head node's GCS port, 6379 by default)")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_TIMEOUT_S):
+            pass
+    except OSError as e:
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {address} ({e.strerror or e}): is `ray start --head` running there?"
+        ) from None
 
 
 def run_units(
