@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import fake_maxtext
+from support.verdicts import OOM
 
 from server.agents import alternatives
 from server.agents.coordinator import run_report
@@ -205,17 +206,6 @@ def test_result_json_carries_the_status_as_its_plain_value() -> None:
 # -- compiler verdicts feed the advice (issue 18) ----------------------------------------------------------------
 def verdict_of(res: VerifyResult) -> CompilerVerdictView:
     return verification.verdict(res)
-
-
-OOM = VerifyResult(
-    VerifyStatus.DOES_NOT_FIT,
-    "does not fit: needs 39.80 GiB of 31.25 GiB per chip on v6e-16 (total, as the TPU compiler reports it)",
-    "v6e-16",
-    estimate={"memory_per_chip_bytes": round(19.6 * GiB)},
-    needs_bytes=39.8 * GiB,
-    available_bytes=31.25 * GiB,
-    program="maxtext",
-)
 
 
 def test_a_rejected_proposal_is_marked_in_the_lens_the_quick_fix_and_the_diagnosis() -> None:

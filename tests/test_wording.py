@@ -10,11 +10,11 @@ import re
 from pathlib import Path
 
 import pytest
+from support.verdicts import OOM
 
 from server.agents.coordinator import Experiment, run_report
 from server.agents.report import AnalysisReport
 from server.common.codes import DiagCode
-from server.compile.verify import VerifyResult, VerifyStatus
 from server.config.slices import parse_slice
 from server.perf import wording
 from server.perf.memory import usable_hbm
@@ -105,21 +105,12 @@ def test_a_report_read_back_from_older_words_is_still_said_plainly() -> None:
 def _withdrawn(report: AnalysisReport, n: int) -> AnalysisReport:
     """The report as a verification that rejected its first `n` proposals leaves it (server/presentation/
     verification.py's own revision, with libtpu's words on each)."""
-    oom = VerifyResult(
-        VerifyStatus.DOES_NOT_FIT,
-        "does not fit: needs 39.80 GiB of 31.25 GiB per chip on v6e-16 (total, as the TPU compiler reports it)",
-        "v6e-16",
-        estimate={"memory_per_chip_bytes": round(19.6 * GiB)},
-        needs_bytes=39.8 * GiB,
-        available_bytes=31.25 * GiB,
-        program="maxtext",
-    )
     out = [p.model_copy(deep=True) for p in report.proposals[:n]]
     for p in out:
-        p.compiler = verification.verdict(oom)
-    rejected = [verification.VerifiedTarget(f"proposal {p.rank}", p.rank, verification.target_of(p).overrides, oom)
+        p.compiler = verification.verdict(OOM)
+    rejected = [verification.VerifiedTarget(f"proposal {p.rank}", p.rank, verification.target_of(p).overrides, OOM)
                 for p in out]  # fmt: skip
-    kept = [(p, verification.VerifiedTarget(f"proposal {p.rank}", p.rank, {}, oom)) for p in report.proposals[n:]]
+    kept = [(p, verification.VerifiedTarget(f"proposal {p.rank}", p.rank, {}, OOM)) for p in report.proposals[n:]]
     return verification._revised(report, kept, out, rejected)
 
 

@@ -541,13 +541,16 @@ def findings(results: list[VerifiedTarget], an: Analysis, stale: bool) -> list[F
     return out
 
 
-def summary(r: verify_mod.VerifyResult) -> str:
-    """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ..."""
+def summary(r: verify_mod.VerifyResult, figures: bool = True) -> str:
+    """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ...; without
+    `figures`, the verdict's words alone ('fits', 'does not fit')."""
     c = r.compiled
     if r.status == VerifyStatus.OK and c:
         mem, limit = round(c.memory_per_chip_bytes), round(c.hbm_limit_bytes)  # as the JSON has them
-        return f"fits, {mem / 2**30:.1f} of {wording.gib(limit)} GiB"
+        return f"fits, {mem / 2**30:.1f} of {wording.gib(limit)} GiB" if figures else "fits"
     if r.status == VerifyStatus.DOES_NOT_FIT:
         need, have = r.needs_bytes, r.available_bytes
-        return f"does not fit, needs {need / 2**30:.1f} of {wording.gib(have)} GiB" if need and have else "does not fit"
+        if not figures or not (need and have):
+            return "does not fit"
+        return f"does not fit, needs {need / 2**30:.1f} of {wording.gib(have)} GiB"
     return str(r.status)

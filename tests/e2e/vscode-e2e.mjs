@@ -72,6 +72,23 @@ async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
   }
 }
 
+// Hover `key` until `hover` shows. The pointer crosses other lines on its way, and a hover of an error there can open
+// first and cover the key (seen in CI): close any hover, move the pointer away, and hover the key again.
+async function hoverKey(key, hover) {
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Escape');
+    await page.mouse.move(5, 5);
+    await line(key).locator('span', { hasText: new RegExp(`^${key}$`) }).last().hover();
+    try {
+      await hover.waitFor({ timeout: 8_000 });
+      return;
+    } catch (e) {
+      if (attempt >= 4) throw e;
+      log(`retry hover (${e.message.split('\n')[0]})`);
+    }
+  }
+}
+
 // The quick fixes offered at a key (Ctrl+., as a user would), once one of them matches `want`; the menu is closed.
 async function quickFixes(anchorLine, anchorSpan, want) {
   for (let attempt = 1; ; attempt++) {
@@ -108,21 +125,8 @@ try {
   await problemRow().waitFor({ timeout: 90_000 });
   log('PROBLEM: ' + (await problemRow().innerText()));
 
-  // The pointer crosses line 7 on its way to line 8, and the hover of line 7's error can open first and cover
-  // line 8 (seen in CI): close any hover, move the pointer away, and hover the key again.
   const hover = page.locator('.monaco-hover', { hasText: 'ici_tensor_parallelism' }).first();
-  for (let attempt = 1; ; attempt++) {
-    await page.keyboard.press('Escape');
-    await page.mouse.move(5, 5);
-    await line('ici_tensor_parallelism').locator('span', { hasText: /^ici_tensor_parallelism$/ }).last().hover();
-    try {
-      await hover.waitFor({ timeout: 8_000 });
-      break;
-    } catch (e) {
-      if (attempt >= 4) throw e;
-      log(`retry hover (${e.message.split('\n')[0]})`);
-    }
-  }
+  await hoverKey('ici_tensor_parallelism', hover);
   log('HOVER: ' + (await hover.innerText()));
   await page.screenshot({ path: `${shots}/hover.png` });
 
@@ -397,18 +401,7 @@ try {
   if (left.some((t) => FSDP16.test(t))) throw new Error(`a withdrawn proposal is still offered: ${left.join(' | ')}`);
   // (3) the diagnosis' hover on the mesh key it implicates names the withdrawn mesh and the compiler's words.
   const withdrawnHover = page.locator('.monaco-hover', { hasText: 'Withdrawn: fsdp=16' }).first();
-  for (let attempt = 1; ; attempt++) {
-    await page.keyboard.press('Escape');
-    await page.mouse.move(5, 5);
-    await line('ici_tensor_parallelism').locator('span', { hasText: /^ici_tensor_parallelism$/ }).last().hover();
-    try {
-      await withdrawnHover.waitFor({ timeout: 8_000 });
-      break;
-    } catch (e) {
-      if (attempt >= 4) throw e;
-      log(`retry hover (${e.message.split('\n')[0]})`);
-    }
-  }
+  await hoverKey('ici_tensor_parallelism', withdrawnHover);
   const hoverText = (await withdrawnHover.innerText()).replace(/\s*\n\s*/g, ' ');
   if (!/Withdrawn: fsdp=16 \(TPU compiler: [^)]*39\.8/.test(hoverText)) throw new Error(`verify hover: ${hoverText}`);
   log(`VERIFY: HOVER: ${hoverText.slice(0, 120)} … ${hoverText.slice(hoverText.indexOf('Withdrawn:'), hoverText.indexOf('Withdrawn:') + 300)}`);

@@ -83,10 +83,11 @@ class Tally:
         self.latency.setdefault(what, []).append(seconds)
 
 
-def _converter() -> Any:
-    """pygls' converter, with lsprotocol's `Command | CodeAction` hook corrected (as tests/lsp/conftest.py does):
-    lsprotocol 2025.0.0 reads any object with a "command" key as a Command, so a CodeAction carrying a command
-    (the proposals' "record the applied proposal") lost its edit and data. A Command's "command" is a string."""
+def converter() -> Any:
+    """pygls' converter, with lsprotocol's `Command | CodeAction` hook corrected (every LSP test client uses it):
+    lsprotocol 2025.0.0 reads any object with a "command" key as a Command, so a CodeAction that carries a command
+    after its edit (as LSP allows, and VS Code and Neovim read; the proposals' "record the applied proposal") lost its
+    edit and data. A Command's "command" is a string; a CodeAction's is not."""
     conv = default_converter()
 
     def hook(obj: Any, _: type) -> lsp.Command | lsp.CodeAction:
@@ -103,7 +104,7 @@ class FuzzClient(LanguageClient):
     messages shown, and the server's stderr; it answers the server's requests as an editor does."""
 
     def __init__(self) -> None:
-        super().__init__("asap-fuzz", "0", converter_factory=_converter)
+        super().__init__("asap-fuzz", "0", converter_factory=converter)
         self.publishes: list[lsp.PublishDiagnosticsParams] = []
         self.published = asyncio.Event()
         self.logs: list[lsp.LogMessageParams] = []

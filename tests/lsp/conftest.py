@@ -14,12 +14,12 @@ import shutil
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pytest
 import pytest_lsp
+from fuzzing.lsp_session import converter
 from lsprotocol import types as lsp
-from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
@@ -70,23 +70,8 @@ def _record_progress(client: AsapClient, params: lsp.ProgressParams) -> None:
     client.progressed.set()
 
 
-def _converter() -> Any:
-    """pygls' converter, with lsprotocol's `Command | CodeAction` hook corrected: lsprotocol 2025.0.0 reads any
-    object with a "command" key as a Command, so a CodeAction that carries a command after its edit (as LSP
-    allows, and VS Code and Neovim read) lost its edit. A Command's "command" is a string; a CodeAction's is not."""
-    conv = default_converter()
-
-    def hook(obj: Any, _: type) -> lsp.Command | lsp.CodeAction:
-        if isinstance(obj.get("command"), str):
-            return conv.structure(obj, lsp.Command)
-        return conv.structure(obj, lsp.CodeAction)
-
-    conv.register_structure_hook(Union[lsp.Command, lsp.CodeAction], hook)  # noqa: UP007 - the hook's key
-    return conv
-
-
 def make_client() -> AsapClient:
-    client = AsapClient(converter_factory=_converter)
+    client = AsapClient(converter_factory=converter)
     register_lsp_features(
         client,
         {

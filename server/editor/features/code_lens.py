@@ -61,11 +61,10 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         # the compiler's verdict on the current mesh once known (a click verifies again), else the action
         job = st.jobs.get("verify")
         if entry is not None:
-            verdict = verification.summary(entry.result)
-            if report is not None and agent_findings.ruled_out(report):
-                # the row also counts the withdrawn proposals: the verdict's words alone keep it within an editor
-                # with the side bar open (its figures are in the tooltip and on the mesh block's diagnostic)
-                verdict = verdict.split(",")[0]
+            # when the row also counts withdrawn proposals, the verdict's words alone keep it within an editor with
+            # the side bar open (its figures are in the tooltip and on the mesh block's diagnostic)
+            crowded = report is not None and bool(agent_findings.ruled_out(report))
+            verdict = verification.summary(entry.result, figures=not crowded)
             title, why = f"TPU compiler: {verdict}", entry.result.message
             lenses.append(lens(title, ServerCommand.VERIFY, doc.uri, tooltip=f"{why}. Click to verify again."))
         elif job is not None and not job.done():
