@@ -11,7 +11,7 @@ EXT := extension
 EXT_STAMP := $(EXT)/node_modules/.installed-stamp
 EXT_BUNDLE := $(EXT)/dist/extension.js
 
-.PHONY: demo test lint typecheck pytest vitest e2e vsix venv ext bench clean
+.PHONY: demo test lint typecheck pytest vitest e2e vsix venv ext bench clean sysdeps
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
@@ -58,8 +58,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-pytest: $(STAMP)
-	$(PY) -m pytest -q
+# The team tests start a real PostgreSQL server (initdb in a temp dir): install Debian's package when the machine
+# lacks it. Ray and the GCS emulator come with the venv (the team and dev extras).
+sysdeps:
+	@command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  [ "$$(id -u)" = 0 ] || { echo "PostgreSQL missing; install it as root (apt-get install postgresql)" >&2; exit 1; }; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+
+# ASAP_REQUIRE_SERVERS=1: a test whose server cannot start fails instead of skipping (tests/support/servers.py).
+pytest: $(STAMP) sysdeps
+	ASAP_REQUIRE_SERVERS=1 $(PY) -m pytest -q -rs
 
 vitest: $(EXT_STAMP)
 	npm --prefix $(EXT) test --silent

@@ -17,7 +17,7 @@ import pytest
 
 from server.common import pg_store
 from server.services import experiments
-from tests.support import postgres
+from tests.support import postgres, servers
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[postgres.Postgr
     try:
         pg = postgres.start(tmp_path_factory.mktemp("pg"))
     except postgres.Unavailable as e:
-        pytest.skip(str(e))
+        servers.unavailable(str(e))
     try:
         yield pg
     finally:
