@@ -4,8 +4,10 @@ on those events, never on sleeps."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -140,8 +142,63 @@ def test_childproc_merges_stderr_into_the_lines_when_asked(tmp_path: Path) -> No
 
 
 def test_childproc_a_missing_program_raises_oserror(tmp_path: Path) -> None:
-    with pytest.raises(OSError):
+    with pytest.raises(FileNotFoundError, match="no-such-python"):
         childproc.run([str(tmp_path / "no-such-python")])
+    with pytest.raises(PermissionError):  # not executable: the exec's own errno comes back
+        childproc.run([str(tmp_path)])
+
+
+# A parent (an editor's server, a CLI) that runs a long child through childproc and passes its events on.
+_PARENT = textwrap.dedent(
+    """
+    import json, sys
+    from server.common import childproc
+    child = "import os, time\\nfrom server.common.childproc import emit\\n"
+    child += "emit(event='ready', pid=os.getpid())\\ntime.sleep(3600)"
+    childproc.run(
+        [sys.executable, "-c", child],
+        env=childproc.python_env(childproc.default_max_memory()),
+        on_event=lambda ev: print(json.dumps(ev), flush=True),
+    )
+    """
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_childproc_child_dies_when_its_parent_is_killed() -> None:
+    parent = subprocess.Popen(_python(_PARENT), env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        ready = json.loads(parent.stdout.readline())
+        child = _watch(ready["pid"])
+        parent.kill()  # SIGKILL: the parent cannot kill its child itself
+        parent.wait()
+        assert _dies(child)  # the kernel killed it (it would sleep an hour)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the trampoline is Linux's")
+def test_childproc_trampoline_does_not_start_the_command_when_its_parent_is_already_gone(tmp_path: Path) -> None:
+    # The parent dying between the fork and the prctl: the trampoline's parent is then another process.
+    marker = tmp_path / "ran"
+    rfd, wfd = os.pipe()
+    try:
+        cmd = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+        not_our_pid = str(os.getpid() + 1)
+        tramp = [sys.executable, "-I", "-S", "-c", childproc._TRAMPOLINE, str(wfd), not_our_pid, *cmd]
+        assert subprocess.run(tramp, pass_fds=(wfd,)).returncode == 125
+        assert not marker.exists()
+        # and with the right parent it runs the command
+        tramp[6] = str(os.getpid())
+        assert subprocess.run(tramp, pass_fds=(wfd,)).returncode == 0
+        assert marker.exists()
+    finally:
+        os.close(rfd)
+        os.close(wfd)
 
 
 def test_childproc_worker_caps_its_own_memory() -> None:

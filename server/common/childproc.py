@@ -12,6 +12,17 @@ The child runs in a session (process group) of its own, so a kill reaches whatev
 compiler's helper processes) and not only the child; on Windows, which has neither, the child alone is
 killed. Stderr goes to a temporary file, not a pipe: a child that logs a lot cannot block on a full pipe
 while the parent reads its stdout.
+
+The child dies with its parent (Linux): an editor's server or a CLI killed with SIGKILL (or crashing) cannot
+reap its children, which would otherwise go on compiling for minutes with gigabytes. The child asks the kernel
+for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG). That must happen in the child between fork and
+exec; `preexec_fn` is not safe in a threaded program (the editor's server is one), so the child is first a
+small trampoline, `python -I -S -c _TRAMPOLINE`, which sets the signal, checks that its parent is still the
+process that started it (it may have died before the prctl: the child then exits at once), and execs the
+command. An exec failure comes back through a close-on-exec pipe as the OSError the parent raises, as with
+a plain Popen. The signal is sent when the thread that started the child ends; `run` returns only after the
+child ended, so that thread outlives it. What the child itself started is not covered (the kernel signals the
+direct child only); on other systems the child is started directly, as before.
 """
 
 from __future__ import annotations
@@ -35,6 +46,25 @@ MEMORY_ENV = "ASAP_WORKER_MAX_MEMORY"  # bytes of address space the child may ma
 MAX_MEMORY_ENV = "ASAP_PROFILE_MAX_MEMORY"  # the user's override of the default below, in bytes
 STDERR_TAIL = 4000  # characters of the child's stderr kept for messages
 _POSIX = sys.platform != "win32"
+_PDEATHSIG = sys.platform.startswith("linux")
+# argv: [error pipe fd, the parent's pid, command...]. Exit status 125: the parent was gone before prctl.
+_TRAMPOLINE = """\
+import os, sys
+fd, ppid, argv = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+os.set_inheritable(fd, False)
+try:
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+except (ImportError, OSError, AttributeError):
+    pass
+if os.getppid() != ppid:
+    os._exit(125)
+try:
+    os.execvp(argv[0], argv)
+except OSError as e:
+    os.write(fd, (str(e.errno or 0) + "\\n" + (e.strerror or str(e))).encode())
+    os._exit(127)
+"""
 
 
 @dataclass
@@ -100,16 +130,7 @@ def run(
 
     with contextlib.ExitStack() as stack:
         err: Any = subprocess.STDOUT if merge_stderr else stack.enter_context(tempfile.TemporaryFile())
-        proc = subprocess.Popen(
-            list(cmd),
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            errors="replace",
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=_POSIX,
-        )
+        proc = _start(list(cmd), stdout=subprocess.PIPE, stderr=err, env=env, cwd=cwd)
 
         def kill() -> None:
             with lock:
@@ -158,6 +179,45 @@ def run(
                 finished = True
         tail = "" if merge_stderr else _tail(err, stderr_tail)
     return Outcome(returncode, timed_out, bool(cancel is not None and cancel.cancelled), tail)
+
+
+def _start(
+    cmd: list[str], *, stdout: Any, stderr: Any, env: Mapping[str, str] | None, cwd: Any
+) -> subprocess.Popen[str]:
+    """Popen `cmd` in a session of its own; on Linux through the trampoline, so that it dies with this process.
+    Raises OSError when it cannot be started (also when the trampoline's exec of `cmd` failed)."""
+    kwargs: dict[str, Any] = {
+        "stdout": stdout,
+        "stderr": stderr,
+        "text": True,
+        "errors": "replace",
+        "env": dict(env) if env is not None else None,
+        "cwd": cwd,
+        "start_new_session": _POSIX,
+    }
+    if not _PDEATHSIG or not cmd:
+        return subprocess.Popen(cmd, **kwargs)
+    rfd, wfd = os.pipe()  # both close-on-exec; the trampoline inherits `wfd` (pass_fds) and sets it back
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _TRAMPOLINE, str(wfd), str(os.getpid()), *cmd],
+            pass_fds=(wfd,),
+            **kwargs,
+        )
+    except BaseException:
+        os.close(rfd)
+        raise
+    finally:
+        os.close(wfd)
+    with open(rfd, "rb") as r:
+        failure = r.read()  # EOF at the exec (close-on-exec), or the exec's errno and message
+    if failure:
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        code, _, message = failure.decode(errors="replace").partition("\n")
+        raise OSError(int(code) if code.isdigit() else 0, message, cmd[0])
+    return proc
 
 
 def _event(line: str) -> dict[str, Any] | None:
