@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from profiles.synth import write_profile
 from support.cli import run_asap
-from support.gcs_server import GcsServer, gcs_server, refusing_server
+from support.gcs_server import GcsServer, free_port, gcs_server, refusing_server
 
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken
@@ -252,3 +257,64 @@ def test_workspace_link_to_gs(server: GcsServer, tmp_path: Path) -> None:
     assert findings == [] and link is not None and (link.origin, link.url) == ("workspace", url)
     pf = profile_convert.find_profile(link.path)  # the mirror directory stands for the URL
     assert pf.remote is not None and pf.remote.url == f"gs://{BUCKET}/{PROFILE}/{NEW}"
+
+
+def test_an_unreachable_endpoint_fails_fast_with_what_could_not_be_reached(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nothing listens on the port: refused at once, so ASAP does not wait out gcsfs's 6 retries (about 34 s)
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv(gcs.EMULATOR_ENV, endpoint)
+    with pytest.raises(gcs.GcsError) as e:
+        profile_convert.find_profile(f"gs://{BUCKET}/{RUN}")
+    msg = str(e.value)
+    assert msg.startswith(f"gs://{BUCKET}/{RUN}: cannot reach the storage server at {endpoint} (STORAGE_EMULATOR_HOST)")
+    assert f"(tried {gcs.CONNECT_ATTEMPTS} times)" in msg  # the connector's attempts, not gcsfs's retry loop
+    assert isinstance(e.value.__cause__, gcs.Unreachable)
+
+
+@contextmanager
+def flaky_proxy(upstream: str, failures: int) -> Iterator[tuple[str, list[int]]]:
+    """An HTTP server on 127.0.0.1 in front of `upstream` that answers its first `failures` requests with 503
+    (GCS's JSON error body) and forwards the others. Yields its URL and the statuses it answered, in order."""
+    statuses: list[int] = []
+    body503 = json.dumps({"error": {"code": 503, "message": "Backend Error", "errors": []}}).encode()
+
+    class Proxy(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if len(statuses) < failures:
+                status, headers, body = 503, {"Content-Type": "application/json"}, body503
+            else:
+                try:
+                    with urllib.request.urlopen(upstream + self.path, timeout=30) as r:
+                        status, body = r.status, r.read()
+                        headers = {"Content-Type": r.headers.get("Content-Type", "application/json")}
+                except urllib.error.HTTPError as err:
+                    status, body = err.code, err.read()
+                    headers = {"Content-Type": err.headers.get("Content-Type", "application/json")}
+            statuses.append(status)
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}", statuses
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
+
+
+def test_a_503_from_a_reachable_server_is_still_retried(server: GcsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    with flaky_proxy(server.url, failures=1) as (url, statuses):
+        monkeypatch.setenv(gcs.EMULATOR_ENV, url)
+        run = gcs.find_run(f"gs://{BUCKET}/{RUN}")
+    assert run.url == f"gs://{BUCKET}/{PROFILE}/{NEW}"
+    assert statuses[0] == 503 and statuses[1] == 200  # the same listing asked again, answered

@@ -11,11 +11,20 @@ name it; `find_run` lists the newest run (network) and `download` fetches what t
 progress (bytes and files) and cancellation. Errors say what went wrong where: no credentials, the bucket
 not found, permission denied (naming the principal when known), no profile under the path, a truncated
 object.
+
+An endpoint that cannot be reached fails fast: gcsfs retries every failed request 6 times with exponential
+backoff (about 34 s), which is right for HTTP 429/5xx and a dropped connection, but a refused connection, a
+name that does not resolve or a certificate that does not verify will not change in seconds. The file system
+ASAP uses connects through a connector that tries such a connection CONNECT_ATTEMPTS times, CONNECT_PAUSE_S
+apart, then raises `Unreachable`, which gcsfs's retry does not catch; answers from a reachable server (429, 5xx)
+and connections lost mid-request are retried by gcsfs as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -38,6 +47,8 @@ MANIFEST = ".asap-gcs.json"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"  # gcsfs's own: a GCS-API server to use instead of Google's
 CHUNK = 8 << 20
 _RUN_SUBDIRS = ("tensorboard/plugins/profile", "plugins/profile", "")
+CONNECT_ATTEMPTS = 2  # a connection that cannot be opened (refused, no such host): tried this often, then an error
+CONNECT_PAUSE_S = 0.5  # between those attempts (a network blip of half a second is absorbed)
 
 
 class GcsError(ProfileError):
@@ -107,18 +118,55 @@ def url_of(path: Path) -> str | None:
     return SCHEME + "/".join(parts) if parts else None
 
 
+class Unreachable(Exception):
+    """No connection could be opened to the storage endpoint (refused, DNS, TLS). Neither an OSError (aiohttp
+    would wrap it in its ClientOSError, which gcsfs retries) nor one of the errors gcsfs's retry catches."""
+
+
 # -- the file system ---------------------------------------------------------------------------------------
+@functools.cache
+def _filesystem_class() -> Any:
+    """gcsfs's JSON-API file system whose HTTP session connects through a connector that fails fast."""
+    import aiohttp
+    from gcsfs.core import GCSFileSystem
+
+    class FailFastConnector(aiohttp.TCPConnector):
+        async def connect(self, req: Any, traces: Any, timeout: Any) -> Any:
+            for attempt in range(1, CONNECT_ATTEMPTS + 1):
+                try:
+                    return await super().connect(req, traces, timeout)
+                except aiohttp.ClientConnectorError as e:  # DNS, refused, unreachable, TLS; not an HTTP answer
+                    if attempt == CONNECT_ATTEMPTS:
+                        raise Unreachable(f"{e} (tried {attempt} times)") from e
+                    await asyncio.sleep(CONNECT_PAUSE_S)
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    class FailFastGCSFileSystem(GCSFileSystem):
+        async def _set_session(self) -> Any:
+            # a new session (the first request) gets a connector of its own, made in the loop (aiohttp wants a
+            # running one); mutual TLS (client certificates) keeps gcsfs's own connector and its retries
+            given: dict[str, Any] = getattr(self, "session_kwargs", {})
+            if self._session is not None or "connector" in given or self._use_client_cert:
+                return await super()._set_session()
+            self.session_kwargs = {**given, "connector": FailFastConnector()}
+            try:
+                return await super()._set_session()
+            finally:
+                self.session_kwargs = given
+
+    return FailFastGCSFileSystem
+
+
 def _filesystem(url: str) -> Any:
     """A gcsfs file system: anonymous against an emulator, else Application Default Credentials only (not
     gcsfs's silent fall back to anonymous, which would turn 'no credentials' into a puzzling 401)."""
     # imported here: starting the server does not pay for it. The JSON-API class itself, not gcsfs's default
     # (which asks a gRPC control service for the bucket type first: a second endpoint, 60 s against an emulator)
-    from gcsfs.core import GCSFileSystem
-
+    fs_class = _filesystem_class()
     logging.getLogger("gcsfs").setLevel(logging.CRITICAL)  # its retry tracebacks: ASAP says what failed, once
     emulator = os.environ.get(EMULATOR_ENV, "") not in ("", "default")
     try:
-        return GCSFileSystem(
+        return fs_class(
             token="anon" if emulator else "google_default",
             skip_instance_cache=True,
             use_listings_cache=False,
@@ -171,7 +219,11 @@ def _explain(fs: Any, url: str, e: BaseException) -> GcsError:
         if not _bucket_exists(fs, bucket):
             return GcsError(f"{url}: bucket '{bucket}' not found", "bucket")
         return GcsError(f"{url}: not found")
-    if type(e).__name__.startswith("ClientConnector") or isinstance(e, ConnectionError | TimeoutError):
+    if (
+        isinstance(e, Unreachable)
+        or type(e).__name__.startswith("ClientConnector")
+        or isinstance(e, ConnectionError | TimeoutError)
+    ):
         return GcsError(f"{url}: cannot reach {_endpoint()}: {text.splitlines()[0] if text else type(e).__name__}")
     return GcsError(f"{url}: {type(e).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": "))
 
