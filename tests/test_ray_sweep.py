@@ -97,8 +97,9 @@ def _env(cache: Path) -> dict[str, str]:
     return {**os.environ, "ASAP_CACHE_DIR": str(cache), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONPATH": str(ROOT)}
 
 
-def _verify(cfg: Path, exe: Path, cache: Path, *extra: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "server.cli.main", "verify", str(cfg), "--proposals", "--maxtext-python", str(exe)]
+def _verify(cfg: Path | list[Path], exe: Path, cache: Path, *extra: str) -> subprocess.Popen[str]:
+    configs = [str(c) for c in (cfg if isinstance(cfg, list) else [cfg])]
+    cmd = [sys.executable, "-m", "server.cli.main", "verify", *configs, "--proposals", "--maxtext-python", str(exe)]
     return subprocess.Popen(
         [*cmd, "--json", *extra],
         cwd=ROOT,
@@ -186,6 +187,47 @@ def test_sweep_survives_a_killed_worker_and_answers_as_a_local_compile(cluster: 
     out_local, err_local = local.communicate(timeout=120)
     assert local.returncode == 0, err_local
     assert _pids(exe) == ran  # nothing compiled locally: each target's result was kept under the local key
+    assert json.loads(out_local) == doc
+
+
+def test_several_configs_are_one_sweep(cluster: str, tmp_path: Path) -> None:
+    """Two configs on the cluster: every (config, mesh) is a task of one sweep, so the second config's current mesh
+    compiles while the first's is still held (config after config, it would wait for it); each config's document is
+    the one a local verify of it then prints from the cache, compiling nothing."""
+    exe, cfg, cache = _setup(tmp_path, hold_current_only=True)
+    second = tmp_path / "second.yml"
+    second.write_text(cfg.read_text() + "# another config: its compiles are its own\n")
+    hold = exe.parent / "hold"
+    hold.touch()
+    sweep = _verify([cfg, second], exe, cache, "--ray", cluster)
+
+    def held() -> set[str]:  # the configs whose current mesh (no mesh key on the command line) is compiling now
+        running = [_cmdline(p) for p in _pids(exe) if _alive(p)]
+        return {str(c) for c in (cfg, second) for line in running if f" {c} " in line and "_parallelism=" not in line}
+
+    _until(lambda: held() == {str(cfg), str(second)} or sweep.poll() is not None, "both current meshes at once")
+    assert sweep.poll() is None, sweep.communicate()
+    hold.unlink()
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 0, err
+    doc = json.loads(out)
+    assert [c["file"] for c in doc["configs"]] == [str(cfg), str(second)] and doc["exit_status"] == 0
+    for c in doc["configs"]:
+        assert c["exit_status"] == 0
+        assert [label for label, _ in _statuses(c["report"])] == [
+            "current mesh",
+            "proposal 1",
+            "proposal 2",
+            "proposal 3",
+            "proposal 1",
+            "next candidate (fsdp=16; per_device_batch_size=4)",
+        ]
+    ran = _pids(exe)
+    assert len(ran) == 2 * 6
+    local = _verify([cfg, second], exe, cache)
+    out_local, err_local = local.communicate(timeout=120)
+    assert local.returncode == 0, err_local
+    assert _pids(exe) == ran
     assert json.loads(out_local) == doc
 
 

@@ -8,10 +8,12 @@ exit path of a `--json` run prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,10 +95,12 @@ def _read_config(name: str) -> tuple[Path, str] | CliError:
         return CliError("read", f"cannot read {name}: {e.strerror or e}", name)
 
 
-def _analysed(args: argparse.Namespace, mesh: bool = False) -> tuple[Path, str, Analysis, dict[str, Any]] | CliError:
-    """`args.config` read and analysed for `args.slice`, with `args.mesh` parsed when `mesh` (else {}); or why the
-    config cannot be read or the mesh does not parse."""
-    read = _read_config(args.config)
+def _analysed(
+    args: argparse.Namespace, mesh: bool = False, config: str | None = None
+) -> tuple[Path, str, Analysis, dict[str, Any]] | CliError:
+    """`config` (default `args.config`) read and analysed for `args.slice`, with `args.mesh` parsed when `mesh`
+    (else {}); or why the config cannot be read or the mesh does not parse."""
+    read = _read_config(config if config is not None else args.config)
     if isinstance(read, CliError):
         return read
     overrides = _mesh_arg(args.mesh) if mesh else {}
@@ -319,19 +323,66 @@ def _cached_verdicts(doc: AnalysisReport, path: Path, text: str, slice_name: str
     return revised
 
 
+@dataclass
+class _Verified:
+    """One config of `asap verify`: its name on the command line, then either why it could not be verified
+    (`error`) or its verification (`entries`, and with --proposals `withdrawn` and the compiler's `note`)."""
+
+    name: str
+    loaded: tuple[Path, str, Analysis, dict[str, Any]] | None = None
+    error: CliError | None = None
+    report: AnalysisReport | None = None
+    entries: list[Any] | None = None
+    withdrawn: list[Any] | None = None
+    note: str | None = None
+
+    def status(self) -> int:
+        """This config's exit status (main.py's table): 2 when the compiler was unavailable or failed, else 1 when
+        the config's own mesh does not compile, fit or place."""
+        from server.compile.verify import VerifyStatus
+
+        if self.error is not None:
+            return self.error.status
+        statuses = [e.result.status for e in self.entries or []]
+        if any(s in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR) for s in statuses):
+            return 2
+        return 1 if not statuses or statuses[0] != VerifyStatus.OK else 0
+
+    def document(self, proposals: bool) -> dict[str, Any]:
+        """What `asap verify CONFIG --json` prints for this config alone."""
+        if self.error is not None:
+            return {"errors": [self.error.to_json()]}
+        entries = self.entries or []
+        if proposals:
+            return {
+                "results": [e.to_json() for e in entries],
+                "withdrawn": [e.to_json() for e in self.withdrawn or []],
+                "compiler_note": self.note,
+            }
+        return dict(entries[0].result.to_json())
+
+    def text(self) -> str:
+        if self.error is not None:
+            return f"   {self.error.line()}"
+        out = [render.verification(entry) for entry in self.entries or []]
+        if self.withdrawn:
+            out.append(render.withdrawn(self.withdrawn, self.note))
+        return "\n".join(out)
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
-    """The TPU compiler's verdict on the config's mesh (or `--mesh`). With `--proposals`, as the editor's Verify does
+    """The TPU compiler's verdict on each config's mesh (or `--mesh`). With `--proposals`, as the editor's Verify does
     (verification.verify_advice): the current mesh first, then the agents' proposals, each the compiler rejects
     withdrawn and the engine's next candidates compiled in its place; printed current mesh first, then the proposals
-    as they now stand, then the withdrawn ones with the compiler's words."""
-    from server.compile.verify import VerifyStatus
-    from server.presentation import verification
-
-    loaded = _analysed(args, mesh=True)
-    if isinstance(loaded, CliError):
-        return fail(args, loaded)
-    path, text, an, base = loaded
-    if args.proposals and base:
+    as they now stand, then the withdrawn ones with the compiler's words. Several configs: each verified on its own
+    (one that cannot be read is an error of its own, the others go on), locally one after another, on Ray (`--ray`)
+    all in one sweep; the exit status is the worst of them."""
+    names: list[str] = list(args.configs)
+    several = len(names) > 1
+    runs = [_load_for_verify(args, name, catch=several) for name in names]
+    if not several and runs[0].error is not None:
+        return fail(args, runs[0].error)
+    if args.proposals and any(r.loaded is not None and r.loaded[3] for r in runs):
         return fail(
             args,
             CliError(
@@ -340,89 +391,165 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "(or verify the mesh alone without --proposals)",
             ),
         )
+    if getattr(args, "ray", None) is not None and not args.proposals:
+        return fail(args, CliError("usage", "--ray runs a sweep: use it with --proposals", prog="asap verify"))
+    todo = [r for r in runs if r.loaded is not None]
 
-    def progress(message: str, frac: float | None) -> None:
-        if not args.json and sys.stderr.isatty():
-            print(f"\r\033[K{message}"[:200], end="", file=sys.stderr, flush=True)
+    def progress_of(i: int) -> Any:
+        """Progress on stderr (a terminal's; never with --json): with several configs verified one after another,
+        prefixed by which (i: its index in `todo`; -1: none, one sweep counting every config's compiles)."""
+        prefix = f"[{i + 1}/{len(todo)}] {todo[i].name}: " if several and i >= 0 else ""
+
+        def progress(message: str, frac: float | None) -> None:
+            if not args.json and sys.stderr.isatty():
+                print(f"\r\033[K{prefix}{message}"[:200], end="", file=sys.stderr, flush=True)
+
+        return progress
 
     maxtext_python = args.maxtext_python or os.environ.get("ASAP_MAXTEXT_PYTHON") or None
-    withdrawn: list[verification.VerifiedTarget] = []
-    note: str | None = None
     if args.proposals:
         from server.agents.coordinator import run_report
         from server.agents.types import Experiment
 
-        doc, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
+        for r in todo:
+            assert r.loaded is not None
+            path, text, _, _ = r.loaded
+            with _on_its_own(args, r, several):
+                r.report, _ = run_report(Experiment(path, text, args.slice, None, Path.cwd()), "off")
+        todo = [r for r in todo if r.error is None]
         if getattr(args, "ray", None) is not None:
-            from server.compile.ray_sweep import RayUnavailable
-            from server.presentation import ray_verification
-
-            try:
-                advice, sweep = ray_verification.verify_advice_on_ray(
-                    None if args.ray == "auto" else args.ray,
-                    an,
-                    doc,
-                    args.slice,
-                    max_layers=args.max_layers,
-                    timeout_s=args.timeout,
-                    progress=progress,
-                    maxtext_python=maxtext_python,
-                    text=text,
-                )
-            except RayUnavailable as e:
-                return fail(args, CliError("verify", str(e), status=2, prog="asap verify"))
-            except KeyboardInterrupt:
-                print("\nasap: cancelled: the cluster's pending compiles were cancelled", file=sys.stderr)
-                return 130
-            if not args.json:
-                print(render_sweep(sweep), file=sys.stderr)
+            stopped = _verify_on_ray(args, todo, progress_of(-1), maxtext_python) if todo else None
+            if stopped is not None:
+                return stopped
         else:
-            advice = verification.verify_advice(
-                an,
-                doc,
-                args.slice,
-                max_layers=args.max_layers,
-                timeout_s=args.timeout,
-                progress=progress,
-                maxtext_python=maxtext_python,
-                text=text,
-            )
-        out, withdrawn = advice.entries, advice.withdrawn
-        note = advice.report.compiler_note if advice.report is not None else None
+            for i, r in enumerate(todo):
+                with _on_its_own(args, r, several):
+                    _verify_proposals_here(args, r, progress_of(i), maxtext_python)
     else:
-        if getattr(args, "ray", None) is not None:
-            return fail(args, CliError("usage", "--ray runs a sweep: use it with --proposals", prog="asap verify"))
-        out = verification.verify_all(
-            an.config,
-            [verification.Target("current mesh" if not base else "mesh", base)],
+        from server.presentation import verification
+
+        for i, r in enumerate(todo):
+            assert r.loaded is not None
+            _, _, an, base = r.loaded
+            with _on_its_own(args, r, several):
+                r.entries = verification.verify_all(
+                    an.config,
+                    [verification.Target("current mesh" if not base else "mesh", base)],
+                    args.slice,
+                    args.max_layers,
+                    args.timeout,
+                    progress=progress_of(i),
+                    maxtext_python=maxtext_python,
+                )
+    if not args.json and sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr)
+    if not several:
+        if args.json:
+            _print_json(runs[0].document(args.proposals))
+        else:
+            print(runs[0].text())
+        return runs[0].status()
+    status = max(r.status() for r in runs)
+    if args.json:  # each config: its own exit status, and its one-config document or its errors
+        docs: list[dict[str, Any]] = []
+        for r in runs:
+            doc: dict[str, Any] = {"file": r.name, "exit_status": r.status()}
+            if r.error is not None:
+                doc["errors"] = [r.error.to_json()]
+            else:
+                doc["report"] = r.document(args.proposals)
+            docs.append(doc)
+        _print_json({"configs": docs, "exit_status": status})
+    else:
+        print("\n\n".join(f"=== {r.name}\n{r.text()}" for r in runs))
+    return status
+
+
+def _load_for_verify(args: argparse.Namespace, name: str, catch: bool) -> _Verified:
+    """One config of `asap verify`, read and analysed (or why not: said on stderr at once when `catch`, i.e. with
+    several configs, and ASAP failing on it is that config's internal error, not the command's)."""
+    try:
+        loaded = _analysed(args, mesh=True, config=name)
+    except Exception as e:
+        if not catch:
+            raise
+        loaded = internal_error(e, args.debug, name)
+    if isinstance(loaded, CliError):
+        if catch:
+            print(loaded.line(), file=sys.stderr)
+        return _Verified(name, error=loaded)
+    return _Verified(name, loaded)
+
+
+@contextlib.contextmanager
+def _on_its_own(args: argparse.Namespace, r: _Verified, several: bool) -> Iterator[None]:
+    """With several configs, ASAP failing on one is that config's internal error (said on stderr at once), and the
+    others go on; with one, the command's (main's exit status 3)."""
+    try:
+        yield
+    except Exception as e:
+        if not several:
+            raise
+        r.error = internal_error(e, args.debug, r.name)
+        print(r.error.line(), file=sys.stderr)
+
+
+def _verify_proposals_here(args: argparse.Namespace, r: _Verified, progress: Any, maxtext_python: str | None) -> None:
+    from server.presentation import verification
+
+    assert r.loaded is not None
+    _, text, an, _ = r.loaded
+    advice = verification.verify_advice(
+        an,
+        r.report,
+        args.slice,
+        max_layers=args.max_layers,
+        timeout_s=args.timeout,
+        progress=progress,
+        maxtext_python=maxtext_python,
+        text=text,
+    )
+    _take(r, advice)
+
+
+def _take(r: _Verified, advice: Any) -> None:
+    r.entries, r.withdrawn = advice.entries, advice.withdrawn
+    r.note = advice.report.compiler_note if advice.report is not None else None
+
+
+def _verify_on_ray(
+    args: argparse.Namespace, todo: list[_Verified], progress: Any, maxtext_python: str | None
+) -> int | None:
+    """Every config's verification in one sweep on the Ray cluster (every (config, mesh) a task at once); None when
+    it ran, else the command's exit status (the cluster unreachable: 2; cancelled: 130)."""
+    from server.compile.ray_sweep import RayUnavailable
+    from server.presentation import ray_verification
+
+    configs = []
+    for r in todo:
+        assert r.loaded is not None
+        _, text, an, _ = r.loaded
+        configs.append(ray_verification.SweepConfig(an, r.report, text))
+    try:
+        advices, sweep = ray_verification.verify_advices_on_ray(
+            None if args.ray == "auto" else args.ray,
+            configs,
             args.slice,
-            args.max_layers,
-            args.timeout,
+            max_layers=args.max_layers,
+            timeout_s=args.timeout,
             progress=progress,
             maxtext_python=maxtext_python,
         )
-    if not args.json and sys.stderr.isatty():
-        print("\r\033[K", end="", file=sys.stderr)
-    if args.json:
-        if args.proposals:
-            _print_json(
-                {
-                    "results": [e.to_json() for e in out],
-                    "withdrawn": [e.to_json() for e in withdrawn],
-                    "compiler_note": note,
-                }
-            )
-        else:
-            _print_json(out[0].result.to_json())
-    else:
-        for entry in out:
-            print(render.verification(entry))
-        if withdrawn:
-            print(render.withdrawn(withdrawn, note))
-    statuses = [e.result.status for e in out]
-    if any(s in (VerifyStatus.UNAVAILABLE, VerifyStatus.ERROR) for s in statuses):
-        return 2
-    return 1 if statuses[0] != VerifyStatus.OK else 0
+    except RayUnavailable as e:
+        return fail(args, CliError("verify", str(e), status=2, prog="asap verify"))
+    except KeyboardInterrupt:
+        print("\nasap: cancelled: the cluster's pending compiles were cancelled", file=sys.stderr)
+        return 130
+    for r, advice in zip(todo, advices, strict=True):
+        _take(r, advice)
+    if not args.json:
+        print(render_sweep(sweep), file=sys.stderr)
+    return None
 
 
 def render_sweep(sweep: Any) -> str:

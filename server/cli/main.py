@@ -4,7 +4,7 @@
     asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
     asap profile PATH [--config CONFIG.yml] [--json]
     asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json]
-    asap verify CONFIG.yml [--mesh k=v,...] [--proposals] [--slice NAME] [--json]
+    asap verify CONFIG.yml [CONFIG.yml ...] [--mesh k=v,...] [--proposals [--ray [ADDRESS]]] [--slice NAME] [--json]
     asap outcome CONFIG.yml --profile PATH [--experiment ID --proposal N] [--json]
     asap stats [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
@@ -20,6 +20,9 @@ With --json, stdout holds one JSON document on every exit path: the command's re
 invalid config (`asap estimate` too), or `{"errors": [{"kind", "message", "file"?}]}` when there is no report.
 `asap check A.yml B.yml` reports each file on its own: one that cannot be read or that ASAP fails on is an entry
 `{"file", "errors"}` of its own (the exit status is the worst of the files) and the others print as usual.
+`asap verify A.yml B.yml` likewise: with one config its output is as ever; with several, the text has a section per
+config (`=== A.yml`) and --json is `{"configs": [{"file", "exit_status", "report" | "errors"}], "exit_status"}`,
+`report` being the document `asap verify A.yml --json` prints; the exit status is the worst of the configs.
 
 This module is the parser and the entry point; the commands are in server/cli/commands.py and their human
 output in server/cli/render.py.
@@ -124,8 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
     an.set_defaults(func=cmd_analyze)
-    ve = sub.add_parser("verify", help="compile the config's train step for its TPU slice (libtpu, no TPU) and compare")
-    ve.add_argument("config", metavar="CONFIG.yml")
+    ve = sub.add_parser("verify", help="compile configs' train steps for their TPU slice (libtpu, no TPU) and compare")
+    ve.add_argument(
+        "configs",
+        nargs="+",
+        metavar="CONFIG.yml",
+        help="one or more configs; with several, each is verified on its own (with --ray, all in one sweep)",
+    )
     ve.add_argument(
         "--mesh", metavar="KEY=V,...", help="override keys, e.g. ici_fsdp_parallelism=8,ici_tensor_parallelism=2"
     )
@@ -151,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
         const="auto",
         default=None,
         metavar="ADDRESS",
-        help="with --proposals: run each compile as a task on the Ray cluster at ADDRESS (host:port; default: the "
-        "one `ray start` runs here), kept in ASAP's cache as it comes back",
+        help="with --proposals: run each compile of every config as a task on the Ray cluster at ADDRESS (host:port; "
+        "default: the one `ray start` runs here), all at once, kept in ASAP's cache as it comes back",
     )
     add_shared(ve, "json")
     ve.set_defaults(func=cmd_verify)

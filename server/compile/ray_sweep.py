@@ -1,7 +1,8 @@
 """Compile sweeps on Ray (issue 19): `asap verify CONFIG --proposals --ray [ADDRESS]` fans each (config, mesh) compile
 out as a Ray task and keeps each result in ASAP's store as it comes back, under the key a local compile uses
-(server/compile/verify.py's cache_key, or verify_maxtext.cache_key with MaxText), so the verdicts are then read
-exactly as a local `asap verify` reads them: the same figures, and a later local verify answers from the cache.
+(server/compile/verify.py's compile_key and keep_verdict: the same code computes the key and keeps the value), so the
+verdicts are then read exactly as a local `asap verify` reads them: the same figures, and a later local verify
+answers from the cache. Several configs are one sweep: every (config, mesh) of every config is a task at once.
 
 How it runs: waves. The first wave is the config's current mesh and every proposal; then the advice is computed from
 the cache (verification.verify_advice with cached_only); a proposal the compiler rejected brings the engine's next
@@ -29,18 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.common import store
 from server.common.childproc import default_max_memory
-from server.common.codes import DiagCode
-from server.common.findings import Severity
 from server.common.progress import CancelToken, Progress
 from server.compile import verify as verify_mod
-from server.config import resolve as config_mod
-from server.config.mesh import check
 from server.config.slices import Slice
 
-# The table and column verify.py keeps compiles in (verify._CACHE): the same rows a local compile writes.
-_CACHE = store.BlobCache("verifications", "result")
 CANCEL_GRACE_S = 3.0  # after a polite cancel, how long running tasks have to kill their compile child
 MAX_WAVES = 4
 PROBE_TIMEOUT_S = 5.0
@@ -62,6 +56,15 @@ class Unit:
     kind: str  # "reference" or "maxtext"
     args: tuple[Any, ...]
 
+    @property
+    def target(self) -> tuple[str, str]:
+        return target_key(self.config, self.overrides)
+
+
+def target_key(config: Path | str, overrides: dict[str, Any]) -> tuple[str, str]:
+    """A (config, mesh) target, as SweepReport.failed_targets keys it."""
+    return str(config), repr(sorted(overrides.items()))
+
 
 @dataclass
 class SweepReport:
@@ -71,10 +74,13 @@ class SweepReport:
     compiled: int = 0
     cached: int = 0
     failed: dict[str, str] = field(default_factory=dict)
+    failed_targets: dict[tuple[str, str], str] = field(default_factory=dict)  # target_key -> why
     mismatched: dict[str, str] = field(default_factory=dict)  # label -> the cluster's versions, when not ours
     cancelled: bool = False
     task_s: list[float] = field(default_factory=list)  # each task's own compile time, as the task measured it
     wall_s: float = 0.0
+    done: int = 0  # tasks returned, over every wave (the progress' n of N)
+    total: int = 0  # tasks started, over every wave
 
 
 # -- planning (on the driver) ---------------------------------------------------------------------------------
@@ -87,42 +93,20 @@ def plan(
     timeout_s: float,
     maxtext_python: str | None,
 ) -> Unit | None:
-    """The compile `verify.verify` would run for this target, or None when it would run none (an invalid mesh, a
-    model the reference cannot build, no compiler): verify then says why, locally and at once."""
-    cfg = config_mod.load(config)
-    if overrides:
-        cfg = config_mod.with_overrides(cfg, overrides)
-    chk = check(cfg, slice_name)
-    sl = chk.slice
-    if sl is None or not chk.consistent:
+    """The compile `verify.verify` would run for this target (verify.compile_key: the same key), or None when it
+    would run none (an invalid mesh, a model the reference cannot build, no MaxText): verify then says why, locally
+    and at once."""
+    planned = verify_mod.compile_key(
+        config, overrides or None, slice_name=slice_name, max_layers=max_layers, maxtext_python=maxtext_python
+    )
+    if planned is None:
         return None
-    if any(f.severity == Severity.ERROR and f.code != DiagCode.AXIS_NOT_PLACEABLE for f in chk.findings):
-        return None
-    allow_split = cfg.get("allow_split_physical_axes", False) is True
-    if maxtext_python:
-        from server.compile import verify_maxtext
-
-        vers = verify_maxtext.versions(maxtext_python)
-        if vers.get("maxtext") is None:
-            return None
-        job = verify_mod.mesh_job(chk, allow_split)
-        mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
-        key = verify_maxtext.cache_key(config, sl, overrides, vers)
-        layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
-        args = (maxtext_python, str(config), sl, overrides, mesh_axes, timeout_s, layers, vers)
-        return Unit(label, config, overrides, key, "maxtext", args)
-    try:
-        spec = verify_mod.ref_spec(cfg, sl)
-    except verify_mod.VerifyError:
-        return None
-    job = {
-        "topology": verify_mod.topology_job(sl),
-        "mesh": verify_mod.mesh_job(chk, allow_split),
-        "model": spec.to_json(),
-        "layers": verify_mod.layer_plan(spec.layers, max_layers),
-    }
-    key = verify_mod.cache_key(job, verify_mod.versions())
-    return Unit(label, config, overrides, key, "reference", (job, timeout_s))
+    if planned.program == "maxtext":
+        assert maxtext_python is not None
+        args = (maxtext_python, str(config), planned.slice, overrides, planned.mesh_axes, timeout_s, planned.layers,
+                planned.versions)  # fmt: skip
+        return Unit(label, config, overrides, planned.key, "maxtext", args)
+    return Unit(label, config, overrides, planned.key, "reference", (planned.job, timeout_s))
 
 
 # -- the tasks (on the cluster) ---------------------------------------------------------------------------------
@@ -138,12 +122,10 @@ def compile_reference(job: dict[str, Any], timeout_s: float, max_memory: int | N
         cancel.cancel()
         raise
     vers = v.versions()
-    keep = (run.error is None or run.error.get("kind") in ("oom", "placement")) and bool(run.runs or run.error)
-    keep = keep and run.returncode in (0, 3) and not run.timed_out
     return {
         "key": v.cache_key(job, vers),
-        "value": {"runs": run.runs, "error": run.error, "versions": run.versions},
-        "keep": keep,
+        "value": v.verdict_value(run.runs, run.error, run.versions),
+        "keep": v.worth_keeping(run),
         "why": _why(run.timed_out, run.returncode, run.stderr, timeout_s),
         "task_s": time.monotonic() - t0,
     }
@@ -177,7 +159,7 @@ def compile_maxtext(
     versions = {"jax": here.get("jax"), "libtpu": here.get("libtpu")}
     return {
         "key": verify_maxtext.cache_key(Path(config), sl, overrides, here),
-        "value": {"runs": runs, "error": error, "versions": versions},
+        "value": verify_mod.verdict_value(runs, error, versions),
         "keep": keep,
         "why": _why(out["timed_out"], 0, out.get("tail", ""), timeout_s),
         "task_s": time.monotonic() - t0,
@@ -268,7 +250,7 @@ def run_units(
     for u in units:
         ref = ref_task.remote(*u.args, max_memory) if u.kind == "reference" else mt_task.remote(*u.args)
         pending[ref] = u
-    total, done = len(units), 0
+    report.total += len(units)  # n of N over every wave of the sweep
 
     def cancel_all() -> None:
         refs = list(pending)
@@ -282,7 +264,7 @@ def run_units(
                 ray.cancel(r, force=True)
 
     if progress is not None:
-        progress(f"compiling on the Ray cluster: 0 of {total} done", 0.0)
+        progress(f"compiling on the Ray cluster: {report.done} of {report.total} done", report.done / report.total)
     try:
         while pending:
             if cancel is not None and cancel.cancelled:
@@ -292,10 +274,11 @@ def run_units(
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             for r in ready:
                 u = pending.pop(r)
-                done += 1
+                report.done += 1
                 _keep(ray, r, u, db, report)
                 if progress is not None:
-                    progress(f"compiling on the Ray cluster: {done} of {total} done ({u.label})", done / total)
+                    n, total = report.done, report.total
+                    progress(f"compiling on the Ray cluster: {n} of {total} done ({u.label})", n / total)
     except KeyboardInterrupt:
         report.cancelled = True
         cancel_all()
@@ -307,8 +290,10 @@ def _keep(ray: Any, ref: Any, u: Unit, db: Any, report: SweepReport) -> None:
         out = ray.get(ref)
     except Exception as e:  # the worker died twice (WorkerCrashedError), the node went, the task raised
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        report.failed[u.label] = f"the Ray task failed after one retry: {type(e).__name__}" + (
-            f": {first[:300]}" if first else ""
+        _failed(
+            report,
+            u,
+            f"the Ray task failed after one retry: {type(e).__name__}" + (f": {first[:300]}" if first else ""),
         )
         return
     report.task_s.append(float(out["task_s"]))
@@ -317,10 +302,15 @@ def _keep(ray: Any, ref: Any, u: Unit, db: Any, report: SweepReport) -> None:
             f"compiled under the cluster's versions {out['value'].get('versions')}: kept under their own key"
         )
     if out["keep"]:
-        _CACHE.put(db, out["key"], out["value"])
+        verify_mod.keep_verdict(db, out["key"], out["value"])
         report.compiled += 1
     else:
-        report.failed[u.label] = out["why"]
+        _failed(report, u, out["why"])
+
+
+def _failed(report: SweepReport, u: Unit, why: str) -> None:
+    report.failed[u.label] = why
+    report.failed_targets[u.target] = why
 
 
 def prefill(
@@ -339,12 +329,33 @@ def prefill(
     max_memory: int | None = None,
 ) -> None:
     """Compile on the cluster every target (label, overrides) of `config` the cache does not hold yet."""
+    prefill_targets(ray, [(config, label, o) for label, o in targets], db, report, slice_name=slice_name,
+                    max_layers=max_layers, timeout_s=timeout_s, maxtext_python=maxtext_python, progress=progress,
+                    cancel=cancel, max_memory=max_memory)  # fmt: skip
+
+
+def prefill_targets(
+    ray: Any,
+    targets: list[tuple[Path, str, dict[str, Any]]],
+    db: Any,
+    report: SweepReport,
+    *,
+    slice_name: str | None,
+    max_layers: int,
+    timeout_s: float,
+    maxtext_python: str | None,
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+    max_memory: int | None = None,
+) -> None:
+    """Compile on the cluster, all at once, every target (config, label, overrides) the cache does not hold yet:
+    the targets of several configs are one batch of tasks, not one config after another."""
     units: list[Unit] = []
-    for label, overrides in targets:
+    for config, label, overrides in targets:
         u = plan(config, label, overrides, slice_name, max_layers, timeout_s, maxtext_python)
         if u is None:
             continue
-        if _CACHE.get(db, u.key) is not None:
+        if verify_mod.read_verdict(db, u.key) is not None:
             report.cached += 1
             continue
         units.append(u)

@@ -18,7 +18,9 @@ embedding, the logits, the loss) stays constant. The result says when it was ext
 
 The compile runs in a child process (server/compile/verify_worker.py) with a time and memory limit,
 cancellable through a CancelToken, reporting progress; results are cached in ASAP's sqlite store by a
-hash of the compiled job (model spec, mesh, slice, layer plan) and the jax and libtpu versions.
+hash of the compiled job (model spec, mesh, slice, layer plan) and the jax and libtpu versions. Another process
+that compiles for verify (a Ray sweep, server/compile/ray_sweep.py) uses the public side of that cache:
+`compile_key` (the compile of a (config, mesh) and its key), `read_verdict` and `keep_verdict`.
 """
 
 from __future__ import annotations
@@ -436,14 +438,112 @@ def cache_key(job: dict[str, Any], vers: dict[str, str | None]) -> str:
 _CACHE = store.BlobCache("verifications", "result")  # key -> {"runs", "error", "versions"}
 
 
-def _cached(db: Any, key: str) -> dict[str, Any] | None:
+def read_verdict(db: Any, key: str) -> dict[str, Any] | None:
+    """The compile ASAP's store `db` keeps under `key` ({"runs", "error", "versions"}, as `verdict_value` makes
+    it); None when there is none. With `compile_key`, how another process (a Ray sweep) finds what verify keeps."""
     hit = _CACHE.get(db, key)
     return dict(hit) if hit is not None else None
 
 
+def keep_verdict(db: Any, key: str, value: dict[str, Any]) -> None:
+    """Keep a compile's result (`verdict_value`) in ASAP's store `db` under `key` (one upsert: a reader sees the
+    whole value or none); `verify` then answers that (config, mesh) from the store."""
+    _CACHE.put(db, key, value)
+
+
+def verdict_value(runs: list[dict[str, Any]], error: dict[str, Any] | None, versions: dict[str, Any]) -> dict[str, Any]:
+    """What is kept of a compile: the worker's runs (one per depth), its error event, the jax/libtpu versions."""
+    return {"runs": runs, "error": error, "versions": versions}
+
+
+@dataclass(frozen=True)
+class PlannedCompile:
+    """The compile `verify` runs for a (config, mesh), and the key its result is kept under. `program`:
+    "reference" (`job` is the verify_worker's job) or "maxtext" (`mesh_axes` and `versions`: the MaxText
+    environment's, part of the key). `layers`: the model's full depth."""
+
+    key: str
+    program: str
+    layers: int
+    slice: Slice
+    job: dict[str, Any] = field(default_factory=dict)
+    mesh_axes: list[tuple[str, int]] = field(default_factory=list)
+    versions: dict[str, str | None] = field(default_factory=dict)
+
+
+def _blocking(chk: MeshCheck) -> list[Any]:
+    """The mesh check's errors that stop a compile (an unplaceable axis does not: JAX's own words are wanted)."""
+    return [f for f in chk.findings if f.severity == Severity.ERROR and f.code != DiagCode.AXIS_NOT_PLACEABLE]
+
+
+def reference_compile(
+    cfg: Config, chk: MeshCheck, spec: RefSpec, max_layers: int, vers: dict[str, str | None]
+) -> PlannedCompile:
+    """The reference program's compile of `spec` (ref_spec of `cfg`) for the checked mesh; keyed with `vers`."""
+    assert chk.slice is not None
+    job = {
+        "topology": topology_job(chk.slice),
+        "mesh": mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True),
+        "model": spec.to_json(),
+        "layers": layer_plan(spec.layers, max_layers),
+    }
+    return PlannedCompile(cache_key(job, vers), "reference", spec.layers, chk.slice, job=job)
+
+
+def maxtext_compile(
+    cfg: Config, chk: MeshCheck, overrides: dict[str, Any], vers: dict[str, str | None]
+) -> PlannedCompile:
+    """MaxText's train_compile of the saved config `cfg` with `overrides` for the checked mesh, in the
+    environment whose versions are `vers` (verify_maxtext.versions)."""
+    from server.compile import verify_maxtext
+
+    assert chk.slice is not None and cfg.path is not None
+    job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
+    mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
+    key = verify_maxtext.cache_key(cfg.path, chk.slice, overrides, vers)
+    layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    return PlannedCompile(key, "maxtext", layers, chk.slice, mesh_axes=mesh_axes, versions=vers)
+
+
+def compile_key(
+    source: Config | Path | str,
+    mesh: dict[str, Any] | None = None,
+    *,
+    slice_name: str | None = None,
+    max_layers: int = DEFAULT_MAX_LAYERS,
+    maxtext_python: str | None = None,
+) -> PlannedCompile | None:
+    """The compile `verify(source, mesh, slice_name=..., max_layers=..., maxtext_python=...)` would run, with the
+    key it keeps the result under (`read_verdict`, `keep_verdict`), computed by the same code; None when verify
+    would compile nothing (no slice, an invalid mesh, a model the reference cannot build, no MaxText for
+    `maxtext_python`, an unsaved config for MaxText): verify says why at once. Needs no compiler here."""
+    cfg, chk = _prepare(source, mesh, slice_name)
+    if chk.slice is None or not chk.consistent or _blocking(chk):
+        return None
+    if maxtext_python:
+        from server.compile import verify_maxtext
+
+        vers = verify_maxtext.versions(maxtext_python)
+        if vers.get("maxtext") is None or cfg.path is None:
+            return None
+        return maxtext_compile(cfg, chk, mesh or {}, vers)
+    try:
+        spec = ref_spec(cfg, chk.slice)
+    except VerifyError:
+        return None
+    return reference_compile(cfg, chk, spec, max_layers, versions())
+
+
+def worth_keeping(run: _Run) -> bool:
+    """Whether a reference compile's run is a verdict to keep: it compiled, or the compiler's answer does not depend
+    on this machine (out of memory, unplaceable); never a timeout, a crash or a compile error that may be transient."""
+    deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
+    return deterministic and bool(run.runs or run.error) and run.returncode in (0, 3) and not run.timed_out
+
+
 def _cached_run(db: Any, key: str) -> _Run | None:
     """A compile kept in the store, as the run it came from; None when there is none."""
-    hit = _cached(db, key)
+    hit = read_verdict(db, key)
     if hit is None:
         return None
     return _Run(runs=hit["runs"], error=hit["error"], versions=hit.get("versions", {}), cached=True)
@@ -464,7 +564,7 @@ class _Cache:
         return _cached_run(self.db, key) if self.use else None
 
     def keep(self, key: str, run: _Run) -> None:
-        _CACHE.put(self.db, key, {"runs": run.runs, "error": run.error, "versions": run.versions})
+        keep_verdict(self.db, key, verdict_value(run.runs, run.error, run.versions))
 
 
 # -- the child process --------------------------------------------------------------------------------
@@ -648,11 +748,10 @@ def verify(
     mesh_desc.pop("placement", None)
     base: dict[str, Any] = {"slice": sl.name, "mesh": mesh_desc, "versions": vers}
     placement_findings = [f for f in chk.findings if f.code == DiagCode.AXIS_NOT_PLACEABLE]
-    blocking = [f for f in chk.findings if f.severity == Severity.ERROR and f.code != DiagCode.AXIS_NOT_PLACEABLE]
+    blocking = _blocking(chk)
     if blocking or not chk.consistent:
         msg = "; ".join(f.message for f in blocking) or "the mesh does not resolve for the slice"
         return VerifyResult(VerifyStatus.INVALID, msg, **base)
-    allow_split = cfg.get("allow_split_physical_axes", False) is True
     cache = _Cache(db, use_cache, cached_only)
     if maxtext_python:
         return _verify_maxtext(
@@ -682,14 +781,8 @@ def verify(
             **base,
         )
 
-    plan = layer_plan(spec.layers, max_layers)
-    job = {
-        "topology": topology_job(sl),
-        "mesh": mesh_job(chk, allow_split),
-        "model": spec.to_json(),
-        "layers": plan,
-    }
-    key = cache_key(job, vers)
+    planned = reference_compile(cfg, chk, spec, max_layers, vers)
+    job, key = planned.job, planned.key
     run = cache.lookup(key)
     if run is None:
         if cache.only:
@@ -704,8 +797,7 @@ def verify(
                 estimate=est_json,
                 **base,
             )
-        deterministic = run.error is None or run.error.get("kind") in ("oom", "placement")
-        if deterministic and (run.runs or run.error) and run.returncode in (0, 3):
+        if worth_keeping(run):
             cache.keep(key, run)
     return _result(run, spec.layers, sl, est_json, placement_findings, base)
 
@@ -759,10 +851,8 @@ def _verify_maxtext(
             estimate=est_json,
             **base,
         )
-    job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
-    mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
-    key = verify_maxtext.cache_key(cfg.path, sl, overrides, vers)
-    layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
+    planned = maxtext_compile(cfg, chk, overrides, vers)
+    mesh_axes, key, layers = planned.mesh_axes, planned.key, planned.layers
     run = cache.lookup(key)
     if run is None:
         if cache.only:

@@ -2,12 +2,15 @@
 cluster (server/compile/ray_sweep.py). Waves: the current mesh and the proposals first; then the advice is read from
 the cache, and the engine's next candidates for a withdrawn proposal (not compiled yet) are the next wave. The advice
 returned is verify_advice's own, read from the cache the waves filled, so it is what a local verify would say; a
-target whose task failed keeps the cluster's reason (an error result in place of "not compiled yet")."""
+target whose task failed keeps the cluster's reason (an error result in place of "not compiled yet").
+
+Several configs (`asap verify A.yml B.yml --proposals --ray`) are one sweep: each wave holds the targets of every
+config, so the cluster runs them side by side instead of one config after another (verify_advices_on_ray)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,17 @@ from server.services.analysis import Analysis
 
 
 def _key(overrides: dict[str, Any]) -> str:
-    return repr(sorted(overrides.items()))
+    return ray_sweep.target_key("", overrides)[1]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One config of a sweep: its analysis, the agents' report of it (its proposals), and its text (to log the
+    revised advice in the experiment log, as a local verify does; None: not logged)."""
+
+    an: Analysis
+    report: AnalysisReport | None
+    text: str | None = None
 
 
 def verify_advice_on_ray(
@@ -40,73 +53,98 @@ def verify_advice_on_ray(
     max_memory: int | None = None,
 ) -> tuple[verification.Advice, ray_sweep.SweepReport]:
     """The advice with its compiles run on the Ray cluster at `address`; and what the sweep did."""
-    config = an.config.path
-    if config is None:
-        raise ray_sweep.RayUnavailable("a sweep on Ray compiles a saved config file: save it first")
+    advices, sweep = verify_advices_on_ray(address, [SweepConfig(an, report, text)], slice_name, max_layers=max_layers,
+                                           timeout_s=timeout_s, progress=progress, cancel=cancel,
+                                           maxtext_python=maxtext_python, max_memory=max_memory)  # fmt: skip
+    return advices[0], sweep
+
+
+def verify_advices_on_ray(
+    address: str | None,
+    configs: list[SweepConfig],
+    slice_name: str | None = None,
+    *,
+    max_layers: int = verify_mod.DEFAULT_MAX_LAYERS,
+    timeout_s: float = verify_mod.DEFAULT_TIMEOUT_S,
+    progress: Progress | None = None,
+    cancel: CancelToken | None = None,
+    maxtext_python: str | None = None,
+    max_memory: int | None = None,
+) -> tuple[list[verification.Advice], ray_sweep.SweepReport]:
+    """Each config's advice (in the order given) with every compile of every config run on the Ray cluster at
+    `address` in one sweep: each wave is the targets of all the configs at once; and what the sweep did. With
+    several configs a task's label names its config."""
+    for c in configs:
+        if c.an.config.path is None:
+            raise ray_sweep.RayUnavailable("a sweep on Ray compiles a saved config file: save it first")
     with ray_sweep.connected(address) as ray:
-        return _on_ray(ray, an, report, slice_name, max_layers, timeout_s, progress, cancel, maxtext_python, text,
-                       max_memory)  # fmt: skip
+        return _on_ray(ray, configs, slice_name, max_layers, timeout_s, progress, cancel, maxtext_python, max_memory)
 
 
 def _on_ray(
     ray: Any,
-    an: Analysis,
-    report: AnalysisReport | None,
+    configs: list[SweepConfig],
     slice_name: str | None,
     max_layers: int,
     timeout_s: float,
     progress: Progress | None,
     cancel: CancelToken | None,
     maxtext_python: str | None,
-    text: str | None,
     max_memory: int | None,
-) -> tuple[verification.Advice, ray_sweep.SweepReport]:
-    config = an.config.path
-    assert config is not None
+) -> tuple[list[verification.Advice], ray_sweep.SweepReport]:
+    paths = [Path(c.an.config.path) for c in configs if c.an.config.path is not None]
+    assert len(paths) == len(configs)
     db = store.connect()
     sweep = ray_sweep.SweepReport()
     t0 = time.monotonic()
-    todo = [(t.label, t.overrides) for t in verification.targets(report)]
-    tried: set[str] = set()
-    advice = verification.Advice()
+    todo = [[(t.label, t.overrides) for t in verification.targets(c.report)] for c in configs]
+    tried: list[set[str]] = [set() for _ in configs]
+    advices = [verification.Advice() for _ in configs]
+
+    def named(path: Path, label: str) -> str:
+        return f"{path}: {label}" if len(configs) > 1 else label
+
+    def advice_of(c: SweepConfig, text: str | None = None) -> verification.Advice:
+        return verification.verify_advice(c.an, c.report, slice_name, max_layers=max_layers, timeout_s=timeout_s,
+                                          maxtext_python=maxtext_python, cached_only=True, text=text)  # fmt: skip
+
     for _ in range(ray_sweep.MAX_WAVES):
-        fresh = [(label, o) for label, o in todo if _key(o) not in tried]
-        if not fresh:
+        wave: list[tuple[Path, str, dict[str, Any]]] = []
+        for i, path in enumerate(paths):
+            fresh = [(label, o) for label, o in todo[i] if _key(o) not in tried[i]]
+            tried[i] |= {_key(o) for _, o in fresh}
+            wave += [(path, named(path, label), o) for label, o in fresh]
+        if not wave:
             break
-        tried |= {_key(o) for _, o in fresh}
-        ray_sweep.prefill(ray, Path(config), fresh, db, sweep, slice_name=slice_name, max_layers=max_layers,
-                          timeout_s=timeout_s, maxtext_python=maxtext_python, progress=progress, cancel=cancel,
-                          max_memory=max_memory)  # fmt: skip
+        ray_sweep.prefill_targets(ray, wave, db, sweep, slice_name=slice_name, max_layers=max_layers,
+                                  timeout_s=timeout_s, maxtext_python=maxtext_python, progress=progress,
+                                  cancel=cancel, max_memory=max_memory)  # fmt: skip
         if sweep.cancelled:
-            advice.cancelled = True
+            for a in advices:
+                a.cancelled = True
             sweep.wall_s = time.monotonic() - t0
-            return advice, sweep
-        advice = verification.verify_advice(an, report, slice_name, max_layers=max_layers, timeout_s=timeout_s,
-                                            maxtext_python=maxtext_python, cached_only=True)  # fmt: skip
+            return advices, sweep
+        advices = [advice_of(c) for c in configs]
         todo = [
-            (e.label, e.overrides)
-            for e in [*advice.entries, *advice.withdrawn]
-            if e.result.status == VerifyStatus.UNAVAILABLE and _key(e.overrides) not in tried
+            [
+                (e.label, e.overrides)
+                for e in [*a.entries, *a.withdrawn]
+                if e.result.status == VerifyStatus.UNAVAILABLE and _key(e.overrides) not in tried[i]
+            ]
+            for i, a in enumerate(advices)
         ]
     # the final advice, logged as a local verify logs it
-    advice = verification.verify_advice(an, report, slice_name, max_layers=max_layers, timeout_s=timeout_s,
-                                        maxtext_python=maxtext_python, cached_only=True, text=text)  # fmt: skip
-    failed = {_key(o): why for label, o in _targets_by_label(report, advice) if (why := sweep.failed.get(label))}
-    if failed:
-        advice.entries = [_failed(e, failed) for e in advice.entries]
-        advice.withdrawn = [_failed(e, failed) for e in advice.withdrawn]
+    advices = [advice_of(c, c.text) for c in configs]
+    for path, a in zip(paths, advices, strict=True):
+        a.entries = [_failed(e, path, sweep) for e in a.entries]
+        a.withdrawn = [_failed(e, path, sweep) for e in a.withdrawn]
     sweep.wall_s = time.monotonic() - t0
-    return advice, sweep
+    return advices, sweep
 
 
-def _targets_by_label(report: AnalysisReport | None, advice: verification.Advice) -> list[tuple[str, dict[str, Any]]]:
-    return [(t.label, t.overrides) for t in verification.targets(report)] + [
-        (e.label, e.overrides) for e in [*advice.entries, *advice.withdrawn]
-    ]
-
-
-def _failed(e: verification.VerifiedTarget, failed: dict[str, str]) -> verification.VerifiedTarget:
-    why = failed.get(_key(e.overrides))
+def _failed(e: verification.VerifiedTarget, path: Path, sweep: ray_sweep.SweepReport) -> verification.VerifiedTarget:
+    """A target the cache has no verdict for because its task failed: an error with the cluster's reason."""
+    why = sweep.failed_targets.get(ray_sweep.target_key(path, e.overrides))
     if why is None or e.result.status != VerifyStatus.UNAVAILABLE:
         return e
     res = replace(e.result, status=VerifyStatus.ERROR, message=f"on the Ray cluster: {why}")
