@@ -8,17 +8,21 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from server.agents.report import AnalysisReport
 from server.agents.types import Experiment
 from server.common.findings import Severity
-from server.common.progress import Cancelled, CancelToken
+from server.common.progress import Cancelled, CancelToken, Progress
+from server.compile import ray_sweep
 from server.editor.progress import client_progress
+from server.editor.settings import Settings
 from server.editor.state import Versioned
 from server.presentation import verification
 from server.profiles import profile_convert
@@ -173,26 +177,41 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     def on_verdict(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
         loop.call_soon_threadsafe(publish, entries, marked)
 
+    cluster = settings.verify_cluster
+    sweep: ray_sweep.SweepReport | None = None
     try:
         async with client_progress(ls, "ASAP: TPU compiler", Path(path).name, cancel=cancel) as progress:
-            advice = await loop.run_in_executor(
-                None,
-                lambda: verification.verify_advice(
-                    an,
-                    report,
-                    settings.default_slice,
-                    progress=progress.report,
-                    cancel=cancel,
-                    maxtext_python=settings.maxtext_python,
-                    on_verdict=on_verdict,
-                    text=text,
-                ),
-            )
+            if cluster:
+                progress.end_message = "failed"  # until the cluster answered
+                advice, sweep = await loop.run_in_executor(
+                    None, _verify_on_ray, cluster, an, report, settings, progress.report, cancel, text, path
+                )
+            else:
+                advice = await loop.run_in_executor(
+                    None,
+                    lambda: verification.verify_advice(
+                        an,
+                        report,
+                        settings.default_slice,
+                        progress=progress.report,
+                        cancel=cancel,
+                        maxtext_python=settings.maxtext_python,
+                        on_verdict=on_verdict,
+                        text=text,
+                    ),
+                )
             progress.end_message = "cancelled" if advice.cancelled else "done"
     except asyncio.CancelledError:
         cancel.cancel()
         log.info("verification of %s cancelled", path.name)
         raise
+    except ray_sweep.RayUnavailable as refused:  # the cluster is not there (or the file not saved): say so, once
+        ls.window_show_message(
+            lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"ASAP: Verify on the Ray cluster: {refused}")
+        )
+        log.warning("verification of %s not run: %s", path.name, refused)  # after the message: the same order
+        ls.refresh_code_lenses()
+        return
     except Exception:
         log.exception("verification failed on %s", uri)
         ls.refresh_code_lenses()
@@ -215,12 +234,79 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
             log.info("%s: %s", path.name, advice.report.compiler_note)
     ls.publish_current(uri)
     ls.refresh_code_lenses()
+    if sweep is not None:
+        for label, why in sweep.mismatched.items():
+            log.warning("TPU compiler, %s of %s: %s", label, path.name, why)
+        log.info(
+            "verification of %s done on the Ray cluster at %s: %d compiled there, %d from the cache, %d failed "
+            "in %.1f s; %d proposal(s) withdrawn",
+            path.name,
+            cluster,
+            sweep.compiled,
+            sweep.cached,
+            len(sweep.failed),
+            sweep.wall_s,
+            len(advice.withdrawn),
+        )
+        return
     log.info(
         "verification of %s done: %d compile(s), %d proposal(s) withdrawn",
         path.name,
         advice.compiles,
         len(advice.withdrawn),
     )
+
+
+_RAY_LOCK = threading.Lock()  # one Ray driver connection per process: one verification on the cluster at a time
+
+
+def _verify_on_ray(
+    cluster: str,
+    an: Analysis,
+    report: AnalysisReport | None,
+    settings: Settings,
+    progress: Progress,
+    cancel: CancelToken,
+    text: str,
+    path: Path,
+) -> tuple[verification.Advice, ray_sweep.SweepReport]:
+    """Verify's compiles as tasks on the Ray cluster at `cluster` (asap.verifyCluster): the advice read back from
+    the cache they filled, under the keys a local compile uses, so it is what a local verify shows. The cluster
+    compiles the saved file: an unsaved document is refused (RayUnavailable, shown to the user). Worker thread."""
+    from server.presentation import ray_verification
+
+    host, sep, port = cluster.rpartition(":")
+    if cluster != "auto" and not (sep and host and port.isdigit()):
+        raise ray_sweep.RayUnavailable(
+            f"asap.verifyCluster is '{cluster}': expected HOST:PORT (the head node's GCS port, 6379 by default)"
+        )
+    try:
+        saved = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ray_sweep.RayUnavailable(f"{path.name} cannot be read ({e.strerror or e}): save it first") from None
+    if saved != text:
+        raise ray_sweep.RayUnavailable(f"the cluster compiles the saved file: save {path.name} first")
+    # Ray's driver is one connection per process: a second document's verification waits for the first
+    if not _RAY_LOCK.acquire(blocking=False):
+        progress("waiting for another verification on the Ray cluster", None)
+        while not _RAY_LOCK.acquire(timeout=0.2):
+            if cancel.cancelled:
+                advice = verification.Advice(cancelled=True)
+                return advice, ray_sweep.SweepReport(cancelled=True)
+    try:
+        progress(f"connecting to the Ray cluster at {cluster}", None)
+        return ray_verification.verify_advice_on_ray(
+            cluster,
+            an,
+            report,
+            settings.default_slice,
+            progress=progress,
+            cancel=cancel,
+            maxtext_python=settings.maxtext_python,
+            text=text,
+        )
+    finally:
+        _RAY_LOCK.release()
 
 
 # -- profiles -----------------------------------------------------------------------------------------------

@@ -8,11 +8,14 @@ a typo in settings.json must not stop the server or wipe the other settings.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
+
+from server.common import pg_store
 
 log = logging.getLogger("asap")
 
@@ -31,8 +34,14 @@ class Settings(BaseModel):
     verify: Literal["manual", "auto"] = "manual"  # asap.verify: ASAP: Verify only, or after each analysis
     maxtext_python: StrictStr | None = None  # asap.maxtextPython: compile MaxText's own train step with it
     maxtext_path: StrictStr | None = None  # asap.maxtextPath: a MaxText checkout whose models/ model_name is read from
+    # asap.store: the shared experiment log (postgresql://...). The extension hands it to the server process as
+    # ASAP_STORE when it starts it (and restarts the server when it changes): the process reads the variable
+    # (server/common/pg_store.py). Kept here for the record; never shown with its password (repr, warnings).
+    store: StrictStr | None = Field(default=None, repr=False)
+    # asap.verifyCluster: "HOST:PORT" of a Ray cluster's head; Verify runs its compiles there (background.py)
+    verify_cluster: StrictStr | None = None
 
-    @field_validator("default_slice", "kb_path", mode="after")
+    @field_validator("default_slice", "kb_path", "store", "verify_cluster", mode="after")
     @classmethod
     def _blank_is_unset(cls, v: str | None) -> str | None:
         return (v.strip() or None) if v is not None else None
@@ -61,7 +70,14 @@ class Settings(BaseModel):
             try:
                 cls.model_validate({key: raw[key]})
             except ValidationError:
-                log.warning("asap.%s: %r is not a valid value; using the default", key, raw[key])
+                shown = pg_store.redact(repr(raw[key]))
+                log.warning("asap.%s: %s is not a valid value; using the default", key, shown)
                 continue
             values[key] = raw[key]
         return cls.model_validate(values)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        """The settings as logged ("settings: Settings(...)"): the store's URL without its password."""
+        yield from super().__repr_args__()
+        if self.store is not None:
+            yield "store", pg_store.redact_url(self.store)

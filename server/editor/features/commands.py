@@ -16,7 +16,7 @@ from server.editor import background
 from server.editor.contract import CommandError, ErrorCode, LinkProfileReply, RooflineReply, ServerCommand
 from server.editor.progress import client_progress
 from server.editor.server import AsapServer
-from server.profiles import profile_convert, profile_link
+from server.profiles import gcs, profile_convert, profile_link
 from server.profiles.profile import ProfileError
 from server.services import experiments
 from server.services.analysis import Analysis
@@ -132,27 +132,43 @@ async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, 
     return RooflineReply(title=f"ASAP roofline: {name}", spec=chart, fresh=report is not None).model_dump()
 
 
-def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
-    """Store (or remove, with no path) the profile link of a config in <workspace>/.asap/links.json."""
+async def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
+    """Store (or remove, with no path) the profile link of a config in <workspace>/.asap/links.json. A gs:// URL
+    is stored as it is, once its newest run is listed (off the event loop: a request to Cloud Storage)."""
     path = to_fs_path(uri)
     ws = ls.workspace_root(uri)
     if not path or ws is None:
         raise CommandError(
             ErrorCode.CONFIG_NOT_OPEN, "linking a profile needs a saved config inside a workspace folder"
         )
-    target = Path(profile).expanduser() if profile else None
-    if target is not None:
-        if not target.is_absolute():
-            target = ws / target
+    target: Path | str | None = None
+    if profile and gcs.is_gcs(profile):
+        target = await asyncio.get_running_loop().run_in_executor(None, _listed_gcs, profile.strip())
+    elif profile:
+        local = Path(profile).expanduser()
+        if not local.is_absolute():
+            local = ws / local
         try:
-            profile_convert.find_profile(target)
+            profile_convert.find_profile(local)
         except ProfileError as e:
             raise CommandError(ErrorCode.BAD_PROFILE, str(e)) from e
+        target = local
     written = profile_link.write_link(ws, Path(path), target)
     ls.failed.clear()
     ls.schedule(uri, invalidate=True)
     log.info("profile link of %s -> %s (%s)", path, target, written)
     return LinkProfileReply(links_file=str(written), profile=str(target) if target else None).model_dump()
+
+
+def _listed_gcs(url: str) -> str:
+    """`url` when a profile run is listed under it (a fresh listing: the user just asked); else BAD_PROFILE with
+    the reason in gcs.py's words (bucket not found, permission denied, no credentials, no profile). Worker thread."""
+    try:
+        run = gcs.find_run(url, max_age_s=0)
+    except gcs.GcsError as e:
+        raise CommandError(ErrorCode.BAD_PROFILE, str(e)) from e
+    log.info("%s: newest run %s (%d file(s))", url, run.url, len(run.objects))
+    return url
 
 
 COMMANDS: dict[ServerCommand, Callable[..., Any]] = {

@@ -1,0 +1,181 @@
+"""ASAP: Verify with `asap.verifyCluster` set, over stdio against the real server: the compiles run as tasks on a real
+local Ray cluster (tests/support/ray_cluster.py: a head node and one worker node on 127.0.0.1, stopped by PID), with
+the same cancellable `$/progress` as a local verify ("n of N done"), and the verdicts come back under the keys a
+local compile uses: the code lens, the quick fixes and the withdrawn proposals are what a local verify shows, and a
+local verify afterwards compiles nothing. An unreachable cluster, an address that is not HOST:PORT and an unsaved
+config are an error message to the user, and the server goes on answering. The compiler is tests/support/
+fake_maxtext.py's stand-in for MaxText's train_compile (setting asap.maxtextPython), as in test_verify_advice.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from lsprotocol import types as lsp
+from support import fake_maxtext
+from support.ray_cluster import available, free_port, ray_cluster, until
+
+from .conftest import EXAMPLES, AsapClient, Doc, initialize, wait_for_log, wait_for_progress
+from .test_verify_advice import lens_commands, lens_titles, messages, proposal_titles, summary, verify
+
+EXAMPLE = EXAMPLES / "llama3-8b-v6e-16.yml"
+TIMEOUT_S = 120.0  # the first task on a fresh cluster starts a worker and ships the package (5-8 s here)
+
+pytestmark = pytest.mark.skipif(not available(), reason="Ray is not installed (pip install '.[team]')")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    with ray_cluster() as address:
+        yield address
+
+
+@pytest.fixture
+def maxtext(tmp_path: Path) -> Path:
+    return fake_maxtext.write(tmp_path / "maxtext-env")
+
+
+async def start(client: AsapClient, tmp_path: Path, maxtext: Path, address: str) -> Doc:
+    settings = {"maxtextPython": str(maxtext), "verifyCluster": address}
+    await initialize(client, {"settings": settings}, configuration=False)
+    cfg = tmp_path / "llama.yml"
+    shutil.copy(EXAMPLE, cfg)
+    doc = Doc(client, cfg).open()
+    await wait_for_log(client, "agents, llama.yml (version 1): 3 proposal(s)", timeout=TIMEOUT_S)
+    return doc
+
+
+def pids(maxtext: Path) -> list[int]:
+    f = maxtext.parent / "pids"
+    return [int(p) for p in f.read_text().split()] if f.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_verify_on_the_cluster_shows_what_a_local_verify_shows(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path, cluster: str
+) -> None:
+    (maxtext.parent / "release").touch()
+    doc = await start(fresh, tmp_path, maxtext, cluster)
+    mark = await verify(fresh, doc)
+    done = await wait_for_log(fresh, f"verification of llama.yml done on the Ray cluster at {cluster}", start=mark,
+                              timeout=TIMEOUT_S)  # fmt: skip
+    m = re.search(r": (\d+) compiled there, 0 from the cache, 0 failed in [\d.]+ s; (\d+) proposal\(s\) withdrawn",
+                  done)  # fmt: skip
+    assert m is not None, done
+    compiled, withdrawn = int(m.group(1)), int(m.group(2))
+    assert withdrawn >= 1  # fsdp=16 does not fit (39.8 of 31.25 GiB)
+    assert compiled == len(pids(maxtext)) >= 4  # the current mesh, three proposals, the next candidates
+
+    # the progress: the local verify's cancellable bar, "n of N done" from the cluster
+    (token,) = [t for t, rs in fresh.progress_reports.items() if getattr(rs[0], "title", "") == "ASAP: TPU compiler"]
+    rs = fresh.progress_reports[token]
+    assert isinstance(rs[0], lsp.WorkDoneProgressBegin) and rs[0].cancellable
+    steps = messages(rs)
+    assert steps[0] == f"connecting to the Ray cluster at {cluster}", steps
+    assert any(re.fullmatch(r"compiling on the Ray cluster: 0 of \d+ done", s) for s in steps), steps
+    assert any(re.fullmatch(r"compiling on the Ray cluster: \d+ of \d+ done \(proposal 1\)", s) for s in steps), steps
+    end = rs[-1]
+    assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "done"
+
+    # the advice as a local verify shows it: the withdrawn count, the current mesh's verdict, the quick fixes
+    line = summary(await lens_titles(fresh, doc))
+    assert re.fullmatch(
+        rf"ASAP: compute-bound · MFU \d+% · 3 proposals \(best ×[\d.]+, confidence \d+%\) · {withdrawn} withdrawn", line
+    ), line
+    (verdict,) = [c for c in await lens_commands(fresh, doc) if c.title == "TPU compiler: fits"]
+    assert verdict.tooltip is not None and "15.00 GiB of 31.25 GiB" in verdict.tooltip  # MaxText's 12 + 3 GiB
+    offered = await proposal_titles(fresh, doc)
+    assert len(offered) == 3 and all(t.endswith(", fits (TPU compiler))") for t in offered), offered
+
+    # kept under the local keys: reopened, the advice starts from the cache; a local verify compiles nothing
+    compiled_pids = pids(maxtext)
+    doc.close()
+    mark = len(fresh.log_messages)
+    doc = Doc(fresh, doc.path).open()
+    await wait_for_log(fresh, f"agents, llama.yml (version 1): 3 proposal(s), {withdrawn} withdrawn", start=mark)
+    assert summary(await lens_titles(fresh, doc)) == line
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"maxtextPython": str(maxtext), "verifyCluster": ""}})
+    )
+    mark = await verify(fresh, doc)
+    # (the reopened advice already has its withdrawn proposals: none is withdrawn again)
+    await wait_for_log(fresh, "verification of llama.yml done: 0 compile(s), 0 proposal(s) withdrawn", start=mark)
+    assert pids(maxtext) == compiled_pids
+    assert summary(await lens_titles(fresh, doc)) == line
+    doc.close()
+
+
+async def test_cancelling_a_verify_on_the_cluster_stops_its_compiles(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path, cluster: str
+) -> None:
+    (maxtext.parent / "hold").touch()  # every compile waits
+    doc = await start(fresh, tmp_path, maxtext, cluster)
+    before = summary(await lens_titles(fresh, doc))
+    mark = await verify(fresh, doc)
+    token = await wait_for_progress(
+        fresh, lambda _t, rs: any(m.startswith("compiling on the Ray cluster: 0 of") for m in messages(rs))
+    )
+    until(lambda: len(pids(maxtext)) >= 1, "a compile running on the cluster")
+    running = pids(maxtext)
+    fresh.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    await wait_for_log(fresh, "verification of llama.yml cancelled: the advice is unchanged", start=mark,
+                       timeout=TIMEOUT_S)  # fmt: skip
+    end = fresh.progress_reports[token][-1]
+    assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "cancelled"
+    until(lambda: not any(alive(p) for p in running), "the cancelled compiles to stop")
+    (maxtext.parent / "hold").unlink()
+    titles = await lens_titles(fresh, doc)
+    assert summary(titles) == before and "Verify" in titles  # nothing withdrawn, nothing kept: Verify again
+    doc.close()
+
+
+async def test_an_unreachable_cluster_is_an_error_message_and_the_server_goes_on(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path
+) -> None:
+    port = free_port()  # bound and closed: nothing listens there
+    address = f"127.0.0.1:{port}"
+    doc = await start(fresh, tmp_path, maxtext, address)
+    mark = await verify(fresh, doc)
+    await wait_for_log(fresh, "verification of llama.yml not run: cannot reach the Ray cluster", start=mark)
+    (shown,) = [m for m in fresh.messages if m.type == lsp.MessageType.Error]
+    assert shown.message == (
+        f"ASAP: Verify on the Ray cluster: cannot reach the Ray cluster at {address} (Connection refused): "
+        "is `ray start --head` running there?"
+    )
+    assert "Traceback" not in "\n".join(m.message for m in fresh.log_messages)
+    assert not pids(maxtext)  # nothing compiled locally in its place
+    titles = await lens_titles(fresh, doc)  # the server answers; Verify is offered again
+    assert "Verify" in titles
+
+    # an address that is not HOST:PORT is named as the setting's
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"maxtextPython": str(maxtext), "verifyCluster": "head"}})
+    )
+    mark = await verify(fresh, doc)
+    await wait_for_log(fresh, "verification of llama.yml not run", start=mark)
+    assert fresh.messages[-1].message == (
+        "ASAP: Verify on the Ray cluster: asap.verifyCluster is 'head': expected HOST:PORT (the head node's GCS "
+        "port, 6379 by default)"
+    )
+
+    # the cluster compiles the saved file: an unsaved edit is refused, with what to do
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"maxtextPython": str(maxtext), "verifyCluster": address}})
+    )
+    doc.replace_all(doc.text + "\n# edited\n")
+    mark = await verify(fresh, doc)
+    await wait_for_log(fresh, "verification of llama.yml not run", start=mark)
+    assert fresh.messages[-1].message == (
+        "ASAP: Verify on the Ray cluster: the cluster compiles the saved file: save llama.yml first"
+    )
+    assert not pids(maxtext)
+    doc.close()

@@ -1,0 +1,84 @@
+"""A real local Ray cluster for the tests: a head node and one worker node (`ray start --block`, one CPU each) on
+127.0.0.1 with their own temporary directory, stopped by PID (SIGTERM to each `ray start --block`, which stops its
+node's processes; then SIGKILL to what it left in its session). Shared by tests/lsp/test_verify_on_ray_lsp.py; the
+same steps as tests/test_ray_sweep.py's own fixture."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+RAY = Path(sys.executable).parent / "ray"
+DEADLINE_S = 60.0
+
+
+def available() -> bool:
+    return shutil.which(str(RAY)) is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def until(cond: Callable[[], object], what: str, detail: Callable[[], str] | None = None) -> None:
+    """Wait for a condition another process brings about (a file written, a process gone), up to a deadline."""
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
+        time.sleep(0.05)
+
+
+def start_node(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """`ray start ... --block` as a child; returns once the node is up (its 'block forever' line is written)."""
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [str(RAY), "start", *args, "--block"],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+        start_new_session=True,
+    )
+    until(lambda: b"block forever" in log.read_bytes() or proc.poll() is not None, f"ray start ({log})")
+    assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+    return proc
+
+
+def stop_nodes(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in reversed(procs):  # SIGTERM: `ray start --block` stops the node's processes
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGTERM)
+    for p in reversed(procs):
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        with contextlib.suppress(ProcessLookupError):  # what it left behind in its session, if anything
+            os.killpg(p.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def ray_cluster() -> Iterator[str]:
+    """A head node and one worker node (one CPU each) on 127.0.0.1 for the block; its address HOST:PORT."""
+    port = free_port()
+    tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
+    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--temp-dir", str(tmp / "r")]
+    procs = [start_node(["--head", "--port", str(port), "--include-dashboard=false", *common], tmp / "head.log")]
+    try:
+        procs.append(start_node(["--address", f"127.0.0.1:{port}", *common], tmp / "worker.log"))
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_nodes(procs)
+        shutil.rmtree(tmp, ignore_errors=True)
