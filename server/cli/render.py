@@ -332,19 +332,17 @@ def outcome(out: Outcome) -> str:
 
 
 def track_record(rec: dict[str, Any]) -> str:
-    """ASAP's track record (`experiments.track_record`): errors per generation, confidence reliability."""
+    """ASAP's track record (`experiments.track_record`): errors per generation, confidence reliability. With the
+    shared store (`rec["shared"]`): where the figures come from (the team's store, or this machine's log when the
+    store did not answer; rows waiting to be synced), and a table per user and per generation."""
     lines = [
         f"ASAP's track record: {rec['outcomes']} outcomes of applied proposals ({rec['with_baseline']} with a "
         "measured baseline)"
     ]
-    for g, d in rec["per_generation"].items():
-        st, mem = d["step_time_error"], d["memory_error"]
-        line = f"  {g}: {d['outcomes']} outcomes"
-        if st["n"]:
-            line += f"; step time |error| median {st['median_abs']:.1%}, p90 {st['p90_abs']:.1%}"
-        if mem["n"]:
-            line += f"; memory |error| median {mem['median_abs']:.1%}"
-        lines.append(line)
+    if "shared" in rec:
+        lines += _team(rec)
+    else:
+        lines += _per_generation_lines(rec)
     lines.append("  reliability (stated confidence -> delivered the predicted direction):")
     lines.extend(
         f"    {b['stated']:>9}: n={b['n']:<3} stated {b['mean_stated']:.0%}, delivered {b['delivered']:.0%}"
@@ -353,6 +351,95 @@ def track_record(rec: dict[str, Any]) -> str:
     )
     lines.append(f"  confidence shown to users: {rec['calibration']['note']}")
     return "\n".join(lines)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _table(head: list[str], rows: list[list[str]], indent: str = "    ") -> list[str]:
+    """Columns padded to their widest cell; the first left-aligned, the others right-aligned."""
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+
+    def line(cells: list[str]) -> str:
+        return indent + "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return [line(head), *(line(r) for r in rows)]
+
+
+def _team(rec: dict[str, Any]) -> list[str]:
+    """The shared store's part of `asap stats`: the source line, the per-user and per-generation tables."""
+    sh = rec["shared"]
+    waiting = int(sh.get("pending_sync") or 0)
+    rows = "row waits" if waiting == 1 else "rows wait"
+    outbox = (
+        f"{waiting} {rows} in this machine's outbox, synced on the next connect"
+        if waiting
+        else "nothing waits to be synced"
+    )
+    if str(sh["source"]).startswith("shared"):
+        source = f"  source: the team's shared store {sh['store']} (every user's outcomes); {outbox}"
+    else:
+        source = (
+            f"  source: this machine's log only: the shared store {sh['store']} did not answer (see the notice "
+            f"above); {outbox}"
+        )
+    out = [source, "  per user:"]
+    user_rows = []
+    for u, d in rec.get("per_user", {}).items():
+        st = d["step_time_error"]
+        user_rows.append(
+            [
+                u,
+                str(d["outcomes"]),
+                _pct(st["median_abs"]),
+                _pct(st["p90_abs"]),
+                _pct(st["mean_signed"]),
+                _pct(d["delivered"]),
+            ]
+        )
+    head = ["user", "outcomes", "step |error| median", "p90", "mean signed", "delivered"]
+    out += _table(head, user_rows) if user_rows else ["    (no outcomes yet)"]
+    out.append("  per generation:")
+    gen_rows = []
+    for g, d in rec["per_generation"].items():
+        st, mem = d["step_time_error"], d["memory_error"]
+        gen_rows.append(
+            [
+                g,
+                str(d["outcomes"]),
+                _pct(st["median_abs"]),
+                _pct(st["p90_abs"]),
+                _pct(mem["median_abs"]),
+                str(d["bottleneck_moved"]),
+            ]
+        )
+    head = ["generation", "outcomes", "step |error| median", "p90", "memory |error| median", "bottleneck moved"]
+    out += _table(head, gen_rows) if gen_rows else ["    (no outcomes yet)"]
+    if user_rows:
+        out.append(
+            "  (step |error|: |predicted - measured| / measured step time; mean signed: its signed mean, above 0 when"
+        )
+        out.append(
+            "   ASAP predicted a longer step than measured; delivered: of the outcomes with a measured baseline,"
+        )
+        out.append("   the share whose measured speedup went the predicted way; memory: against the TPU compiler)")
+    return out
+
+
+def _per_generation_lines(rec: dict[str, Any]) -> list[str]:
+    lines = []
+    for g, d in rec["per_generation"].items():
+        st, mem = d["step_time_error"], d["memory_error"]
+        line = f"  {g}: {d['outcomes']} outcomes"
+        if st["n"]:
+            line += f"; step time |error| median {st['median_abs']:.1%}, p90 {st['p90_abs']:.1%}"
+        if mem["n"]:
+            line += f"; memory |error| median {mem['median_abs']:.1%}"
+        lines.append(line)
+    return lines
 
 
 # -- asap models ---------------------------------------------------------------------------------------------
