@@ -457,3 +457,53 @@ def test_no_collective_read_back_is_not_a_collective_disagreement():
     other = {"kind": "all-reduce", "axes": ["tensor"], "payload_bytes": 1e9, "group_size": 4, "count": 1}
     got = disagreements(compiled([other]), est)
     assert [d["what"] for d in got] == ["collective_bytes[fsdp]", "collective_bytes[tensor]"]
+
+
+def _kept_run(layers: int) -> dict[str, Any]:
+    """A compile's event as the worker writes it: 1 GiB of arguments and 0.5 GiB of temporaries per chip."""
+    memory = {"argument": 2**30, "output": 0, "alias": 0, "temp": 2**29, "generated_code": 0}
+    return {"layers": layers, "memory": memory, "collectives": [], "compile_s": 1.0, "lower_s": 0.5}
+
+
+@needs_libtpu
+def test_a_verdict_kept_under_compile_key_is_what_verify_reads(small: Path, tmp_path: Path) -> None:
+    """The public side of the compile cache (what a Ray sweep uses): a verdict kept under compile_key(config, mesh)
+    answers verify for that (config, mesh) without a compile; another mesh has another key; a mesh verify would not
+    compile has none."""
+    from server.compile import verify as v
+
+    db = sqlite_utils.Database(tmp_path / "asap.sqlite")
+    mesh = {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4}
+    planned = v.compile_key(small, mesh)
+    assert planned is not None and planned.program == "reference" and planned.slice.name == "v5e-16"
+    other = v.compile_key(small)
+    assert other is not None and other.key != planned.key
+    assert v.compile_key(small, {"ici_fsdp_parallelism": 3}) is None  # 3 does not divide 16: invalid
+    runs = [_kept_run(n) for n in planned.job["layers"]]
+    v.keep_verdict(db, planned.key, v.verdict_value(runs, None, {"jax": "kept"}))
+    assert v.read_verdict(db, planned.key) == {"runs": runs, "error": None, "versions": {"jax": "kept"}}
+    got = verify(small, mesh, db=db, cached_only=True)
+    assert got.cached and got.status == VerifyStatus.OK and got.compiled is not None
+    assert got.compiled.memory_per_chip_bytes == 1.5 * 2**30 and got.versions["jax"] == "kept"
+    assert verify(small, db=db, cached_only=True).status == VerifyStatus.UNAVAILABLE  # the other key: nothing kept
+
+
+def test_a_verdict_kept_under_compile_key_answers_a_maxtext_verify(tmp_path: Path) -> None:
+    """With a MaxText environment the key is verify_maxtext's (the saved config, the overrides, the versions of that
+    environment), through the same compile_key; the verdict kept under it is what verify reads."""
+    from support import fake_maxtext
+
+    from server.compile import verify as v
+
+    exe = str(fake_maxtext.write(tmp_path / "env"))
+    cfg = tmp_path / "small.yml"
+    cfg.write_text(SMALL)
+    db = sqlite_utils.Database(tmp_path / "asap.sqlite")
+    planned = v.compile_key(cfg, maxtext_python=exe)
+    assert planned is not None and planned.program == "maxtext"
+    assert dict(planned.mesh_axes)["fsdp"] == 16 and planned.versions["maxtext"]
+    assert v.compile_key(cfg, maxtext_python=str(tmp_path / "no-python")) is None  # no MaxText there
+    v.keep_verdict(db, planned.key, v.verdict_value([_kept_run(planned.layers)], None, {}))
+    got = verify(cfg, db=db, cached_only=True, maxtext_python=exe)
+    assert got.cached and got.status == VerifyStatus.OK and got.program == "maxtext"
+    assert got.compiled is not None and got.compiled.memory_per_chip_bytes == 1.5 * 2**30
