@@ -2,6 +2,7 @@
 import * as vscode from 'vscode';
 
 import type { Logger } from './log';
+import { STORE_PASSWORD_KEY, storeEnv, type StoreEnv } from './store';
 
 export const SECRET_KEY = 'asap.anthropicApiKey';
 
@@ -9,6 +10,16 @@ export const SECRET_KEY = 'asap.anthropicApiKey';
 export async function serverEnv(secrets: vscode.SecretStorage, base: NodeJS.ProcessEnv): Promise<NodeJS.ProcessEnv> {
   const key = await secrets.get(SECRET_KEY);
   return key ? { ...base, ANTHROPIC_API_KEY: key } : { ...base };
+}
+
+/** serverEnv, plus the shared store (asap.store as ASAP_STORE, its password from SecretStorage as PGPASSWORD:
+ * store.ts), with what the caller must warn about and keep out of the logs. */
+export async function serverEnvWithStore(
+  secrets: vscode.SecretStorage,
+  base: NodeJS.ProcessEnv,
+  store: string,
+): Promise<StoreEnv> {
+  return storeEnv(store, await secrets.get(STORE_PASSWORD_KEY), await serverEnv(secrets, base));
 }
 
 /** "ASAP: Set API Key": ask for the key (masked), store it (or remove it when left empty), restart the server. */

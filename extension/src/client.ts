@@ -13,14 +13,15 @@ import {
   WorkDoneProgressCancelNotification,
 } from 'vscode-languageclient/node';
 
-import { serverEnv } from './apiKey';
+import { serverEnvWithStore } from './apiKey';
 import { findInterpreter } from './interpreter';
 import type { ServerState } from './statusBar';
-import { clientChannel, type Logger } from './log';
+import { clientChannel, type LevelSink, type Logger } from './log';
 import { ProgressNotifications } from './progress';
 import { pythonExtensionInterpreter } from './pythonExtension';
 import { cappedErrorHandler, RestartBudget } from './restartBudget';
 import { checkServerImport, notInstalledMessage } from './serverCheck';
+import { NOT_POSTGRES, PASSWORD_IN_URL, redactStore, SET_STORE_PASSWORD, setStorePassword } from './store';
 
 const OPEN_SETTINGS = 'Open Settings';
 const SHOW_OUTPUT = 'Show Output';
@@ -30,13 +31,33 @@ export class AsapClient implements vscode.Disposable {
   private notifications: ProgressNotifications | undefined;
   private pending: Promise<void> = Promise.resolve();
   private readonly budget = new RestartBudget();
+  private readonly log: Logger;
+  private readonly disposables: vscode.Disposable[] = [];
+  /** the shared store's passwords (asap.store's URL, SecretStorage, PGPASSWORD): masked in every log line */
+  private secrets: string[] = [];
+  private readonly warned = new Set<string>(); // the store warnings shown this session (each once)
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly channel: vscode.LogOutputChannel,
-    private readonly log: Logger,
+    log: Logger,
     private readonly onState: (state: ServerState) => void = () => undefined,
-  ) {}
+  ) {
+    const hide = (m: string): string => redactStore(m, this.secrets);
+    this.log = { info: (m) => log.info(hide(m)), warn: (m) => log.warn(hide(m)), error: (m) => log.error(hide(m)) };
+    this.disposables.push(
+      // the store is the server process's environment (ASAP_STORE): a change needs a new process
+      vscode.workspace.onDidChangeConfiguration((e) => {
+        if (e.affectsConfiguration('asap.store')) {
+          this.log.info('asap.store changed; restarting the server');
+          void this.restart();
+        }
+      }),
+      vscode.commands.registerCommand(SET_STORE_PASSWORD, () =>
+        setStorePassword(this.context.secrets, () => this.restart(), this.log),
+      ),
+    );
+  }
 
   /** Start, stop and restart run one at a time, in the order asked. */
   start(): Promise<void> {
@@ -63,6 +84,7 @@ export class AsapClient implements vscode.Disposable {
   }
 
   dispose(): void {
+    for (const d of this.disposables.splice(0)) d.dispose();
     void this.stop();
   }
 
@@ -99,12 +121,20 @@ export class AsapClient implements vscode.Disposable {
     }
     this.log.info(`${interpreter.path} can import server and pygls`);
 
+    const store = await serverEnvWithStore(
+      this.context.secrets,
+      process.env,
+      vscode.workspace.getConfiguration('asap').get<string>('store', ''),
+    );
+    this.secrets = store.secrets;
+    this.warnAboutStore(store.passwordInUrl, store.notPostgres, store.url);
     const serverOptions: ServerOptions = {
       command: interpreter.path,
       args: ['-m', 'server'],
       transport: TransportKind.stdio,
-      // The Anthropic key (SecretStorage) reaches the server in its environment only: never a setting or a log.
-      options: { cwd: folders[0], env: await serverEnv(this.context.secrets, process.env) },
+      // The Anthropic key and the store's password (SecretStorage) reach the server in its environment only:
+      // never a setting or a log.
+      options: { cwd: folders[0], env: store.env },
     };
     // The server's long jobs as cancellable notifications (progress.ts), not the client's status-bar text.
     let client: LanguageClient | undefined;
@@ -126,6 +156,7 @@ export class AsapClient implements vscode.Disposable {
       middleware: { handleWorkDoneProgress: notifications.middleware },
     };
     this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
+    if (store.url) this.log.info(`Shared store: ${redactStore(store.url)}`);
     client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
     this.client = client;
     // A server that stopped (crash, restart) ends its jobs: close their notifications.
@@ -162,9 +193,17 @@ export class AsapClient implements vscode.Disposable {
    * channel in the channel's own format, one entry per line, no blank lines (log.ts clientChannel). */
   private clientOutput(): vscode.OutputChannel {
     const channel = this.channel;
+    // the server's stderr and the protocol trace (initializationOptions hold asap.store) lose the store's password
+    const hide = (m: string): string => redactStore(m, this.secrets);
+    const sink: LevelSink = {
+      debug: (m) => channel.debug(hide(m)),
+      info: (m) => channel.info(hide(m)),
+      warn: (m) => channel.warn(hide(m)),
+      error: (m) => channel.error(hide(m)),
+    };
     return {
       name: channel.name,
-      ...clientChannel(channel),
+      ...clientChannel(sink),
       show: () => channel.show(true),
       hide: () => channel.hide(),
       dispose: () => undefined,
@@ -175,6 +214,20 @@ export class AsapClient implements vscode.Disposable {
   private checkoutHint(): string {
     const repo = path.dirname(this.context.extensionPath);
     return fs.existsSync(path.join(repo, 'pyproject.toml')) ? repo : '<ASAP checkout>';
+  }
+
+  /** A password written in asap.store's URL, or a value that is not a postgresql:// URL: said once a session. */
+  private warnAboutStore(passwordInUrl: boolean, notPostgres: boolean, url: string | undefined): void {
+    const key = `${passwordInUrl ? 'password' : notPostgres ? 'scheme' : ''}:${url ? redactStore(url) : ''}`;
+    if ((!passwordInUrl && !notPostgres) || this.warned.has(key)) return;
+    this.warned.add(key);
+    const message = passwordInUrl ? PASSWORD_IN_URL : NOT_POSTGRES;
+    this.log.warn(message);
+    const actions = passwordInUrl ? ['Set Shared Store Password', OPEN_SETTINGS] : [OPEN_SETTINGS];
+    void vscode.window.showWarningMessage(message, ...actions).then((choice) => {
+      if (choice === 'Set Shared Store Password') void vscode.commands.executeCommand(SET_STORE_PASSWORD);
+      if (choice === OPEN_SETTINGS) void vscode.commands.executeCommand('workbench.action.openSettings', 'asap.store');
+    });
   }
 
   private offerSettings(message: string): void {

@@ -8,14 +8,22 @@ const settings: Record<string, unknown> = {};
 const vscode = vi.hoisted(() => ({
   workspace: {
     workspaceFolders: [] as { uri: { fsPath: string } }[],
+    // the listener AsapClient registers (asap.store changes restart the server)
+    onDidChangeConfiguration: vi.fn((f: (e: { affectsConfiguration: (s: string) => boolean }) => void) => {
+      vscode.configListener = f;
+      return { dispose: () => undefined };
+    }),
     getConfiguration: () => {
       const cfg = { ...settings };
       Object.defineProperty(cfg, 'get', { value: (k: string, d: unknown) => settings[k] ?? d, enumerable: false });
       return cfg;
     },
   },
+  configListener: undefined as undefined | ((e: { affectsConfiguration: (s: string) => boolean }) => void),
+  registered: new Map<string, () => unknown>(),
   window: {
     showErrorMessage: vi.fn(() => Promise.resolve(undefined)),
+    showWarningMessage: vi.fn((..._args: unknown[]) => Promise.resolve(undefined)),
     // records the cancel listener of the last notification shown, as `cancel`
     withProgress: vi.fn((_o: unknown, task: (p: unknown, t: unknown) => Promise<void>) =>
       task(
@@ -31,7 +39,13 @@ const vscode = vi.hoisted(() => ({
   },
   cancel: () => undefined as void,
   ProgressLocation: { Notification: 15 },
-  commands: { executeCommand: vi.fn() },
+  commands: {
+    executeCommand: vi.fn(),
+    registerCommand: vi.fn((id: string, f: () => unknown) => {
+      vscode.registered.set(id, f);
+      return { dispose: () => undefined };
+    }),
+  },
   extensions: { getExtension: vi.fn(() => undefined) },
 }));
 vi.mock('vscode', () => vscode);
@@ -78,18 +92,21 @@ function fakePython(name: string, exitCode: number, stderr = ''): string {
   return file;
 }
 
-function makeClient() {
+function makeClient(stored: Record<string, string> = { 'asap.anthropicApiKey': 'sk-ant-test-SECRET123' }) {
   const log = memoryLogger();
-  const secrets = { get: vi.fn(async () => 'sk-ant-test-SECRET123') };
+  const secrets = { get: vi.fn(async (k: string) => stored[k]) };
   const context = { extensionPath: path.join(tmp, 'extension'), secrets };
-  const channel = { show: vi.fn() };
-  return { log, client: new AsapClient(context as never, channel as never, log) };
+  const written: string[] = [];
+  const put = (level: string) => (m: string) => void written.push(`${level} ${m}`);
+  const channel = { show: vi.fn(), debug: put('debug'), info: put('info'), warn: put('warn'), error: put('error') };
+  return { log, written, client: new AsapClient(context as never, channel as never, log) };
 }
 
 beforeEach(() => {
   for (const k of Object.keys(settings)) delete settings[k];
   lc.instances.length = 0;
   vscode.window.showErrorMessage.mockClear();
+  vscode.window.showWarningMessage.mockClear();
 });
 
 describe.skipIf(process.platform === 'win32')('AsapClient', () => {
@@ -182,5 +199,63 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
       'Open Settings',
       'Show Output',
     );
+  });
+  it('hands asap.store and the stored password to the server; the password reaches no log line', async () => {
+    const PW = 'Tr0ub4dor&3';
+    const url = 'postgresql://asap@db.team.example:5432/asap';
+    Object.assign(settings, { python: fakePython('store', 0), store: url });
+    const { client, log, written } = makeClient({ 'asap.storePassword': PW });
+    await client.start();
+    const [, , serverOptions, clientOptions] = lc.instances[0].args as [string, string, any, any];
+    expect(serverOptions.options.env.ASAP_STORE).toBe(url);
+    expect(serverOptions.options.env.PGPASSWORD).toBe(PW);
+    expect(log.lines).toContain(`info Shared store: ${url}`);
+    expect(vscode.window.showWarningMessage).not.toHaveBeenCalled(); // no password in the URL: nothing to say
+    // the server's stderr and the protocol trace pass through the client's channel: masked there
+    const out = clientOptions.outputChannel;
+    out.appendLine(`[Trace - 10:11:12 PM] Sending request 'initialize' {"store": "postgresql://asap:${PW}@db/asap"}`);
+    out.append(`psycopg: password authentication failed (${PW})\n`);
+    expect(written).toEqual([
+      `info Sending request 'initialize' {"store": "postgresql://asap:***@db/asap"}`,
+      'info psycopg: password authentication failed (***)',
+    ]);
+    expect([...log.lines, ...written].join('\n')).not.toContain(PW);
+    await client.stop();
+  });
+
+  it('warns once, without the password, about a password written in asap.store, and offers the command', async () => {
+    const PW = 'hunter2-in-settings';
+    Object.assign(settings, { python: fakePython('store2', 0), store: `postgresql://asap:${PW}@db/asap` });
+    const { client, log, written } = makeClient();
+    await client.start();
+    await client.restart();
+    expect(vscode.window.showWarningMessage).toHaveBeenCalledOnce();
+    const [message, ...actions] = vscode.window.showWarningMessage.mock.calls[0] as string[];
+    expect(message).toMatch(/^ASAP: the asap\.store URL contains a password\./);
+    expect(message).toContain('ASAP: Set Shared Store Password');
+    expect(actions).toEqual(['Set Shared Store Password', 'Open Settings']);
+    expect(log.lines).toContain('info Shared store: postgresql://asap:***@db/asap');
+    const env = (lc.instances[1].args[2] as any).options.env;
+    expect(env.ASAP_STORE).toBe(`postgresql://asap:${PW}@db/asap`); // the server still connects with it
+    expect(env.PGPASSWORD).toBeUndefined();
+    const out = (lc.instances[1].args[3] as any).outputChannel;
+    out.appendLine(`the server said ${PW}`); // the URL's password, alone, in a server line
+    expect([...log.lines, ...written, message].join('\n')).not.toContain(PW);
+    await client.stop();
+  });
+
+  it('restarts the server when asap.store changes, and registers ASAP: Set Shared Store Password', async () => {
+    Object.assign(settings, { python: fakePython('store3', 0) });
+    const { client, log } = makeClient();
+    await client.start();
+    expect(vscode.registered.has('asap.setStorePassword')).toBe(true);
+    vscode.configListener?.({ affectsConfiguration: (s: string) => s === 'asap.defaultSlice' });
+    settings.store = 'postgresql://asap@db/asap';
+    vscode.configListener?.({ affectsConfiguration: (s: string) => s === 'asap.store' });
+    await client.stop(); // queued after the restart
+    expect(lc.instances).toHaveLength(2);
+    expect((lc.instances[1].args[2] as any).options.env.ASAP_STORE).toBe('postgresql://asap@db/asap');
+    expect(log.lines).toContain('info asap.store changed; restarting the server');
+    client.dispose();
   });
 });
