@@ -15,6 +15,8 @@ disabling downloads makes it load the bundled files, and fail loudly rather than
 from __future__ import annotations
 
 import threading
+from functools import cached_property
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,15 @@ class Embedder:
     def __init__(self) -> None:
         self._model: Any = None
         self._lock = threading.Lock()
+
+    @cached_property
+    def version(self) -> str:
+        """The model's package and version: the index is rebuilt when it changes (the same name may embed
+        differently in another release)."""
+        try:
+            return f"wordllama {metadata.version('wordllama')}"
+        except metadata.PackageNotFoundError:
+            return "wordllama (not installed)"
 
     def _load(self) -> Any:
         with self._lock:

@@ -5,11 +5,18 @@ Where: `path` argument, else `$ASAP_KB_PATH` (the editor passes `asap.kbPath` th
 `<ASAP cache dir>/kb.sqlite`. Content: `$ASAP_KB_DIR`, else the repository's `kb/`.
 
 Consistency: the index records a hash of every `kb/` file it was built from, the embedding model's
-name and dimension and a schema version; `ensure()` rebuilds when any differs, and when the file is
-not a database, is damaged or is not a knowledge index (the file is moved aside, with a notice). A rebuild
-is prepared in a temporary database and copied into the index with SQLite's backup API in one write
-transaction, by one writer at a time (a file lock next to the index): readers, in WAL mode, keep their
-snapshot and never see half an index.
+name, dimension and package version and a schema version; `ensure()` rebuilds when the model or the schema
+differs, and when the file is not a database, is damaged or is not a knowledge index (the file is moved aside,
+with a notice). A rebuild is prepared in a temporary database and copied into the index with SQLite's backup
+API in one write transaction, by one writer at a time (a file lock next to the index): readers, in WAL mode,
+keep their snapshot and never see half an index.
+
+Incremental updates: when only the content changed (a note edited, a record added with `asap kb add-record`,
+the team's records pulled from the shared store into the outcomes directory), `ensure()` updates the index in
+place instead: the `sources` table holds each indexed file's sha256 and document id, so only the added and
+changed files are parsed and embedded, the documents of changed and removed files are deleted, all in one
+write transaction under the same lock. A chunk's id is a hash of its document id and position, so an updated
+index holds the very rows a full rebuild would, and search answers the same.
 
 A location that cannot be written (a read-only cache directory) does not stop search (issue 17): an index
 there that is current is read as it is (opened immutable: SQLite cannot create its WAL index beside it), and
@@ -19,6 +26,7 @@ one that must be built or rebuilt is built in memory for the process, with a not
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -47,8 +55,9 @@ from server.kb.embed import default as default_embedder
 from server.kb.records import GENERATIONS, Note, Record, RecordError, load_note, load_record
 
 sqlite3 = sqlite_utils.utils.sqlite3  # pysqlite3 when installed (it loads extensions), else the stdlib's
-SCHEMA_VERSION = 2  # 2: chunk titles in the keyword index
-TABLES = frozenset(["documents", "chunks", "chunks_fts", "chunk_vec", "history", "metadata"])  # what search reads
+SCHEMA_VERSION = 3  # 2: chunk titles in the keyword index; 3: chunk ids from (document, position), `sources`
+# what search reads, and the indexed files (`sources`) an incremental update compares with
+TABLES = frozenset(["documents", "chunks", "chunks_fts", "chunk_vec", "history", "metadata", "sources"])
 PULL_EVERY_S = 60.0  # how often one process asks the shared store for new knowledge records
 _pulled_at: dict[str, float] = {}  # outcomes directory -> time.monotonic() of its last pull
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
@@ -204,14 +213,44 @@ def _outcomes(outcomes: Path | None) -> list[Path]:
     return sorted(outcomes.glob("*.yaml")) if outcomes is not None and outcomes.is_dir() else []
 
 
+def _files(root: Path, outcomes: Path | None) -> list[tuple[str, Path]]:
+    """The indexed files, each with its key (`docs/x.md`, `history/x.yaml`, `outcomes/x.yaml`), in index order."""
+    return [(p.relative_to(root).as_posix(), p) for p in _content(root)] + [
+        (f"outcomes/{p.name}", p) for p in _outcomes(outcomes)
+    ]
+
+
+def _hash(embedder_name: str, files: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256(f"{SCHEMA_VERSION}|{embedder_name}".encode())
+    for key, data in files:
+        h.update(key.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()
+
+
 def content_hash(root: Path, embedder_name: str, outcomes: Path | None = None) -> str:
     """Of the notes, the records and the outcome records of ASAP's own applied proposals."""
-    h = hashlib.sha256(f"{SCHEMA_VERSION}|{embedder_name}".encode())
-    for p in _content(root):
-        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    for p in _outcomes(outcomes):
-        h.update(b"outcomes/" + p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+    return _hash(embedder_name, [(key, p.read_bytes()) for key, p in _files(root, outcomes)])
+
+
+def chunk_id(doc_id: str, position: int) -> int:
+    """A chunk's rowid: 63 bits of sha256 of its document id and position, the same in every build."""
+    return int.from_bytes(hashlib.sha256(f"{doc_id}\0{position}".encode()).digest()[:8], "big") >> 1
+
+
+def model_version(embedder: Embedder) -> str:
+    """The embedding model's package version (a new one may embed differently under the same name)."""
+    return str(getattr(embedder, "version", "") or "")
+
+
+@dataclass(frozen=True)
+class _File:
+    key: str  # docs/x.md, history/x.yaml, outcomes/x.yaml
+    path: Path
+    data: bytes
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 @contextlib.contextmanager
@@ -285,11 +324,17 @@ class KnowledgeStore:
             )
         if meta.get("schema") != str(SCHEMA_VERSION):
             return "built by another ASAP version"
+        if (built := meta.get("model_version", "")) != (ours := model_version(self.embedder)):
+            return f"built with {built or 'another model version'}, this ASAP has {ours or 'another'}"
         if missing := TABLES - tables:
             return f"the index has no table {', '.join(sorted(missing))}"
         if meta.get("kb_hash") != content_hash(self.root, self.embedder.name, self.outcomes):
-            return f"{self.root} changed since the index was built"
+            return self._changed()
         return None
+
+    def _changed(self) -> str:
+        """The stale reason that an incremental update answers."""
+        return f"{self.root} changed since the index was built"
 
     def _contents(self) -> tuple[set[str], dict[str, str]]:
         db = self.db
@@ -337,12 +382,34 @@ class KnowledgeStore:
             self._local.db = None
 
     def ensure(self) -> KnowledgeStore:
-        """Build or rebuild when the index is missing, stale, of another model, or damaged (moved aside first;
-        where it cannot be moved, the rebuilt index is kept in memory)."""
+        """Bring the index up to date (`update()`), after pulling the team's records when shared."""
         self.pull_shared()
+        self._refresh()
+        return self
+
+    def update(self) -> dict[str, Any]:
+        """Build, update or rebuild as needed, and say what was done: `mode` "current" (nothing to do),
+        "incremental" (only the added and changed files embedded) or "full"; the counts; `embedded`, the chunks
+        embedded. Incremental when only kb/ or the outcomes changed and the index is a writable file; a full
+        rebuild when the index is missing, of another model, model version or schema, or damaged (moved aside
+        first; where it cannot be moved, the rebuilt index is kept in memory)."""
+        done = self._refresh()
+        return done if done is not None else {"mode": "current", **self._counts(), "embedded": 0}
+
+    def _refresh(self) -> dict[str, Any] | None:
+        """`update()`'s work; None when the index was current."""
         why = self.stale_reason()
         if why is None:
-            return self
+            return None
+        if why == self._changed() and self.storage == "file" and self._unwritable() is None:
+            try:
+                done = self._incremental()
+            except sqlite3.DatabaseError as e:  # damaged in a way the checks missed: rebuild it whole
+                self.close()
+                self.notices.append(f"the knowledge index could not be updated ({e}): rebuilding it")
+                done = None
+            if done is not None:
+                return done
         if why.startswith("corrupt"):
             self.close()
             damage = why.removeprefix("corrupt: ")
@@ -361,8 +428,15 @@ class KnowledgeStore:
                 )
         elif why not in ("no index yet", "empty index"):
             self.notices.append(f"rebuilding the knowledge index: {why}")
-        self.build()
-        return self
+        return {"mode": "full", **self.build()}
+
+    def _counts(self) -> dict[str, int]:
+        db = self.db
+        return {
+            "documents": db.execute("select count(*) from documents where kind = 'doc'").fetchone()[0],
+            "records": db.execute("select count(*) from history").fetchone()[0],
+            "chunks": db.execute("select count(*) from chunks").fetchone()[0],
+        }
 
     def pull_shared(self, force: bool = False) -> int:
         """When `ASAP_STORE` names a shared log: copy the team's knowledge records (added with `asap kb add`, and
@@ -401,26 +475,43 @@ class KnowledgeStore:
             written += 1
         return written
 
-    def load_content(self) -> tuple[list[Note], list[Record]]:
-        """Every note and record, validated; the first malformed file raises RecordError."""
+    def _snapshot(self) -> list[_File]:
+        """The indexed files' bytes, read once (what is parsed, hashed and recorded is the same text)."""
         if not self.root.is_dir():
             raise KbError(f"knowledge content directory {self.root} does not exist (set ASAP_KB_DIR)")
-        notes = [load_note(p) for p in sorted((self.root / "docs").glob("*.md"))]
-        records = [load_record(p) for p in sorted((self.root / "history").glob("*.yaml"))]
-        records += [load_record(p) for p in _outcomes(self.outcomes)]
-        seen: dict[str, Path] = {}
-        items: list[Note | Record] = [*notes, *records]
-        for item in items:
-            p = item.path if isinstance(item, Note) else self.root / "history" / f"{item.id}.yaml"
+        return [_File(key, p, p.read_bytes()) for key, p in _files(self.root, self.outcomes)]
+
+    def _parse(
+        self, files: list[_File], taken: dict[str, Path] | None = None
+    ) -> tuple[list[Note], list[Record], dict[str, str]]:
+        """The notes and records of `files`, validated; the document id of each file's key. An id used twice,
+        or already used by a file in `taken` (id -> path), raises RecordError, as does the first malformed file."""
+        notes: list[Note] = []
+        records: list[Record] = []
+        ids: dict[str, str] = {}
+        seen: dict[str, Path] = dict(taken or {})
+        for f in files:
+            text = f.data.decode("utf-8")
+            item: Note | Record = load_note(f.path, text) if f.key.startswith("docs/") else load_record(f.path, text)
             if item.id in seen:
-                raise RecordError(p, 1, "id", f"'{item.id}' is also used by {seen[item.id]}")
-            seen[item.id] = p
+                raise RecordError(f.path, 1, "id", f"'{item.id}' is also used by {seen[item.id]}")
+            seen[item.id] = f.path
+            ids[f.key] = item.id
+            if isinstance(item, Note):
+                notes.append(item)
+            else:
+                records.append(item)
+        return notes, records, ids
+
+    def load_content(self) -> tuple[list[Note], list[Record]]:
+        """Every note and record, validated; the first malformed file raises RecordError."""
+        notes, records, _ = self._parse(self._snapshot())
         return notes, records
 
-    def build(self, extra_chunks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Index kb/ (plus `extra_chunks`, for benchmarks) into a fresh database, then swap it in."""
-        t0 = time.perf_counter()
-        notes, records = self.load_content()
+    def _rows(
+        self, notes: list[Note], records: list[Record]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The documents, chunks (with their ids) and history rows of these notes and records."""
         docs: list[dict[str, Any]] = []
         chunks: list[dict[str, Any]] = []
         for n in notes:
@@ -458,21 +549,41 @@ class KnowledgeStore:
             )
             chunks.append({"doc_id": r.id, "title": r.title, "position": 0, "heading": r.title, "text": r.text()})
             history_rows.append({"id": r.id, "record": r.model_dump_json()})
-        chunks += [{"title": "", **c} for c in extra_chunks or []]
-        for i, c in enumerate(chunks, start=1):
-            c["id"] = i
-        vectors = self.embedder.embed([f"{c['title']}. {c['heading']}. {c['text']}" for c in chunks])
+        for c in chunks:
+            c["id"] = chunk_id(c["doc_id"], c["position"])
+        return docs, chunks, history_rows
+
+    def _embed(self, chunks: list[dict[str, Any]]) -> Any:
+        return self.embedder.embed([f"{c['title']}. {c['heading']}. {c['text']}" for c in chunks])
+
+    def build(self, extra_chunks: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Index kb/ (plus `extra_chunks`, for benchmarks) into a fresh database, then swap it in."""
+        t0 = time.perf_counter()
+        files = self._snapshot()
+        notes, records, ids = self._parse(files)
+        docs, chunks, history_rows = self._rows(notes, records)
+        extra = [{"title": "", **c} for c in extra_chunks or []]
+        for c in extra:
+            c["id"] = chunk_id(c["doc_id"], c["position"])
+        chunks += extra
+        if len({c["id"] for c in chunks}) != len(chunks):
+            raise KbError("two chunks share a (document id, position): the index cannot hold both")
+        vectors = self._embed(chunks)
         t_embed = time.perf_counter() - t0
+        now = str(time.time())
+        sources = [{"path": f.key, "sha256": f.sha256, "doc_id": ids[f.key], "indexed_at": now} for f in files]
 
         meta = {
             "schema": str(SCHEMA_VERSION),
             "model": self.embedder.name,
             "dim": str(self.embedder.dim),
-            "kb_hash": content_hash(self.root, self.embedder.name, self.outcomes),
+            "model_version": model_version(self.embedder),
+            "kb_hash": _hash(self.embedder.name, [(f.key, f.data) for f in files]),
             "kb_dir": str(self.root),
-            "built_at": str(time.time()),
+            "built_at": now,
+            "updated_at": now,
         }
-        content = (docs, chunks, vectors, history_rows, meta)
+        content = (docs, chunks, vectors, history_rows, sources, meta)
         unwritable = None if self.storage == "memory" else self._unwritable()
         if unwritable is None and self.storage != "memory":
             try:
@@ -492,9 +603,118 @@ class KnowledgeStore:
             "documents": len(notes),
             "records": len(records),
             "chunks": len(chunks),
+            "embedded": len(chunks),
             "embed_s": t_embed,
             "total_s": time.perf_counter() - t0,
         }
+
+    def _incremental(self) -> dict[str, Any] | None:
+        """Update the index file in place from the files added, changed and removed since it was last built or
+        updated (compared by sha256 with its `sources` table), in one write transaction; None when the index
+        cannot be updated so (no `sources` table, another model or schema: then it is rebuilt)."""
+        t0 = time.perf_counter()
+        with _writer_lock(self.path):  # the files are read under the lock: a writer applies what it compared
+            self.close()
+            files = self._snapshot()
+            db = _connect(self.path)
+            try:
+                tables, meta = set(db.table_names()), self._meta(db)
+                if TABLES - tables or meta.get("schema") != str(SCHEMA_VERSION):
+                    return None
+                if (meta.get("model"), meta.get("dim"), meta.get("model_version", "")) != (
+                    self.embedder.name,
+                    str(self.embedder.dim),
+                    model_version(self.embedder),
+                ):
+                    return None
+                indexed = {r[0]: (r[1], r[2]) for r in db.execute("select path, sha256, doc_id from sources")}
+                now = {f.key: f for f in files}
+                fresh = [f for f in files if f.key not in indexed or indexed[f.key][0] != f.sha256]
+                gone = sorted(k for k in indexed if k not in now or now[k].sha256 != indexed[k][0])
+                kept = {indexed[k][1]: now[k].path for k in indexed if k in now and k not in gone}
+                notes, records, ids = self._parse(fresh, taken=kept)
+                docs, chunks, history_rows = self._rows(notes, records)
+                vectors = self._embed(chunks)
+                t_embed = time.perf_counter() - t0
+                stamp = str(time.time())
+                self._apply(
+                    db,
+                    [(k, indexed[k][1]) for k in gone],
+                    docs,
+                    chunks,
+                    vectors,
+                    history_rows,
+                    [(f.key, f.sha256, ids[f.key], stamp) for f in fresh],
+                    {"kb_hash": _hash(self.embedder.name, [(f.key, f.data) for f in files]), "updated_at": stamp},
+                )
+            finally:
+                db.close()
+        counts = self._counts()
+        return {
+            "mode": "incremental",
+            **counts,
+            "embedded": len(chunks),
+            "added": sum(f.key not in indexed for f in fresh),
+            "changed": sum(f.key in indexed for f in fresh),
+            "removed": sum(k not in now for k in gone),
+            "embed_s": t_embed,
+            "total_s": time.perf_counter() - t0,
+        }
+
+    def _apply(
+        self,
+        db: sqlite_utils.Database,
+        gone: list[tuple[str, str]],
+        docs: list[dict[str, Any]],
+        chunks: list[dict[str, Any]],
+        vectors: Any,
+        history_rows: list[dict[str, Any]],
+        sources: list[tuple[str, str, str, str]],
+        meta: dict[str, str],
+    ) -> None:
+        """One write transaction: the documents of `gone` ((key, document id) of each replaced or removed file)
+        out of every table, the new rows in, the metadata updated. Raw statements: sqlite-utils' inserts
+        commit on their own."""
+        conn = db.conn
+        conn.isolation_level = None
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for key, doc_id in gone:
+                old = conn.execute("select id, heading, text from chunks where doc_id = ?", [doc_id]).fetchall()
+                conn.executemany(  # an external-content FTS5 index forgets a row given its indexed text
+                    "INSERT INTO chunks_fts(chunks_fts, rowid, heading, text) VALUES ('delete', ?, ?, ?)", old
+                )
+                conn.executemany("DELETE FROM chunk_vec WHERE rowid = ?", [(r[0],) for r in old])
+                conn.execute("DELETE FROM chunks WHERE doc_id = ?", [doc_id])
+                conn.execute("DELETE FROM documents WHERE id = ?", [doc_id])
+                conn.execute("DELETE FROM history WHERE id = ?", [doc_id])
+                conn.execute("DELETE FROM sources WHERE path = ?", [key])
+            columns = ("id", "kind", "source", "title", "axes", "generations", "families", "sources")
+            conn.executemany(
+                f"INSERT INTO documents ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                [tuple(d[c] for c in columns) for d in docs],
+            )
+            conn.executemany(
+                "INSERT INTO chunks (id, doc_id, title, position, heading, text) VALUES (?, ?, ?, ?, ?, ?)",
+                [(c["id"], c["doc_id"], c["title"], c["position"], c["heading"], c["text"]) for c in chunks],
+            )
+            conn.executemany(
+                "INSERT INTO chunks_fts (rowid, heading, text) VALUES (?, ?, ?)",
+                [(c["id"], c["heading"], c["text"]) for c in chunks],
+            )
+            conn.executemany(
+                "INSERT INTO chunk_vec (rowid, embedding) VALUES (?, ?)",
+                [(c["id"], v.astype(np.float32).tobytes()) for c, v in zip(chunks, vectors, strict=True)],
+            )
+            conn.executemany(
+                "INSERT INTO history (id, record) VALUES (?, ?)", [(h["id"], h["record"]) for h in history_rows]
+            )
+            conn.executemany("INSERT INTO sources (path, sha256, doc_id, indexed_at) VALUES (?, ?, ?, ?)", sources)
+            conn.executemany("INSERT OR REPLACE INTO metadata (key, value) VALUES (?, ?)", list(meta.items()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _unwritable(self) -> str | None:
         """Why the index file cannot be written where it is, None when it can."""
@@ -508,12 +728,13 @@ class KnowledgeStore:
         chunks: list[dict[str, Any]],
         vectors: Any,
         history_rows: list[dict[str, Any]],
+        sources: list[dict[str, Any]],
         meta: dict[str, str],
     ) -> None:
         """The index prepared in a temporary database beside the file, then copied in (one write transaction)."""
         with tempfile.TemporaryDirectory(dir=self.path.parent, prefix=".kb-build-") as tmp:
             fresh = _connect(Path(tmp) / "kb.sqlite")
-            self._fill(fresh, docs, chunks, vectors, history_rows, meta)
+            self._fill(fresh, docs, chunks, vectors, history_rows, sources, meta)
             fresh.conn.commit()
             with _writer_lock(self.path):
                 self.close()
@@ -531,6 +752,7 @@ class KnowledgeStore:
         chunks: list[dict[str, Any]],
         vectors: Any,
         history_rows: list[dict[str, Any]],
+        sources: list[dict[str, Any]],
         meta: dict[str, str],
     ) -> None:
         # created with their columns first, so that every table search reads exists however little kb/ holds
@@ -539,6 +761,7 @@ class KnowledgeStore:
         chunk_columns = {"id": int, "doc_id": str, "title": str, "position": int, "heading": str, "text": str}
         fresh.table("chunks").create(chunk_columns, pk="id")
         fresh.table("history").create({"id": str, "record": str}, pk="id")
+        fresh.table("sources").create({"path": str, "sha256": str, "doc_id": str, "indexed_at": str}, pk="path")
         fresh.table("documents").insert_all(docs, pk="id")
         fresh.table("chunks").insert_all(chunks, pk="id", foreign_keys=[])
         fresh.table("chunks").create_index(["doc_id"])
@@ -549,6 +772,7 @@ class KnowledgeStore:
             [(c["id"], v.astype(np.float32).tobytes()) for c, v in zip(chunks, vectors, strict=True)],
         )
         fresh.table("history").insert_all(history_rows, pk="id")
+        fresh.table("sources").insert_all(sources, pk="path")
         fresh.table("metadata").insert_all([{"key": k, "value": v} for k, v in meta.items()], pk="key")
 
     # -- search ---------------------------------------------------------------------------------------
@@ -713,6 +937,7 @@ class KnowledgeStore:
             "model": meta.get("model"),
             "dim": int(meta.get("dim", 0) or 0),
             "built_at": float(meta.get("built_at", 0) or 0),
+            "updated_at": float(meta.get("updated_at", 0) or 0),
             "documents": db.execute("select count(*) from documents where kind = 'doc'").fetchone()[0],
             "records": db.execute("select count(*) from history").fetchone()[0],
             "chunks": db.execute("select count(*) from chunks").fetchone()[0],
@@ -747,4 +972,4 @@ def add_record(store: KnowledgeStore, src: Path, force: bool = False) -> AddedRe
     shared = pg_store.shared()
     if shared is not None:  # the team's copy (or the outbox, synced on the next connect)
         shared.write("kb_records", pg_store.record_row(rec.id, dest.read_text(encoding="utf-8")))
-    return AddedRecord(rec, dest, store.build())
+    return AddedRecord(rec, dest, store.update())
