@@ -8,6 +8,10 @@ compiled by ASAP's reference program (libtpu, no TPU):
   - Ray: the same N jobs as tasks (num_cpus=1 each) on the cluster at --address (default: a head node and one worker
     node of one CPU each, started here on 127.0.0.1 and stopped at the end), each kept in a fresh store as it
     returns; then every verdict is read back with verify.verify(cached_only=True), as a local verify would.
+With --cli, also `asap verify A.yml B.yml --proposals --json` as a user runs it (two SMALL variants: the second with
+max_target_length 512, so its compiles are its own; each config's current mesh and its proposals), locally (one
+config after the other) and with `--ray ADDRESS` (one sweep: every (config, mesh) a task at once), each with a fresh
+cache: wall times, and whether both give every target the same verdict and memory per chip.
 Printed: wall times and their ratio; the per-task overhead of the cluster, (wall x slots - sum of the tasks' own
 compile times) / N, i.e. slot time not spent compiling (scheduling, the worker's start and imports, shipping the
 package, the result's return); and whether every verdict read back equals the local compile's (memory per chip,
@@ -88,6 +92,7 @@ def main() -> None:
     ap.add_argument("--address", help="a running cluster (default: start a head and a worker node here)")
     ap.add_argument("--n", type=int, default=6, help=f"compiles in the sweep (at most {len(MESHES)})")
     ap.add_argument("--slots", type=int, default=2, help="CPUs of the cluster, for the overhead (default 2)")
+    ap.add_argument("--cli", action="store_true", help="also time `asap verify A B --proposals` locally and on Ray")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="raybench", dir="/tmp"))
     os.environ["ASAP_CACHE_DIR"] = str(tmp / "cache")
@@ -119,6 +124,7 @@ def main() -> None:
             t0 = time.monotonic()
             ray_sweep.run_units(ray, units, db, rep, progress=lambda msg, f: print(f"  {msg}"))
             ray_s = time.monotonic() - t0
+        cli = _cli_sweep(tmp, address) if args.cli else None
     finally:
         for p in procs:
             os.killpg(p.pid, signal.SIGTERM)
@@ -134,6 +140,37 @@ def main() -> None:
     print(f"cluster overhead per task (slot time not compiling): {overhead:.2f} s")
     print(f"verdicts read back from the cache equal the local compiles: {sum(same)} of {len(same)}"
           f"; all cached: {all(r.cached for r in remote)}")  # fmt: skip
+
+    if cli is not None:
+        print(cli)
+
+
+def _cli_sweep(tmp: Path, address: str) -> str:
+    """`asap verify A B --proposals --json`, locally then on the cluster, each with a fresh cache."""
+    import json
+
+    a, b = tmp / "a.yml", tmp / "b.yml"
+    a.write_text(SMALL)
+    b.write_text(SMALL.replace("max_target_length: 256", "max_target_length: 512"))
+    out = []
+    figures = []
+    for name, extra in (("local, one config after the other", []), ("Ray, one sweep", ["--ray", address])):
+        env = {**os.environ, "ASAP_CACHE_DIR": str(tmp / f"cli-cache-{len(out)}"), "RAY_USAGE_STATS_ENABLED": "0"}
+        env.pop("ASAP_MAXTEXT_PYTHON", None)
+        cmd = [sys.executable, "-m", "server.cli.main", "verify", str(a), str(b), "--proposals", "--json", *extra]
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        doc = json.loads(r.stdout)
+        entries = [(c["file"], e) for c in doc["configs"] for e in [*c["report"]["results"], *c["report"]["withdrawn"]]]
+        figures.append(
+            [(f, e["label"], e["result"]["status"], (e["result"]["compiled"] or {}).get("memory_per_chip_bytes"))
+             for f, e in entries]
+        )  # fmt: skip
+        out.append(f"asap verify a.yml b.yml --proposals, {name}: {len(entries)} targets in {wall:.1f} s wall (exit "
+                   f"{r.returncode})")  # fmt: skip
+    out.append(f"same verdict and memory per chip for every target: {figures[0] == figures[1]}")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

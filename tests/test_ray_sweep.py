@@ -191,15 +191,18 @@ def test_sweep_survives_a_killed_worker_and_answers_as_a_local_compile(cluster: 
 
 
 def test_several_configs_are_one_sweep(cluster: str, tmp_path: Path) -> None:
-    """Two configs on the cluster: every (config, mesh) is a task of one sweep, so the second config's current mesh
-    compiles while the first's is still held (config after config, it would wait for it); each config's document is
-    the one a local verify of it then prints from the cache, compiling nothing."""
+    """Three configs on the cluster: every (config, mesh) is a task of one sweep, so the second config's current mesh
+    compiles while the first's is still held (config after config, it would wait for it); the third, a copy of the
+    first, is the same compiles, run once; each config's document is the one a local verify of it then prints from
+    the cache, compiling nothing."""
     exe, cfg, cache = _setup(tmp_path, hold_current_only=True)
     second = tmp_path / "second.yml"
     second.write_text(cfg.read_text() + "# another config: its compiles are its own\n")
+    copy = tmp_path / "copy.yml"
+    copy.write_text(cfg.read_text())
     hold = exe.parent / "hold"
     hold.touch()
-    sweep = _verify([cfg, second], exe, cache, "--ray", cluster)
+    sweep = _verify([cfg, second, copy], exe, cache, "--ray", cluster)
 
     def held() -> set[str]:  # the configs whose current mesh (no mesh key on the command line) is compiling now
         running = [_cmdline(p) for p in _pids(exe) if _alive(p)]
@@ -211,7 +214,8 @@ def test_several_configs_are_one_sweep(cluster: str, tmp_path: Path) -> None:
     out, err = sweep.communicate(timeout=120)
     assert sweep.returncode == 0, err
     doc = json.loads(out)
-    assert [c["file"] for c in doc["configs"]] == [str(cfg), str(second)] and doc["exit_status"] == 0
+    assert [c["file"] for c in doc["configs"]] == [str(cfg), str(second), str(copy)] and doc["exit_status"] == 0
+    assert doc["configs"][2]["report"] == doc["configs"][0]["report"]
     for c in doc["configs"]:
         assert c["exit_status"] == 0
         assert [label for label, _ in _statuses(c["report"])] == [
@@ -223,8 +227,8 @@ def test_several_configs_are_one_sweep(cluster: str, tmp_path: Path) -> None:
             "next candidate (fsdp=16; per_device_batch_size=4)",
         ]
     ran = _pids(exe)
-    assert len(ran) == 2 * 6
-    local = _verify([cfg, second], exe, cache)
+    assert len(ran) == 2 * 6  # the copy's compiles are the first config's
+    local = _verify([cfg, second, copy], exe, cache)
     out_local, err_local = local.communicate(timeout=120)
     assert local.returncode == 0, err_local
     assert _pids(exe) == ran

@@ -554,8 +554,9 @@ def _verify_on_ray(
 
 def render_sweep(sweep: Any) -> str:
     """One line on what the Ray sweep did (compiled, cached, failed, wall time)."""
+    twins = f", {sweep.twins} the same compile as another config's" if sweep.twins else ""
     line = (
-        f"Ray sweep: {sweep.compiled} compiled on the cluster, {sweep.cached} from the cache, "
+        f"Ray sweep: {sweep.compiled} compiled on the cluster, {sweep.cached} from the cache{twins}, "
         f"{len(sweep.failed)} failed; {sweep.wall_s:.1f} s wall"
     )
     lines = [line] + [f"  {label}: {why}" for label, why in {**sweep.failed, **sweep.mismatched}.items()]

@@ -73,6 +73,7 @@ class SweepReport:
 
     compiled: int = 0
     cached: int = 0
+    twins: int = 0  # targets whose job another target of the same wave compiles (two configs, one model and mesh)
     failed: dict[str, str] = field(default_factory=dict)
     failed_targets: dict[tuple[str, str], str] = field(default_factory=dict)  # target_key -> why
     mismatched: dict[str, str] = field(default_factory=dict)  # label -> the cluster's versions, when not ours
@@ -240,8 +241,11 @@ def run_units(
     cancel: CancelToken | None = None,
     max_memory: int | None = None,
     num_cpus: float = 1,
+    same: dict[str, list[Unit]] | None = None,
 ) -> None:
-    """Run `units` as Ray tasks; keep each result in `db` as its task returns (progress: n of N done)."""
+    """Run `units` as Ray tasks; keep each result in `db` as its task returns (progress: n of N done). `same`: by
+    key, the other targets a unit's compile answers (another config's target with the same job), which share its
+    failure when it fails."""
     memory = int(max_memory or default_max_memory())
     opts = {"num_cpus": num_cpus, "memory": memory, "max_retries": 1, "retry_exceptions": False}
     ref_task = ray.remote(**opts)(compile_reference)
@@ -276,6 +280,9 @@ def run_units(
                 u = pending.pop(r)
                 report.done += 1
                 _keep(ray, r, u, db, report)
+                if u.label in report.failed:
+                    for twin in (same or {}).get(u.key, []):
+                        _failed(report, twin, report.failed[u.label])
                 if progress is not None:
                     n, total = report.done, report.total
                     progress(f"compiling on the Ray cluster: {n} of {total} done ({u.label})", n / total)
@@ -351,6 +358,7 @@ def prefill_targets(
     """Compile on the cluster, all at once, every target (config, label, overrides) the cache does not hold yet:
     the targets of several configs are one batch of tasks, not one config after another."""
     units: list[Unit] = []
+    same: dict[str, list[Unit]] = {}  # key -> the other targets of this batch with that compile
     for config, label, overrides in targets:
         u = plan(config, label, overrides, slice_name, max_layers, timeout_s, maxtext_python)
         if u is None:
@@ -358,6 +366,10 @@ def prefill_targets(
         if verify_mod.read_verdict(db, u.key) is not None:
             report.cached += 1
             continue
+        if any(x.key == u.key for x in units):  # the same job as another target's (two configs, one model): once
+            same.setdefault(u.key, []).append(u)
+            report.twins += 1
+            continue
         units.append(u)
     if units:
-        run_units(ray, units, db, report, progress, cancel, max_memory)
+        run_units(ray, units, db, report, progress, cancel, max_memory, same=same)
