@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from test_kb import RECORD, write_kb
 
@@ -160,3 +161,27 @@ def test_a_reader_keeps_its_snapshot_during_an_update(kb: KnowledgeStore) -> Non
     reader.execute("COMMIT")
     assert reader.execute("select count(*) from chunks").fetchone()[0] == before + 1
     reader.close()
+
+
+def test_a_filtered_vector_search_finds_the_nearest_allowed_chunk(tmp_path: Path) -> None:
+    # the shipped kb/ (over 100 chunks): sqlite-vec's rowid filter is exact only while rowids stay below 2**31
+    kb = KnowledgeStore(tmp_path / "kb.sqlite", kbstore.REPO_KB)
+    kb.build()
+    rows = kb.db.execute("select rowid, embedding from chunk_vec order by rowid").fetchall()
+    assert len(rows) > 100 and max(r[0] for r in rows) <= kbstore.ID_SPACE
+    vectors = {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+    for query in ("how many tokens per chip before fsdp stops being communication bound", "OOM at batch 4"):
+        qv = kb.embedder.embed([query])[0].astype(np.float32)
+        for allowed in ([r[0] for r in rows[::3]], [r[0] for r in rows[1::2]]):
+            got = kb._knn(qv.tobytes(), sorted(allowed))[:5]
+            want = sorted(allowed, key=lambda i: float(np.linalg.norm(vectors[i] - qv)))[:5]
+            assert got == want
+    kb.close()
+
+
+def test_a_chunk_whose_id_is_taken_gets_the_next_free_one() -> None:
+    chunks = [{"doc_id": "a", "position": 0}, {"doc_id": "b", "position": 3}]
+    first = kbstore.chunk_id("a", 0)
+    kbstore._assign_ids(chunks, {first, first % kbstore.ID_SPACE + 1})
+    assert chunks[0]["id"] == (first + 1) % kbstore.ID_SPACE + 1
+    assert chunks[1]["id"] == kbstore.chunk_id("b", 3)

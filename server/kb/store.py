@@ -232,9 +232,26 @@ def content_hash(root: Path, embedder_name: str, outcomes: Path | None = None) -
     return _hash(embedder_name, [(key, p.read_bytes()) for key, p in _files(root, outcomes)])
 
 
+# Chunk rowids stay below 2**31: sqlite-vec 0.1.9's KNN with a `rowid IN (...)` filter misses allowed rows
+# when rowids differ by 2**31 or more (measured: the nearest allowed chunk left out; tested).
+ID_SPACE = 2**31 - 1
+
+
 def chunk_id(doc_id: str, position: int) -> int:
-    """A chunk's rowid: 63 bits of sha256 of its document id and position, the same in every build."""
-    return int.from_bytes(hashlib.sha256(f"{doc_id}\0{position}".encode()).digest()[:8], "big") >> 1
+    """A chunk's preferred rowid: 31 bits of sha256 of its document id and position, the same in every build
+    (1 .. ID_SPACE). `_assign_ids` moves a chunk whose id is taken to the next free one."""
+    return int.from_bytes(hashlib.sha256(f"{doc_id}\0{position}".encode()).digest()[:4], "big") % ID_SPACE + 1
+
+
+def _assign_ids(chunks: list[dict[str, Any]], taken: set[int]) -> None:
+    """Each chunk's id: its `chunk_id`, else (a collision: about 1 in 4,300 indexes of 1,000 chunks holds one)
+    the next free one after it; `taken` (the ids in use) gets them."""
+    for c in chunks:
+        i = chunk_id(c["doc_id"], c["position"])
+        while i in taken:
+            i = i % ID_SPACE + 1
+        c["id"] = i
+        taken.add(i)
 
 
 def model_version(embedder: Embedder) -> str:
@@ -511,7 +528,7 @@ class KnowledgeStore:
     def _rows(
         self, notes: list[Note], records: list[Record]
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-        """The documents, chunks (with their ids) and history rows of these notes and records."""
+        """The documents, chunks (without their ids: `_assign_ids`) and history rows of these notes and records."""
         docs: list[dict[str, Any]] = []
         chunks: list[dict[str, Any]] = []
         for n in notes:
@@ -549,8 +566,6 @@ class KnowledgeStore:
             )
             chunks.append({"doc_id": r.id, "title": r.title, "position": 0, "heading": r.title, "text": r.text()})
             history_rows.append({"id": r.id, "record": r.model_dump_json()})
-        for c in chunks:
-            c["id"] = chunk_id(c["doc_id"], c["position"])
         return docs, chunks, history_rows
 
     def _embed(self, chunks: list[dict[str, Any]]) -> Any:
@@ -562,12 +577,8 @@ class KnowledgeStore:
         files = self._snapshot()
         notes, records, ids = self._parse(files)
         docs, chunks, history_rows = self._rows(notes, records)
-        extra = [{"title": "", **c} for c in extra_chunks or []]
-        for c in extra:
-            c["id"] = chunk_id(c["doc_id"], c["position"])
-        chunks += extra
-        if len({c["id"] for c in chunks}) != len(chunks):
-            raise KbError("two chunks share a (document id, position): the index cannot hold both")
+        chunks += [{"title": "", **c} for c in extra_chunks or []]
+        _assign_ids(chunks, set())
         vectors = self._embed(chunks)
         t_embed = time.perf_counter() - t0
         now = str(time.time())
@@ -673,8 +684,8 @@ class KnowledgeStore:
         meta: dict[str, str],
     ) -> None:
         """One write transaction: the documents of `gone` ((key, document id) of each replaced or removed file)
-        out of every table, the new rows in, the metadata updated. Raw statements: sqlite-utils' inserts
-        commit on their own."""
+        out of every table, the new rows in (their ids assigned here, once the ids of `gone` are free), the
+        metadata updated. Raw statements: sqlite-utils' inserts commit on their own."""
         conn = db.conn
         conn.isolation_level = None
         conn.execute("BEGIN IMMEDIATE")
@@ -689,6 +700,7 @@ class KnowledgeStore:
                 conn.execute("DELETE FROM documents WHERE id = ?", [doc_id])
                 conn.execute("DELETE FROM history WHERE id = ?", [doc_id])
                 conn.execute("DELETE FROM sources WHERE path = ?", [key])
+            _assign_ids(chunks, {r[0] for r in conn.execute("select id from chunks")})
             columns = ("id", "kind", "source", "title", "axes", "generations", "families", "sources")
             conn.executemany(
                 f"INSERT INTO documents ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
