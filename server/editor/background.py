@@ -6,9 +6,13 @@ refresh and the outcome it may record. Each job stores its result in the documen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
+import multiprocessing
 import threading
+import traceback
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -21,6 +25,7 @@ from server.agents.types import Experiment
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken, Progress
 from server.compile import ray_sweep
+from server.compile.verify import VerifyStatus
 from server.editor.progress import client_progress
 from server.editor.settings import Settings
 from server.editor.state import Versioned
@@ -257,9 +262,6 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     )
 
 
-_RAY_LOCK = threading.Lock()  # one Ray driver connection per process: one verification on the cluster at a time
-
-
 def _verify_on_ray(
     cluster: str,
     an: Analysis,
@@ -270,11 +272,13 @@ def _verify_on_ray(
     text: str,
     path: Path,
 ) -> tuple[verification.Advice, ray_sweep.SweepReport]:
-    """Verify's compiles as tasks on the Ray cluster at `cluster` (asap.verifyCluster): the advice read back from
-    the cache they filled, under the keys a local compile uses, so it is what a local verify shows. The cluster
-    compiles the saved file: an unsaved document is refused (RayUnavailable, shown to the user). Worker thread."""
-    from server.presentation import ray_verification
+    """Verify's compiles as tasks on the Ray cluster at `cluster` (asap.verifyCluster), then the advice read from
+    the cache they filled, under the keys a local compile uses: what a local verify shows. The cluster compiles the
+    saved file: an unsaved document is refused (RayUnavailable, shown to the user). Worker thread.
 
+    The Ray driver runs in a child process (_ray_driver): Ray ends its driver's process when the cluster's head
+    node is gone for 60 s (measured: "Failed to connect to GCS within 60 seconds ... The program will terminate"),
+    which must not be the language server."""
     host, sep, port = cluster.rpartition(":")
     if cluster != "auto" and not (sep and host and port.isdigit()):
         raise ray_sweep.RayUnavailable(
@@ -286,27 +290,131 @@ def _verify_on_ray(
         raise ray_sweep.RayUnavailable(f"{path.name} cannot be read ({e.strerror or e}): save it first") from None
     if saved != text:
         raise ray_sweep.RayUnavailable(f"the cluster compiles the saved file: save {path.name} first")
-    # Ray's driver is one connection per process: a second document's verification waits for the first
-    if not _RAY_LOCK.acquire(blocking=False):
-        progress("waiting for another verification on the Ray cluster", None)
-        while not _RAY_LOCK.acquire(timeout=0.2):
-            if cancel.cancelled:
-                advice = verification.Advice(cancelled=True)
-                return advice, ray_sweep.SweepReport(cancelled=True)
+    progress(f"connecting to the Ray cluster at {cluster}", None)
+    swept, sweep = _in_driver_process(cluster, path, text, report, settings, progress, cancel)
+    if swept.cancelled or cancel.cancelled:
+        return swept, sweep
+    # the advice from the cache in this process, as a local verify reads it (and logs a revision once, here); the
+    # cluster's reason stays on a target whose task failed (not compiled: no verdict in the cache)
+    advice = verification.verify_advice(
+        an, report, settings.default_slice, maxtext_python=settings.maxtext_python, cached_only=True, text=text
+    )
+    failed = {(e.label, e.rank): e for e in [*swept.entries, *swept.withdrawn] if e.result.status == VerifyStatus.ERROR}
+
+    def keep_reason(e: verification.VerifiedTarget) -> verification.VerifiedTarget:
+        return failed.get((e.label, e.rank), e) if e.result.status == VerifyStatus.UNAVAILABLE else e
+
+    advice.entries = [keep_reason(e) for e in advice.entries]
+    advice.withdrawn = [keep_reason(e) for e in advice.withdrawn]
+    return advice, sweep
+
+
+def _in_driver_process(
+    cluster: str,
+    path: Path,
+    text: str,
+    report: AnalysisReport | None,
+    settings: Settings,
+    progress: Progress,
+    cancel: CancelToken,
+) -> tuple[verification.Advice, ray_sweep.SweepReport]:
+    """ray_verification.verify_advice_on_ray in a child process: its progress relayed, a cancel passed on, its answer
+    returned; a child that ends without one (Ray ended it) is a RayUnavailable naming the cluster."""
+    ctx = multiprocessing.get_context("spawn")
+    here, there = ctx.Pipe(duplex=True)
+    args = (there, cluster, str(path), text, report, settings.default_slice, settings.maxtext_python,
+            settings.maxtext_path)  # fmt: skip
+    proc = ctx.Process(target=_ray_driver, args=args, name="asap-ray-driver", daemon=True)
+    proc.start()
+    there.close()
+    told = False
     try:
-        progress(f"connecting to the Ray cluster at {cluster}", None)
-        return ray_verification.verify_advice_on_ray(
+        while True:
+            if cancel.cancelled and not told:
+                told = True
+                with contextlib.suppress(OSError):
+                    here.send(("cancel",))
+            if not here.poll(0.2):
+                continue
+            try:
+                msg = here.recv()
+            except (EOFError, OSError):
+                break
+            if msg[0] == "progress":
+                progress(msg[1], msg[2])
+            elif msg[0] == "done":
+                return msg[1], msg[2]
+            elif msg[0] == "unavailable":
+                raise ray_sweep.RayUnavailable(msg[1])
+            else:
+                raise RuntimeError(f"the verification on the Ray cluster failed: {msg[1]}")
+        proc.join(5)
+        raise ray_sweep.RayUnavailable(
+            f"the Ray driver stopped (exit {proc.exitcode}) before the verification ended: "
+            f"is the cluster at {cluster} still up?"
+        )
+    finally:
+        here.close()
+        proc.join(10)
+        if proc.is_alive():  # it did not stop on its own: it is ours to end
+            proc.kill()
+            proc.join()
+
+
+def _ray_driver(
+    conn: Connection,
+    cluster: str,
+    path: str,
+    text: str,
+    report: AnalysisReport | None,
+    default_slice: str | None,
+    maxtext_python: str | None,
+    maxtext_path: str | None,
+) -> None:
+    """The child process: analyse the saved config as the editor does and run its compiles on the cluster; send
+    ("progress", message, fraction)..., then ("done", advice, sweep), ("unavailable", why) or ("error", why).
+    A ("cancel",) from the language server (or its end) cancels the sweep."""
+    from server.config import models
+    from server.presentation import ray_verification
+    from server.services.analysis import analyze
+
+    models.set_default_maxtext_path(maxtext_path)
+    cancel = CancelToken()
+    lock = threading.Lock()
+
+    def listen() -> None:
+        try:
+            while conn.recv()[0] != "cancel":
+                pass
+        except (EOFError, OSError):  # the language server went away: stop too
+            pass
+        cancel.cancel()
+
+    def send(*msg: object) -> None:
+        with lock, contextlib.suppress(OSError):
+            conn.send(msg)
+
+    threading.Thread(target=listen, name="asap-ray-cancel", daemon=True).start()
+    try:
+        an = analyze(Path(path), text, None, default_slice)
+        # text None: the revised advice is logged by the language server, which reads it back from the cache
+        advice, sweep = ray_verification.verify_advice_on_ray(
             cluster,
             an,
             report,
-            settings.default_slice,
-            progress=progress,
+            default_slice,
+            progress=lambda m, f: send("progress", m, f),
             cancel=cancel,
-            maxtext_python=settings.maxtext_python,
-            text=text,
+            maxtext_python=maxtext_python,
         )
+        send("done", advice, sweep)
+    except ray_sweep.RayUnavailable as e:
+        send("unavailable", str(e))
+    except BaseException as e:  # the language server shows it; the traceback goes to this process's stderr
+        traceback.print_exc()
+        send("error", f"{type(e).__name__}: {e}")
     finally:
-        _RAY_LOCK.release()
+        conn.close()
 
 
 # -- profiles -----------------------------------------------------------------------------------------------
