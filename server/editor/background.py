@@ -1,6 +1,7 @@
 """The language server's long jobs, each off the event loop with a cancellable progress bar: the agents (in a worker
-process), the TPU compiler's verification, and reading a linked profile through XProf; plus the profile lookup of a
-refresh and the outcome it may record. Each job stores its result in the document's state and publishes again.
+process), the TPU compiler's verification (here, or with `asap.verifyCluster` as tasks on a Ray cluster driven from
+a child process), and reading a linked profile through XProf; plus the profile lookup of a refresh and the outcome
+it may record. Each job stores its result in the document's state and publishes again.
 """
 
 from __future__ import annotations
@@ -144,7 +145,8 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     """The current mesh compiled first, its verdict published as soon as it is known; then the proposals, those the
     compiler rejects replaced by the engine's next candidates (verification.verify_advice). Progress is cancellable:
     a cancel kills the compile child and leaves the advice as it was (the verdicts of the compiles that completed
-    stay shown)."""
+    stay shown). With `asap.verifyCluster` the compiles run on that Ray cluster (_verify_on_ray) and the verdicts are
+    shown when the sweep ends; a cluster that cannot be used is an error message to the user."""
     opened = _open_file(ls, uri)
     if opened is None:
         return
