@@ -9,7 +9,7 @@ compiled by ASAP's reference program (libtpu, no TPU):
     node of one CPU each, started here on 127.0.0.1 and stopped at the end), each kept in a fresh store as it
     returns; then every verdict is read back with verify.verify(cached_only=True), as a local verify would.
 With --cli, also `asap verify A.yml B.yml --proposals --json` as a user runs it (two SMALL variants: the second with
-max_target_length 512, so its compiles are its own; each config's current mesh and its proposals), locally (one
+base_mlp_dim 2048, so its compiles are its own; each config's current mesh and its proposals), locally (one
 config after the other) and with `--ray ADDRESS` (one sweep: every (config, mesh) a task at once), each with a fresh
 cache: wall times, and whether both give every target the same verdict and memory per chip.
 Printed: wall times and their ratio; the per-task overhead of the cluster, (wall x slots - sum of the tasks' own
@@ -151,7 +151,7 @@ def _cli_sweep(tmp: Path, address: str) -> str:
 
     a, b = tmp / "a.yml", tmp / "b.yml"
     a.write_text(SMALL)
-    b.write_text(SMALL.replace("max_target_length: 256", "max_target_length: 512"))
+    b.write_text(SMALL.replace("base_mlp_dim: 1024", "base_mlp_dim: 2048"))
     out = []
     figures = []
     for name, extra in (("local, one config after the other", []), ("Ray, one sweep", ["--ray", address])):
