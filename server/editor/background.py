@@ -241,7 +241,9 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
             log.info("%s: %s", path.name, advice.report.compiler_note)
     ls.publish_current(uri)
     ls.refresh_code_lenses()
-    if sweep is not None:
+    if sweep is not None:  # each verdict, as a local verify logs it when it comes (here all at the sweep's end)
+        for e in advice.entries:
+            log.info("TPU compiler, %s of %s: %s", e.label, path.name, e.result.message)
         for label, why in sweep.mismatched.items():
             log.warning("TPU compiler, %s of %s: %s", label, path.name, why)
         log.info(

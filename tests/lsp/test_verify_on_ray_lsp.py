@@ -8,8 +8,10 @@ fake_maxtext.py's stand-in for MaxText's train_compile (setting asap.maxtextPyth
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,4 +180,52 @@ async def test_an_unreachable_cluster_is_an_error_message_and_the_server_goes_on
         "ASAP: Verify on the Ray cluster: the cluster compiles the saved file: save llama.yml first"
     )
     assert not pids(maxtext)
+    doc.close()
+
+
+def parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def cmdline(pid: int) -> str:
+    """The process's command line, without the temporary directory each compile gets."""
+    line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    return re.sub(r"jax_cache_dir=\S+", "", line)
+
+
+async def test_a_compile_whose_worker_dies_twice_shows_the_clusters_reason(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path, cluster: str
+) -> None:
+    """The Ray worker running the current mesh's compile is killed, and again on the task's one retry: the editor
+    shows that target's verdict as an error naming the Ray task; the proposals' verdicts come back."""
+    hold_all = 'while [ -e "$here/hold" ]; do sleep 0.05; done'
+    hold_current = 'case " $* " in *" ici_fsdp_parallelism="*) ;; *) ' + hold_all + " ;; esac"
+    assert hold_all in maxtext.read_text()
+    maxtext.write_text(maxtext.read_text().replace(hold_all, hold_current))  # only the current mesh's compile waits
+    (maxtext.parent / "release").touch()
+    (maxtext.parent / "hold").touch()
+    doc = await start(fresh, tmp_path, maxtext, cluster)
+    mark = await verify(fresh, doc)
+    until(lambda: pids(maxtext), "the current mesh's compile on the cluster")
+    first = pids(maxtext)[0]
+    args = cmdline(first)
+    os.kill(parent(first), signal.SIGKILL)
+
+    def retried() -> int | None:
+        return next((p for p in pids(maxtext) if p != first and alive(p) and cmdline(p) == args), None)
+
+    until(lambda: retried() is not None, "the killed compile's retry")
+    again = retried()
+    assert again is not None
+    os.kill(parent(again), signal.SIGKILL)
+    (maxtext.parent / "hold").unlink()
+    done = await wait_for_log(fresh, "verification of llama.yml done on the Ray cluster", start=mark, timeout=TIMEOUT_S)
+    assert ", 1 failed in " in done, done
+    logged = await wait_for_log(fresh, "TPU compiler, current mesh of llama.yml: ", start=mark)
+    assert logged.startswith(
+        "TPU compiler, current mesh of llama.yml: on the Ray cluster: the Ray task failed after one retry"
+    ), logged
+    (verdict,) = [c for c in await lens_commands(fresh, doc) if c.title.startswith("TPU compiler: ")]
+    assert verdict.tooltip is not None
+    assert verdict.tooltip.startswith("on the Ray cluster: the Ray task failed after one retry"), verdict.tooltip
     doc.close()
