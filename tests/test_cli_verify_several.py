@@ -118,3 +118,47 @@ def test_verify_several_configs_mesh_only(setup) -> None:  # type: ignore[no-unt
     # one config: the verifier's document itself, as ever
     one = json.loads(asap(env, "verify", a, "--maxtext-python", exe, "--json").stdout)
     assert one == {**ok[0]["report"], "cached": True}
+
+
+def test_ctrl_c_during_a_local_verify_is_a_clean_cancel(setup) -> None:  # type: ignore[no-untyped-def]
+    """Ctrl-C while a local compile runs: exit 130 with one line saying so (no traceback), the compile's process is
+    killed with it, and nothing is kept: a second run compiles again."""
+    import signal
+
+    from support.ray_cluster import until
+
+    (a, _), exe, env = setup
+    hold = exe.parent / "hold"
+    hold.touch()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli.main", "verify", str(a), "--maxtext-python", str(exe)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        until(lambda: _compiles(exe) >= 1 or proc.poll() is not None, "the first compile to start")
+        assert proc.poll() is None, proc.communicate()
+        running = [int(p) for p in (exe.parent / "pids").read_text().split()]
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "asap: cancelled" in err and "Traceback" not in err
+    until(lambda: not any(_alive(p) for p in running), "the cancelled compile to stop")
+    hold.unlink()
+    again = asap(env, "verify", a, "--maxtext-python", exe, "--json")
+    assert again.returncode == 0, again.stderr
+    assert _compiles(exe) > len(running)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]

@@ -669,7 +669,8 @@ def cmd_kb(args: argparse.Namespace) -> int:
                 print(render.kb_similar(found))
         elif args.kb_command == "add-record":
             added = add_record(store, Path(args.file), force=args.force)
-            print(f"added {added.record.id} to {added.path}; index rebuilt ({added.stats['records']} records)")
+            how = "rebuilt" if added.stats.get("mode") == "full" else "updated"
+            print(f"added {added.record.id} to {added.path}; index {how} ({added.stats['records']} records)")
         elif args.kb_command == "stats":
             store.ensure()
             st = store.stats()

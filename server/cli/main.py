@@ -237,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args))
         except BrokenPipeError:  # the reader went away (`asap check ... | head`): run() handles it
             raise
+        except KeyboardInterrupt:  # Ctrl-C: a local compile's child is in its own group, killed by childproc
+            print("\nasap: cancelled", file=sys.stderr)
+            return 130
         except Exception as e:
             return fail(args, internal_error(e, getattr(args, "debug", False)))
     finally:
