@@ -2,9 +2,11 @@
 
 /** Anthropic API keys; the server gets one from settings, so it must never reach a log. */
 const SECRET = /sk-ant-[\w-]+/g;
+/** The password of a postgresql:// URL anywhere in a text (asap.store): "postgresql://user:PASSWORD@host". */
+export const URL_PASSWORD = /(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/gi;
 
 export function redact(text: string): string {
-  return text.replace(SECRET, 'sk-ant-***');
+  return text.replace(SECRET, 'sk-ant-***').replace(URL_PASSWORD, '$1***@');
 }
 
 /** The part of vscode.LogOutputChannel the extension writes to. */

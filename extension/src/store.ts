@@ -3,14 +3,12 @@
  * ever written to the ASAP output channel. */
 import * as vscode from 'vscode';
 
-import type { Logger } from './log';
+import { type Logger, URL_PASSWORD } from './log';
 
 export const STORE_PASSWORD_KEY = 'asap.storePassword';
 export const SET_STORE_PASSWORD = 'asap.setStorePassword';
 
 const PG_URL = /^postgres(?:ql)?:\/\//i;
-// the password of a postgresql:// URL anywhere in a text: "postgresql://user:PASSWORD@host"
-const URL_PASSWORD = /(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/gi;
 const MIN_SECRET = 4; // shorter "passwords" are not searched for in log lines (they would mask ordinary words)
 
 /** `text` with the password of any postgresql:// URL in it, and each of `secrets`, as `***`. */

@@ -8,6 +8,13 @@ describe('redact', () => {
     expect(redact('key=sk-ant-api03-AbC_d-9 and "sk-ant-xyz"')).toBe('key=sk-ant-*** and "sk-ant-***"');
   });
 
+  it('hides the password of a shared store URL in any line (every module logs through it)', () => {
+    expect(redact('store postgresql://ana:s3cr%40t@db:5432/asap unavailable; POSTGRES://x:y@h/d')).toBe(
+      'store postgresql://ana:***@db:5432/asap unavailable; POSTGRES://x:***@h/d',
+    );
+    expect(redact('postgresql://ana@db/asap')).toBe('postgresql://ana@db/asap');
+  });
+
   it('leaves text without keys alone', () => {
     expect(redact('sk-other-123 ask-ant')).toBe('sk-other-123 ask-ant');
   });

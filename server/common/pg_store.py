@@ -50,6 +50,20 @@ def url() -> str | None:
     return u if u.startswith(("postgresql://", "postgres://")) else None
 
 
+_LAUNCH_URL = os.environ.get(ENV)  # the shared store this process was started with, if any
+
+
+def use(u: str | None) -> None:
+    """Point this process, and the processes it starts, at the shared store `u` (an editor's `asap.store` setting:
+    clients other than VS Code's extension send the setting and no environment); None: back to the store the
+    process was started with (ASAP_STORE at launch), or to the local log."""
+    target = u or _LAUNCH_URL
+    if target:
+        os.environ[ENV] = target
+    else:
+        os.environ.pop(ENV, None)
+
+
 def redact(text: str, u: str | None = None) -> str:
     """`text` with the password of any postgresql:// URL in it (and of `u`, wherever it appears) as `***`."""
     if u:

@@ -33,6 +33,7 @@ from pygls.workspace import TextDocument
 
 from server import __version__
 from server.agents.report import AnalysisReport
+from server.common import pg_store
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Related, Severity
 from server.config import mesh, models
@@ -127,8 +128,11 @@ class AsapServer(LanguageServer):
         old = getattr(self, "_settings", None)
         self._settings = value
         models.set_default_maxtext_path(value.maxtext_path)
+        store_changed = value.store != (old.store if old is not None else None)
+        if store_changed:
+            pg_store.use(value.store)  # asap.store from any client; VS Code's extension also passes it as ASAP_STORE
         pool = getattr(self, "_agent_pool", None)
-        if pool is not None and old is not None and old.maxtext_path != value.maxtext_path:
+        if pool is not None and old is not None and (old.maxtext_path != value.maxtext_path or store_changed):
             self._agent_pool = None
             pool.shutdown(wait=False)
 

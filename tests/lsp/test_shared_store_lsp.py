@@ -27,6 +27,11 @@ ENV: dict[str, str] = {k: v for k, v in os.environ.items() if k not in (pg_store
 STORE_CONFIG = ClientServerConfig(
     server_command=CONFIG.server_command, client_factory=CONFIG.client_factory, server_env=ENV
 )
+# a client that sends the setting and no environment (Neovim, Emacs...): only the password is in the environment
+SETTING_ENV: dict[str, str] = dict(ENV)
+SETTING_CONFIG = ClientServerConfig(
+    server_command=CONFIG.server_command, client_factory=CONFIG.client_factory, server_env=SETTING_ENV
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +45,7 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[postgres.Postgres]:
         c.execute(f"CREATE DATABASE {name}")
     ENV[pg_store.ENV] = f"postgresql://{postgres.USER}@127.0.0.1:{server.port}/{name}"  # no password in the URL
     ENV["PGPASSWORD"] = server.password  # as the extension passes the one from SecretStorage
+    SETTING_ENV["PGPASSWORD"] = server.password
     try:
         yield server
     finally:
@@ -50,6 +56,13 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[postgres.Postgres]:
 @pytest_lsp.fixture(config=STORE_CONFIG)
 async def client(lsp_client: AsapClient, pg: postgres.Postgres):
     await initialize(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=SETTING_CONFIG)
+async def setting_client(lsp_client: AsapClient, pg: postgres.Postgres):
+    await initialize(lsp_client, {"settings": {"store": ENV[pg_store.ENV]}})
     yield
     await lsp_client.shutdown_session()
 
@@ -68,4 +81,22 @@ async def test_the_editors_analysis_goes_to_the_shared_store_with_the_password_f
     assert len(rows) == 1 and rows[0][0] == pg_store.user(), rows
     assert rows[0][1].endswith("llama.yml"), rows
     assert not any(pg.password in m.message for m in client.log_messages)
+    doc.close()
+
+
+@pytest.mark.asyncio
+async def test_the_store_setting_alone_reaches_the_shared_store(
+    setting_client: AsapClient, pg: postgres.Postgres, tmp_path
+) -> None:
+    """A client that sends `asap.store` as a setting, with no ASAP_STORE in the server's environment: the
+    analysis lands in PostgreSQL as well (the server points itself, and the agents' worker, at the setting)."""
+    assert pg_store.ENV not in SETTING_ENV
+    cfg = tmp_path / "setting.yml"
+    shutil.copy(EXAMPLES / "llama3-8b-v6e-16.yml", cfg)
+    cfg.write_text(cfg.read_text() + f"\n# run {uuid.uuid4().hex}\n")
+    doc = Doc(setting_client, cfg).open()
+    await wait_for_log(setting_client, "agents, setting.yml (version 1): 3 proposal(s)", timeout=TIMEOUT_S)
+    with psycopg.connect(f"{ENV[pg_store.ENV]}", password=pg.password) as c:
+        rows = c.execute("SELECT config_path FROM experiments WHERE config_path LIKE '%setting.yml'").fetchall()
+    assert len(rows) == 1, rows
     doc.close()
