@@ -68,14 +68,7 @@ def test_verify_several_configs_with_proposals_one_after_another(setup) -> None:
     gone = doc["configs"][1]
     assert "report" not in gone and gone["errors"][0]["kind"] == "read" and gone["errors"][0]["file"] == str(missing)
     assert f"cannot read {missing}" in r.stderr
-    expected = [
-        ("current mesh", "ok"),
-        ("proposal 1", "ok"),
-        ("proposal 2", "ok"),
-        ("proposal 3", "ok"),
-        ("proposal 1", "does-not-fit"),
-        ("next candidate (fsdp=16; per_device_batch_size=4)", "does-not-fit"),
-    ]
+    expected = fake_maxtext.DEMO_VERDICTS
     for c in (doc["configs"][0], doc["configs"][2]):
         assert set(c["report"]) == {"results", "withdrawn", "compiler_note"}
         assert _labels(c["report"]) == expected
@@ -125,7 +118,7 @@ def test_ctrl_c_during_a_local_verify_is_a_clean_cancel(setup) -> None:  # type:
     killed with it, and nothing is kept: a second run compiles again."""
     import signal
 
-    from support.ray_cluster import until
+    from support.ray_cluster import alive, until
 
     (a, _), exe, env = setup
     hold = exe.parent / "hold"
@@ -149,16 +142,8 @@ def test_ctrl_c_during_a_local_verify_is_a_clean_cancel(setup) -> None:  # type:
             proc.kill()
     assert proc.returncode == 130, err
     assert "asap: cancelled" in err and "Traceback" not in err
-    until(lambda: not any(_alive(p) for p in running), "the cancelled compile to stop")
+    until(lambda: not any(alive(p) for p in running), "the cancelled compile to stop")
     hold.unlink()
     again = asap(env, "verify", a, "--maxtext-python", exe, "--json")
     assert again.returncode == 0, again.stderr
     assert _compiles(exe) > len(running)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]

@@ -6,24 +6,19 @@ reference program's real compile (libtpu) through a Ray task."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import fake_maxtext
 from support.configs import SMALL
+from support.ray_cluster import alive, cmdline, current_mesh_compile, free_port, needs_ray, parent, ray_cluster, until
 
 from server.common import store
 from server.compile import ray_sweep
@@ -31,66 +26,14 @@ from server.compile import verify as verify_mod
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama3-8b-v6e-16.yml"
-RAY = Path(sys.executable).parent / "ray"
-DEADLINE_S = 60.0
-
-pytestmark = pytest.mark.skipif(shutil.which(str(RAY)) is None, reason="Ray is not installed (pip install '.[team]')")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """`ray start ... --block` as a child; returns once the node is up (its 'block forever' line is written)."""
-    out = log.open("wb")
-    proc = subprocess.Popen(
-        [str(RAY), "start", *args, "--block"],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
-        start_new_session=True,
-    )
-    _until(lambda: b"block forever" in log.read_bytes() or proc.poll() is not None, f"ray start ({log})")
-    assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
-    return proc
-
-
-def _until(cond: Callable[[], object], what: str, detail: Callable[[], str] | None = None) -> None:
-    """Wait for a condition another process brings about (a file written, a process gone), up to a deadline."""
-    end = time.monotonic() + DEADLINE_S
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
-        time.sleep(0.05)
+pytestmark = needs_ray
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
     """A head node and one worker node (one CPU each) on 127.0.0.1; its address."""
-    port = _free_port()
-    tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
-    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--temp-dir", str(tmp / "r")]
-    head = _start(["--head", "--port", str(port), "--include-dashboard=false", *common], tmp / "head.log")
-    procs = [head]
-    try:
-        procs.append(_start(["--address", f"127.0.0.1:{port}", *common], tmp / "worker.log"))
-        yield f"127.0.0.1:{port}"
-    finally:
-        for p in reversed(procs):  # SIGTERM: `ray start --block` stops the node's processes
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGTERM)
-        for p in reversed(procs):
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-            with contextlib.suppress(ProcessLookupError):  # what it left behind in its session, if anything
-                os.killpg(p.pid, signal.SIGKILL)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with ray_cluster() as address:
+        yield address
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -113,24 +56,6 @@ def _verify(cfg: Path | list[Path], exe: Path, cache: Path, *extra: str) -> subp
 def _pids(exe: Path) -> list[int]:
     f = exe.parent / "pids"
     return [int(x) for x in f.read_text().split()] if f.exists() else []
-
-
-def _parent(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def _cmdline(pid: int) -> str:
-    """The process's command line, without the temporary directory each compile gets."""
-    line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    return re.sub(r"jax_cache_dir=\S+", "", line)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # The stand-in's `hold` holding only the config's own mesh (a compile without mesh keys on its command line)
@@ -162,24 +87,17 @@ def test_sweep_survives_a_killed_worker_and_answers_as_a_local_compile(cluster: 
     hold = exe.parent / "hold"
     hold.touch()
     sweep = _verify(cfg, exe, cache, "--ray", cluster)
-    _until(lambda: _pids(exe) or sweep.poll() is not None, "the first compile on the cluster")
+    until(lambda: _pids(exe) or sweep.poll() is not None, "the first compile on the cluster")
     assert sweep.poll() is None, sweep.communicate()
     first = _pids(exe)[0]
-    worker = _parent(first)
-    assert "ray" in _cmdline(worker).lower() or "default_worker" in _cmdline(worker), _cmdline(worker)
+    worker = parent(first)
+    assert "ray" in cmdline(worker).lower() or "default_worker" in cmdline(worker), cmdline(worker)
     os.kill(worker, signal.SIGKILL)
     hold.unlink()
     out, err = sweep.communicate(timeout=120)
     assert sweep.returncode == 0, err
     doc = json.loads(out)
-    assert _statuses(doc) == [
-        ("current mesh", "ok"),
-        ("proposal 1", "ok"),
-        ("proposal 2", "ok"),
-        ("proposal 3", "ok"),
-        ("proposal 1", "does-not-fit"),
-        ("next candidate (fsdp=16; per_device_batch_size=4)", "does-not-fit"),
-    ]
+    assert _statuses(doc) == fake_maxtext.DEMO_VERDICTS
     ran = _pids(exe)
     assert len(ran) == 6 + 1  # six targets, and the killed one's retry
 
@@ -205,10 +123,10 @@ def test_several_configs_are_one_sweep(cluster: str, tmp_path: Path) -> None:
     sweep = _verify([cfg, second, copy], exe, cache, "--ray", cluster)
 
     def held() -> set[str]:  # the configs whose current mesh (no mesh key on the command line) is compiling now
-        running = [_cmdline(p) for p in _pids(exe) if _alive(p)]
+        running = [cmdline(p) for p in _pids(exe) if alive(p)]
         return {str(c) for c in (cfg, second) for line in running if f" {c} " in line and "_parallelism=" not in line}
 
-    _until(lambda: held() == {str(cfg), str(second)} or sweep.poll() is not None, "both current meshes at once")
+    until(lambda: held() == {str(cfg), str(second)} or sweep.poll() is not None, "both current meshes at once")
     assert sweep.poll() is None, sweep.communicate()
     hold.unlink()
     out, err = sweep.communicate(timeout=120)
@@ -243,14 +161,14 @@ def test_ctrl_c_cancels_the_cluster_tasks_and_keeps_nothing(cluster: str, tmp_pa
     hold = exe.parent / "hold"
     hold.touch()
     sweep = _verify(cfg, exe, cache, "--ray", cluster)
-    _until(lambda: len(_pids(exe)) >= 2 or sweep.poll() is not None, "two compiles on the cluster")
+    until(lambda: len(_pids(exe)) >= 2 or sweep.poll() is not None, "two compiles on the cluster")
     assert sweep.poll() is None, sweep.communicate()
     running = _pids(exe)
     sweep.send_signal(signal.SIGINT)
     _, err = sweep.communicate(timeout=60)
     assert sweep.returncode == 130, err
     assert "cancelled" in err
-    _until(lambda: not any(_alive(p) for p in running), "the cancelled compiles to stop")
+    until(lambda: not any(alive(p) for p in running), "the cancelled compiles to stop")
     hold.unlink()
     assert _kept(cache) == 0
 
@@ -276,25 +194,30 @@ def test_a_task_whose_worker_dies_twice_is_reported(cluster: str, tmp_path: Path
     hold = exe.parent / "hold"
     hold.touch()
     sweep = _verify(cfg, exe, cache, "--ray", cluster)
-    _until(lambda: _pids(exe) or sweep.poll() is not None, "the first compile on the cluster")
-    first = _pids(exe)[0]
-    args = _cmdline(first)
-    os.kill(_parent(first), signal.SIGKILL)
+
+    def current() -> int | None:  # held; the proposals' compiles may be done already
+        return current_mesh_compile(_pids(exe))
+
+    until(lambda: current() is not None or sweep.poll() is not None, "the current mesh's compile on the cluster")
+    first = current()
+    assert first is not None, sweep.communicate()
+    args = cmdline(first)
+    os.kill(parent(first), signal.SIGKILL)
 
     def retried() -> int | None:
         for p in _pids(exe):
-            if p != first and _alive(p) and _cmdline(p) == args:
+            if p != first and alive(p) and cmdline(p) == args:
                 return p
         return None
 
-    _until(
+    until(
         lambda: retried() is not None or sweep.poll() is not None,
         "the killed compile's retry",
-        lambda: f"{args!r}; ran: {[(p, _alive(p) and _cmdline(p)) for p in _pids(exe)]}",
+        lambda: f"{args!r}; ran: {[(p, alive(p) and cmdline(p)) for p in _pids(exe)]}",
     )
     again = retried()
     assert again is not None, sweep.communicate()
-    os.kill(_parent(again), signal.SIGKILL)
+    os.kill(parent(again), signal.SIGKILL)
     hold.unlink()
     out, err = sweep.communicate(timeout=120)
     assert sweep.returncode == 2, err
@@ -334,7 +257,7 @@ def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path: Path) -> None
     """Nothing listening at --ray's address: `asap verify` says so and exits 2 (Ray's own connect retries for
     minutes); an address that is not HOST:PORT is named."""
     exe, cfg, cache = _setup(tmp_path)
-    port = _free_port()  # bound and closed: nothing listens there
+    port = free_port()  # bound and closed: nothing listens there
     proc = _verify(cfg, exe, cache, "--ray", f"127.0.0.1:{port}")
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, err

@@ -320,27 +320,6 @@ def _failed(report: SweepReport, u: Unit, why: str) -> None:
     report.failed_targets[u.target] = why
 
 
-def prefill(
-    ray: Any,
-    config: Path,
-    targets: list[tuple[str, dict[str, Any]]],
-    db: Any,
-    report: SweepReport,
-    *,
-    slice_name: str | None,
-    max_layers: int,
-    timeout_s: float,
-    maxtext_python: str | None,
-    progress: Progress | None = None,
-    cancel: CancelToken | None = None,
-    max_memory: int | None = None,
-) -> None:
-    """Compile on the cluster every target (label, overrides) of `config` the cache does not hold yet."""
-    prefill_targets(ray, [(config, label, o) for label, o in targets], db, report, slice_name=slice_name,
-                    max_layers=max_layers, timeout_s=timeout_s, maxtext_python=maxtext_python, progress=progress,
-                    cancel=cancel, max_memory=max_memory)  # fmt: skip
-
-
 def prefill_targets(
     ray: Any,
     targets: list[tuple[Path, str, dict[str, Any]]],

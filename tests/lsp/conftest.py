@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterable
@@ -399,3 +400,12 @@ def document_edit(action: lsp.CodeAction) -> lsp.TextDocumentEdit:
     changes = action.edit.document_changes or []
     assert len(changes) == 1 and isinstance(changes[0], lsp.TextDocumentEdit), changes
     return changes[0]
+
+
+def gcs_config(port: int) -> ClientServerConfig:
+    """A language server whose gcsfs talks to the GCS-API emulator on 127.0.0.1:`port` (tests/support/gcs_server.py)."""
+    return ClientServerConfig(
+        server_command=CONFIG.server_command,
+        client_factory=CONFIG.client_factory,
+        server_env={**os.environ, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}"},
+    )

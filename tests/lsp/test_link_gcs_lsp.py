@@ -7,19 +7,16 @@ left as it was."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import pytest_lsp
 from lsprotocol import types as lsp
-from profiles.synth import write_profile
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig
-from support.gcs_server import GcsServer, free_port, gcs_server
+from support.gcs_server import GcsServer, free_port, gcs_server, put_profile_run
 
-from .conftest import CONFIG, AsapClient, Doc, by_code, has
+from .conftest import AsapClient, Doc, by_code, gcs_config, has
 from .test_profile import link, open_in_workspace
 
 SUMMARY = "ASAP200"
@@ -28,23 +25,14 @@ NEW = "2026_12_01_10_00_00"
 MESH = "model_name: llama2-7b\ncompile_topology: v5e-4\nper_device_batch_size: 1\nici_fsdp_parallelism: 4\n"
 CONVERSION_S = 90.0
 PORT = free_port()  # known before the language server starts: its environment points gcsfs here
-GCS_CONFIG = ClientServerConfig(
-    server_command=CONFIG.server_command,
-    client_factory=CONFIG.client_factory,
-    server_env={**os.environ, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{PORT}"},
-)
+GCS_CONFIG = gcs_config(PORT)
 
 
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GcsServer]:
     tmp = tmp_path_factory.mktemp("gcs-link")
     with gcs_server(tmp, PORT) as srv:
-        from gcsfs.core import GCSFileSystem
-
-        fs = GCSFileSystem(token="anon", skip_instance_cache=True, use_listings_cache=False, endpoint_url=srv.url)
-        fs.mkdir(BUCKET)
-        for f in write_profile(tmp / "src", "comm", hosts=2, step_jitter=0.02, seed=190019):
-            fs.put_file(str(f), f"{BUCKET}/run/tensorboard/plugins/profile/{NEW}/{f.name}")
+        fs = put_profile_run(srv, tmp / "src", BUCKET, NEW, seed=190019)
         fs.pipe_file(f"{BUCKET}/checkpoints/README", b"not a profile")
         yield srv
 

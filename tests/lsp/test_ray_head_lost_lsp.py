@@ -17,13 +17,13 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig
 from support import fake_maxtext
-from support.ray_cluster import available, ray_cluster, until
+from support.ray_cluster import needs_ray, ray_cluster, until_async
 
 from .conftest import CONFIG, AsapClient, wait_for_log, wait_for_progress
 from .test_verify_advice import lens_titles, messages, verify
 from .test_verify_on_ray_lsp import TIMEOUT_S, pids, start
 
-pytestmark = pytest.mark.skipif(not available(), reason="Ray is not installed (pip install '.[team]')")
+pytestmark = needs_ray
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ async def test_a_head_node_lost_mid_verify_is_an_error_message_and_the_server_go
         await wait_for_progress(
             client, lambda _t, rs: any(m.startswith("compiling on the Ray cluster: 0 of") for m in messages(rs))
         )
-        until(lambda: len(pids(maxtext)) >= 1, "a compile running on the cluster")
+        await until_async(lambda: len(pids(maxtext)) >= 1, "a compile running on the cluster")
         os.killpg(nodes[0].pid, signal.SIGKILL)  # the head node: its GCS server, its raylet, its `ray start`
         await wait_for_log(client, "verification of llama.yml not run: the Ray driver stopped", start=mark,
                            timeout=TIMEOUT_S)  # fmt: skip

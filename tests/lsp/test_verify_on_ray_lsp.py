@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 from lsprotocol import types as lsp
 from support import fake_maxtext
-from support.ray_cluster import available, free_port, ray_cluster, until
+from support.ray_cluster import (
+    alive,
+    cmdline,
+    current_mesh_compile,
+    free_port,
+    needs_ray,
+    parent,
+    ray_cluster,
+    until_async,
+)
 
 from .conftest import EXAMPLES, AsapClient, Doc, initialize, wait_for_log, wait_for_progress
 from .test_verify_advice import lens_commands, lens_titles, messages, proposal_titles, summary, verify
@@ -26,7 +35,7 @@ from .test_verify_advice import lens_commands, lens_titles, messages, proposal_t
 EXAMPLE = EXAMPLES / "llama3-8b-v6e-16.yml"
 TIMEOUT_S = 120.0  # the first task on a fresh cluster starts a worker and ships the package (5-8 s here)
 
-pytestmark = pytest.mark.skipif(not available(), reason="Ray is not installed (pip install '.[team]')")
+pytestmark = needs_ray
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +62,6 @@ async def start(client: AsapClient, tmp_path: Path, maxtext: Path, address: str)
 def pids(maxtext: Path) -> list[int]:
     f = maxtext.parent / "pids"
     return [int(p) for p in f.read_text().split()] if f.exists() else []
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 async def test_verify_on_the_cluster_shows_what_a_local_verify_shows(
@@ -126,14 +128,14 @@ async def test_cancelling_a_verify_on_the_cluster_stops_its_compiles(
     token = await wait_for_progress(
         fresh, lambda _t, rs: any(m.startswith("compiling on the Ray cluster: 0 of") for m in messages(rs))
     )
-    until(lambda: len(pids(maxtext)) >= 1, "a compile running on the cluster")
+    await until_async(lambda: len(pids(maxtext)) >= 1, "a compile running on the cluster")
     running = pids(maxtext)
     fresh.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
     await wait_for_log(fresh, "verification of llama.yml cancelled: the advice is unchanged", start=mark,
                        timeout=TIMEOUT_S)  # fmt: skip
     end = fresh.progress_reports[token][-1]
     assert isinstance(end, lsp.WorkDoneProgressEnd) and end.message == "cancelled"
-    until(lambda: not any(alive(p) for p in running), "the cancelled compiles to stop")
+    await until_async(lambda: not any(alive(p) for p in running), "the cancelled compiles to stop")
     (maxtext.parent / "hold").unlink()
     titles = await lens_titles(fresh, doc)
     assert summary(titles) == before and "Verify" in titles  # nothing withdrawn, nothing kept: Verify again
@@ -183,16 +185,6 @@ async def test_an_unreachable_cluster_is_an_error_message_and_the_server_goes_on
     doc.close()
 
 
-def parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
-def cmdline(pid: int) -> str:
-    """The process's command line, without the temporary directory each compile gets."""
-    line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    return re.sub(r"jax_cache_dir=\S+", "", line)
-
-
 async def test_a_compile_whose_worker_dies_twice_shows_the_clusters_reason(
     fresh: AsapClient, tmp_path: Path, maxtext: Path, cluster: str
 ) -> None:
@@ -206,15 +198,16 @@ async def test_a_compile_whose_worker_dies_twice_shows_the_clusters_reason(
     (maxtext.parent / "hold").touch()
     doc = await start(fresh, tmp_path, maxtext, cluster)
     mark = await verify(fresh, doc)
-    until(lambda: pids(maxtext), "the current mesh's compile on the cluster")
-    first = pids(maxtext)[0]
+    await until_async(lambda: current_mesh_compile(pids(maxtext)), "the current mesh's compile on the cluster")
+    first = current_mesh_compile(pids(maxtext))
+    assert first is not None
     args = cmdline(first)
     os.kill(parent(first), signal.SIGKILL)
 
     def retried() -> int | None:
         return next((p for p in pids(maxtext) if p != first and alive(p) and cmdline(p) == args), None)
 
-    until(lambda: retried() is not None, "the killed compile's retry")
+    await until_async(lambda: retried() is not None, "the killed compile's retry")
     again = retried()
     assert again is not None
     os.kill(parent(again), signal.SIGKILL)

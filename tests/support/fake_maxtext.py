@@ -42,3 +42,16 @@ def write(directory: Path) -> Path:
     exe.write_text(FAKE_MAXTEXT)
     exe.chmod(0o755)
     return exe
+
+
+# `asap verify examples/llama3-8b-v6e-16.yml --proposals --json` answered by this stand-in: (label, status) of each
+# result then each withdrawn entry. Proposal 1 (fsdp=16) gets libtpu's out-of-memory and is withdrawn; the next
+# candidate in its place is the same mesh with a larger batch, which does not fit either.
+DEMO_VERDICTS = [
+    ("current mesh", "ok"),
+    ("proposal 1", "ok"),
+    ("proposal 2", "ok"),
+    ("proposal 3", "ok"),
+    ("proposal 1", "does-not-fit"),
+    ("next candidate (fsdp=16; per_device_batch_size=4)", "does-not-fit"),
+]

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -115,3 +116,16 @@ def refusing_server() -> Iterator[str]:
         srv.shutdown()
         srv.server_close()
         t.join()
+
+
+def put_profile_run(srv: GcsServer, src: Path, bucket: str, ts: str, seed: int) -> Any:
+    """Bucket `bucket` holding a synthetic 2-host profile (tests/profiles/synth.py, written under `src`) as MaxText
+    lays out a run: gs://<bucket>/run/tensorboard/plugins/profile/<ts>/*.xplane.pb. Returns the gcsfs file system."""
+    from gcsfs.core import GCSFileSystem
+    from profiles.synth import write_profile
+
+    fs = GCSFileSystem(token="anon", skip_instance_cache=True, use_listings_cache=False, endpoint_url=srv.url)
+    fs.mkdir(bucket)
+    for f in write_profile(src, "comm", hosts=2, step_jitter=0.02, seed=seed):
+        fs.put_file(str(f), f"{bucket}/run/tensorboard/plugins/profile/{ts}/{f.name}")
+    return fs

@@ -1,12 +1,14 @@
 """A real local Ray cluster for the tests: a head node and one worker node (`ray start --block`, one CPU each) on
 127.0.0.1 with their own temporary directory, stopped by PID (SIGTERM to each `ray start --block`, which stops its
-node's processes; then SIGKILL to what it left in its session). Shared by tests/lsp/test_verify_on_ray_lsp.py; the
-same steps as tests/test_ray_sweep.py's own fixture."""
+node's processes; then SIGKILL to what it left in its session). Shared by the Ray tests (tests/test_ray_sweep.py,
+tests/lsp/test_verify_on_ray_lsp.py, tests/lsp/test_ray_head_lost_lsp.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,12 +19,49 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
+from support import servers
+
 RAY = Path(sys.executable).parent / "ray"
 DEADLINE_S = 60.0
 
 
 def available() -> bool:
     return shutil.which(str(RAY)) is not None
+
+
+# A module's `pytestmark`: without Ray the tests skip when run by hand, and fail under `make test`
+# (ASAP_REQUIRE_SERVERS=1, tests/support/servers.py), which installs it with the team extra.
+needs_ray = pytest.mark.skipif(
+    not available() and not servers.required(), reason="Ray is not installed (pip install '.[team]')"
+)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (exists and is not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def parent(pid: int) -> int:
+    """The parent process id of `pid` (a compile's parent is the Ray worker running its task)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def cmdline(pid: int) -> str:
+    """The process's command line without the temporary directory each compile gets; "" once it has ended."""
+    try:
+        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+    return re.sub(r"jax_cache_dir=\S+", "", line)
+
+
+def current_mesh_compile(pids: list[int]) -> int | None:
+    """Of the stand-in compiles `pids`, the running one of the config's own mesh (no mesh on its command line)."""
+    return next((p for p in pids if alive(p) and " ici_fsdp_parallelism=" not in cmdline(p)), None)
 
 
 def free_port() -> int:
@@ -38,6 +77,16 @@ def until(cond: Callable[[], object], what: str, detail: Callable[[], str] | Non
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}" + (f": {detail()}" if detail else ""))
         time.sleep(0.05)
+
+
+async def until_async(cond: Callable[[], object], what: str) -> None:
+    """`until` for an async test: polls without blocking the event loop, so the test's LSP client goes on answering
+    the server (a `window/workDoneProgress/create` request the server waits on before it starts a job)."""
+    end = time.monotonic() + DEADLINE_S
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
 
 
 def start_node(args: list[str], log: Path) -> subprocess.Popen[bytes]:
