@@ -285,3 +285,21 @@ def test_index_writers_take_turns_across_processes(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_loading_the_embedder_leaves_the_root_logger_as_it_was() -> None:
+    """wordllama's import calls logging.basicConfig(level=INFO). Left alone, every "asap" record was printed a second
+    time on stderr ("WARNING:asap: ..." after the CLI's "asap: ..."; each server log line twice in the editor's
+    channel). In a fresh interpreter: the root logger has no handler and its level after the model loads."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "from server.kb.embed import Embedder\n"
+        "Embedder().embed(['fsdp over ici'])\n"
+        "root = logging.getLogger()\n"
+        "print(len(root.handlers), logging.getLevelName(root.level))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert r.stdout.split() == ["0", "WARNING"], r.stdout + r.stderr

@@ -292,3 +292,20 @@ def test_stats_fall_back_to_the_local_log_with_one_notice_when_the_server_refuse
     assert len(notices) == 1 and "password authentication failed" in notices[0]  # the calibrator did not ask again
     assert "guessed-Pa55" not in caplog.text and "asap:***@" in notices[0]
     pg_store._SHARED.pop(wrong).close()
+
+
+def test_a_write_after_a_failed_read_names_the_servers_reason(
+    db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, server: postgres.Postgres
+) -> None:
+    """`asap analyze` reads the track record (which fails and holds the server off for 30 s), then logs its experiment:
+    the write's notice gives the read's reason, not the type of the missing exception ("unavailable (NoneType)")."""
+    caplog.set_level(logging.DEBUG)
+    wrong = db_url.replace(server.password, "guessed-Pa55")
+    s = pg_store.SharedStore(wrong, tmp_path / "local.sqlite")
+    with pytest.raises(pg_store.Unavailable, match="password authentication failed"):
+        s.query("SELECT 1")
+    assert not s.write("outcomes", outcome_row("a", "/p/1")).shared
+    (notice,) = [r.getMessage() for r in caplog.records if "keeping rows in the local store" in r.getMessage()]
+    assert "password authentication failed" in notice and "NoneType" not in notice, notice
+    assert "guessed-Pa55" not in caplog.text
+    s.close()

@@ -127,6 +127,7 @@ class SharedStore:
         self._degraded = False  # a notice was logged since the last successful write
         self._outbox_empty = False  # known empty since this process last replayed it (skips a local read per write)
         self._retry_at = 0.0  # before this (time.monotonic), the server is not tried again (`sync` always tries)
+        self._why = ""  # the server's reason for the last failure (redacted), said in the notices
 
     # -- connections -----------------------------------------------------------------------------------
     def _get_pool(self) -> Any:
@@ -261,10 +262,10 @@ class SharedStore:
         )
         if e is not None:
             self._retry_at = time.monotonic() + RETRY_AFTER_S
+            self._why = self._reason(e)
         if not self._degraded:
             self._degraded = True
-            text = str(e or "").strip()
-            why = redact(text.splitlines()[0] if text else type(e).__name__, self.url)
+            why = self._why or "not answering"
             log.warning(
                 "shared store %s unavailable (%s): keeping rows in the local store, synced on the next connect",
                 self.shown,
@@ -322,9 +323,13 @@ class SharedStore:
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
             # not tried again for RETRY_AFTER_S: the callers read the local store meanwhile
             self._retry_at = time.monotonic() + RETRY_AFTER_S
-            why = self._why_unreachable(e) if isinstance(e, PoolTimeout) else e
-            text = str(why).strip()
-            raise Unavailable(redact(text.splitlines()[0] if text else type(why).__name__, self.url)) from None
+            self._why = self._reason(self._why_unreachable(e) if isinstance(e, PoolTimeout) else e)
+            raise Unavailable(self._why) from None
+
+    def _reason(self, e: BaseException) -> str:
+        """The first line of the server's (or the driver's) message, its password redacted."""
+        text = str(e).strip()
+        return redact(text.splitlines()[0] if text else type(e).__name__, self.url)
 
 
 def record_row(rid: str, text: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ disabling downloads makes it load the bundled files, and fail loudly rather than
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import cached_property
 from importlib import metadata
@@ -52,6 +53,8 @@ class Embedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
+                root = logging.getLogger()
+                handlers, level = list(root.handlers), root.level
                 try:
                     import wordllama
                     from wordllama import WordLlama
@@ -59,6 +62,14 @@ class Embedder:
                     raise EmbeddingError(
                         f"the knowledge store needs the wordllama package: pip install asap ({e})"
                     ) from e
+                finally:
+                    # wordllama's import calls logging.basicConfig(level=INFO): a stderr handler on the root logger
+                    # that printed every "asap" record a second time ("WARNING:asap:..." after the CLI's own
+                    # "asap: ..." line, and each info line in the editor's channel again). Undo it.
+                    for h in root.handlers[:]:
+                        if h not in handlers:
+                            root.removeHandler(h)
+                    root.setLevel(level)
                 pkg = Path(wordllama.__file__).parent
                 try:
                     self._model = WordLlama.load(config="l2_supercat", dim=DIM, cache_dir=pkg, disable_download=True)
