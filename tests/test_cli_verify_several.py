@@ -147,3 +147,18 @@ def test_ctrl_c_during_a_local_verify_is_a_clean_cancel(setup) -> None:  # type:
     again = asap(env, "verify", a, "--maxtext-python", exe, "--json")
     assert again.returncode == 0, again.stderr
     assert _compiles(exe) > len(running)
+
+
+def test_ray_before_the_configs_takes_no_config_for_its_address(setup) -> None:  # type: ignore[no-untyped-def]
+    """`asap verify --proposals --ray a.yml b.yml`: argparse gives `a.yml` to --ray's optional ADDRESS; ASAP gives it
+    back to the configs and looks for the cluster on this machine. With no config at all: the usual usage error."""
+    (a, b), exe, env = setup
+    env = {**env, "RAY_ADDRESS": ""}
+    r = asap(env, "verify", "--proposals", "--ray", a, b, "--maxtext-python", exe, "--json")
+    errors = json.loads(r.stdout).get("errors", [])
+    assert not any(str(a) in e["message"] for e in errors), errors  # not "a.yml is not HOST:PORT"
+    if r.returncode != 0:  # no cluster runs here (the usual case in the tests): the cluster is what is missing
+        assert r.returncode == 2 and "cannot reach the Ray cluster" in errors[0]["message"], errors
+    none = asap(env, "verify", "--proposals", "--json")
+    assert none.returncode == 2
+    assert json.loads(none.stdout)["errors"][0]["message"] == "the following arguments are required: CONFIG.yml"

@@ -378,6 +378,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     (one that cannot be read is an error of its own, the others go on), locally one after another, on Ray (`--ray`)
     all in one sweep; the exit status is the worst of them."""
     names: list[str] = list(args.configs)
+    ray = getattr(args, "ray", None)
+    if ray not in (None, "auto") and (ray.endswith((".yml", ".yaml")) or Path(ray).is_file()):
+        # `asap verify --proposals --ray a.yml b.yml`: argparse took the first config for the cluster's address
+        names.insert(0, ray)
+        args.ray = "auto"
+    if not names:
+        return fail(args, CliError("usage", "the following arguments are required: CONFIG.yml", prog="asap verify"))
     several = len(names) > 1
     runs = [_load_for_verify(args, name, catch=several) for name in names]
     if not several and runs[0].error is not None:

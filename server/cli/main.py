@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     ve = sub.add_parser("verify", help="compile configs' train steps for their TPU slice (libtpu, no TPU) and compare")
     ve.add_argument(
         "configs",
-        nargs="+",
+        nargs="*",  # one or more: `--ray a.yml` may take the only one as ADDRESS (cmd_verify gives it back)
         metavar="CONFIG.yml",
         help="one or more configs; with several, each is verified on its own (with --ray, all in one sweep)",
     )
