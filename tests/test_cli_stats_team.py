@@ -81,7 +81,11 @@ def test_stats_text_shows_the_team_per_user_and_generation(
         "bo": ["1", "20.0%", "20.0%", "-20.0%", "0.0%"],
     }
     gens = _rows(text, "per generation")
-    assert gens == {"v5e": ["3", "20.0%", "30.0%", "-", "0"], "v6e": ["1", "20.0%", "20.0%", "-", "0"]}
+    # delivered per generation: v5e 2 of 2 with a baseline, v6e bo's 0 of 1
+    assert gens == {
+        "v5e": ["3", "20.0%", "30.0%", "-", "0", "100.0%"],
+        "v6e": ["1", "20.0%", "20.0%", "-", "0", "0.0%"],
+    }
     # the same figures as the JSON
     doc = json.loads(run_asap("stats", "--json", env=_env(cache, db_url), timeout=120).stdout)
     assert {u: d["outcomes"] for u, d in doc["per_user"].items()} == {"ana": 3, "bo": 1}

@@ -414,9 +414,11 @@ def _team(rec: dict[str, Any]) -> list[str]:
                 _pct(st["p90_abs"]),
                 _pct(mem["median_abs"]),
                 str(d["bottleneck_moved"]),
+                _pct(d.get("delivered")),
             ]
         )
     head = ["generation", "outcomes", "step |error| median", "p90", "memory |error| median", "bottleneck moved"]
+    head.append("delivered")
     out += _table(head, gen_rows) if gen_rows else ["    (no outcomes yet)"]
     if user_rows:
         out.append(

@@ -641,6 +641,7 @@ def track_record(db: sqlite_utils.Database | None = None) -> dict[str, Any]:
                 ]
             ),
             "bottleneck_moved": sum(1 for o in outs if (o["generation"] or "unknown") == g and o["bottleneck_moved"]),
+            "delivered": _rate([o for o in outs if (o["generation"] or "unknown") == g]),
         }
         for g in gens
     }
