@@ -64,3 +64,14 @@ def test_settings_are_the_ones_the_extension_declares():
         assert same(prop.get("default")) == same(defaults[name]), name
         if "enum" in prop:
             assert set(prop["enum"]) == set(info.annotation.__args__), name  # Literal choices
+
+
+def test_settings_that_reach_other_machines_are_set_by_the_user_only() -> None:
+    """asap.store gets the password kept in SecretStorage (as PGPASSWORD) and asap.verifyCluster makes the server a
+    Ray driver, which unpickles what the cluster sends: a workspace's committed .vscode/settings.json must not be able
+    to point either at another server. Scope "machine": user settings only, not a workspace's, not synced."""
+    props = PACKAGE["contributes"]["configuration"]["properties"]
+    assert {k: props[k].get("scope") for k in ("asap.store", "asap.verifyCluster")} == {
+        "asap.store": "machine",
+        "asap.verifyCluster": "machine",
+    }
