@@ -25,7 +25,7 @@ import logging
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,11 @@ class SweepReport:
     wall_s: float = 0.0
     done: int = 0  # tasks returned, over every wave (the progress' n of N)
     total: int = 0  # tasks started, over every wave
+
+
+# A target's result is known (its task returned, or the cache already held it): the target, and why it has no
+# verdict when its task failed (None: its verdict is in the store now). How a caller shows each verdict as it comes.
+Results = Callable[[Unit, str | None], None]
 
 
 # -- planning (on the driver) ---------------------------------------------------------------------------------
@@ -242,10 +247,11 @@ def run_units(
     max_memory: int | None = None,
     num_cpus: float = 1,
     same: dict[str, list[Unit]] | None = None,
+    on_result: Results | None = None,
 ) -> None:
-    """Run `units` as Ray tasks; keep each result in `db` as its task returns (progress: n of N done). `same`: by
-    key, the other targets a unit's compile answers (another config's target with the same job), which share its
-    failure when it fails."""
+    """Run `units` as Ray tasks; keep each result in `db` as its task returns (progress: n of N done), then tell
+    `on_result` of it (and of its twins). `same`: by key, the other targets a unit's compile answers (another
+    config's target with the same job), which share its failure when it fails."""
     memory = int(max_memory or default_max_memory())
     opts = {"num_cpus": num_cpus, "memory": memory, "max_retries": 1, "retry_exceptions": False}
     ref_task = ray.remote(**opts)(compile_reference)
@@ -280,9 +286,13 @@ def run_units(
                 u = pending.pop(r)
                 report.done += 1
                 _keep(ray, r, u, db, report)
+                twins = (same or {}).get(u.key, [])
                 if u.label in report.failed:
-                    for twin in (same or {}).get(u.key, []):
+                    for twin in twins:
                         _failed(report, twin, report.failed[u.label])
+                if on_result is not None:
+                    for t in [u, *twins]:
+                        on_result(t, report.failed_targets.get(t.target))
                 if progress is not None:
                     n, total = report.done, report.total
                     progress(f"compiling on the Ray cluster: {n} of {total} done ({u.label})", n / total)
@@ -333,22 +343,29 @@ def prefill_targets(
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
     max_memory: int | None = None,
+    on_result: Results | None = None,
 ) -> None:
     """Compile on the cluster, all at once, every target (config, label, overrides) the cache does not hold yet:
-    the targets of several configs are one batch of tasks, not one config after another."""
+    the targets of several configs are one batch of tasks, not one config after another. `on_result` hears of each
+    target whose verdict is known: at once for those the cache holds, then as their tasks return."""
     units: list[Unit] = []
     same: dict[str, list[Unit]] = {}  # key -> the other targets of this batch with that compile
+    held: list[Unit] = []  # the targets the cache answers
     for config, label, overrides in targets:
         u = plan(config, label, overrides, slice_name, max_layers, timeout_s, maxtext_python)
         if u is None:
             continue
         if verify_mod.read_verdict(db, u.key) is not None:
             report.cached += 1
+            held.append(u)
             continue
         if any(x.key == u.key for x in units):  # the same job as another target's (two configs, one model): once
             same.setdefault(u.key, []).append(u)
             report.twins += 1
             continue
         units.append(u)
+    if on_result is not None:
+        for u in held:
+            on_result(u, None)
     if units:
-        run_units(ray, units, db, report, progress, cancel, max_memory, same=same)
+        run_units(ray, units, db, report, progress, cancel, max_memory, same=same, on_result=on_result)

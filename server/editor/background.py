@@ -13,9 +13,10 @@ import logging
 import multiprocessing
 import threading
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
@@ -30,7 +31,7 @@ from server.compile.verify import VerifyStatus
 from server.editor.progress import client_progress
 from server.editor.settings import Settings
 from server.editor.state import Versioned
-from server.presentation import verification
+from server.presentation import ray_verification, verification
 from server.profiles import profile_convert
 from server.profiles.profile import ProfileError
 from server.profiles.profile_convert import ProfileFiles
@@ -145,8 +146,9 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     """The current mesh compiled first, its verdict published as soon as it is known; then the proposals, those the
     compiler rejects replaced by the engine's next candidates (verification.verify_advice). Progress is cancellable:
     a cancel kills the compile child and leaves the advice as it was (the verdicts of the compiles that completed
-    stay shown). With `asap.verifyCluster` the compiles run on that Ray cluster (_verify_on_ray) and the verdicts are
-    shown when the sweep ends; a cluster that cannot be used is an error message to the user."""
+    stay shown). With `asap.verifyCluster` the compiles run on that Ray cluster (_verify_on_ray), each verdict shown
+    as its task returns, as a local verify shows it; a cluster that cannot be used is an error message to the
+    user."""
     opened = _open_file(ls, uri)
     if opened is None:
         return
@@ -165,9 +167,13 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     settings = ls.settings
     ls.refresh_code_lenses()  # "TPU compiler: compiling…" in place of Verify
 
-    def publish(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
+    def publish(
+        entries: list[verification.VerifiedTarget],
+        marked: AnalysisReport | None,
+        newest: list[verification.VerifiedTarget] | None = None,
+    ) -> None:
         """A compile finished (on the event loop): show the verdicts so far, if the document is still this version
-        and the agents' report the one being verified."""
+        and the agents' report the one being verified; log the new verdicts (`newest`, else the last entry)."""
         nonlocal shown
         current = ls.workspace.text_documents.get(uri)
         if current is None or current.version != version or cancel.cancelled:
@@ -179,10 +185,15 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
             shown = marked
         ls.publish_current(uri)
         ls.refresh_code_lenses()
-        log.info("TPU compiler, %s of %s: %s", entries[-1].label, path.name, entries[-1].result.message)
+        for e in newest or entries[-1:]:
+            log.info("TPU compiler, %s of %s: %s", e.label, path.name, e.result.message)
 
-    def on_verdict(entries: list[verification.VerifiedTarget], marked: AnalysisReport | None) -> None:
-        loop.call_soon_threadsafe(publish, entries, marked)
+    def on_verdict(
+        entries: list[verification.VerifiedTarget],
+        marked: AnalysisReport | None,
+        newest: list[verification.VerifiedTarget] | None = None,
+    ) -> None:
+        loop.call_soon_threadsafe(publish, entries, marked, newest)
 
     cluster = settings.verify_cluster
     sweep: ray_sweep.SweepReport | None = None
@@ -191,7 +202,7 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
             if cluster:
                 progress.end_message = "failed"  # until the cluster answered
                 advice, sweep = await loop.run_in_executor(
-                    None, _verify_on_ray, cluster, an, report, settings, progress.report, cancel, text, path
+                    None, _verify_on_ray, cluster, an, report, settings, progress.report, cancel, text, path, on_verdict
                 )
             else:
                 advice = await loop.run_in_executor(
@@ -241,9 +252,7 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
             log.info("%s: %s", path.name, advice.report.compiler_note)
     ls.publish_current(uri)
     ls.refresh_code_lenses()
-    if sweep is not None:  # each verdict, as a local verify logs it when it comes (here all at the sweep's end)
-        for e in advice.entries:
-            log.info("TPU compiler, %s of %s: %s", e.label, path.name, e.result.message)
+    if sweep is not None:  # (each verdict was logged as its task returned, as a local verify logs it)
         for label, why in sweep.mismatched.items():
             log.warning("TPU compiler, %s of %s: %s", label, path.name, why)
         log.info(
@@ -275,10 +284,18 @@ def _verify_on_ray(
     cancel: CancelToken,
     text: str,
     path: Path,
+    on_verdict: Callable[
+        [list[verification.VerifiedTarget], AnalysisReport | None, list[verification.VerifiedTarget]], None
+    ],
 ) -> tuple[verification.Advice, ray_sweep.SweepReport]:
     """Verify's compiles as tasks on the Ray cluster at `cluster` (asap.verifyCluster), then the advice read from
     the cache they filled, under the keys a local compile uses: what a local verify shows. The cluster compiles the
     saved file: an unsaved document is refused (RayUnavailable, shown to the user). Worker thread.
+
+    Meanwhile, as each task returns, `on_verdict` hears what a local verify's on_verdict would say once those
+    compiles ended (ray_verification.verdicts_so_far, read from the cache here: the verdicts so far and the report
+    with them marked) and which of them are new; the next candidates of a withdrawn proposal, as locally, only in
+    the advice at the end.
 
     The Ray driver runs in a child process (_ray_driver): Ray ends its driver's process when the cluster's head
     node is gone for 60 s (measured: "Failed to connect to GCS within 60 seconds ... The program will terminate"),
@@ -294,8 +311,28 @@ def _verify_on_ray(
         raise ray_sweep.RayUnavailable(f"{path.name} cannot be read ({e.strerror or e}): save it first") from None
     if saved != text:
         raise ray_sweep.RayUnavailable(f"the cluster compiles the saved file: save {path.name} first")
+    why_failed: dict[str, str] = {}  # ray_verification.mesh_key -> why its task failed
+    told: dict[str, str] = {}  # mesh_key -> the verdict's message already published
+
+    def arrived(results: list[tuple[str, dict[str, Any], str | None]]) -> None:
+        """Targets whose tasks returned (label, overrides, why it failed or None): the verdicts so far, from the
+        cache, published when one is new."""
+        for _, overrides, why in results:
+            if why is not None:
+                why_failed[ray_verification.mesh_key(overrides)] = why
+        try:
+            entries, marked = ray_verification.verdicts_so_far(an, report, settings.default_slice, failed=why_failed,
+                                                               maxtext_python=settings.maxtext_python)  # fmt: skip
+        except Exception:  # the verdicts so far are a courtesy: the advice at the sweep's end still comes
+            log.exception("the TPU compiler's verdicts so far could not be read from the cache")
+            return
+        newest = [e for e in entries if told.get(ray_verification.mesh_key(e.overrides)) != e.result.message]
+        if newest:
+            told.update((ray_verification.mesh_key(e.overrides), e.result.message) for e in newest)
+            on_verdict(entries, marked, newest)
+
     progress(f"connecting to the Ray cluster at {cluster}", None)
-    swept, sweep = _in_driver_process(cluster, path, text, report, settings, progress, cancel)
+    swept, sweep = _in_driver_process(cluster, path, text, report, settings, progress, cancel, arrived)
     if swept.cancelled or cancel.cancelled:
         return swept, sweep
     # the advice from the cache in this process, as a local verify reads it (and logs a revision once, here); the
@@ -321,9 +358,11 @@ def _in_driver_process(
     settings: Settings,
     progress: Progress,
     cancel: CancelToken,
+    arrived: Callable[[list[tuple[str, dict[str, Any], str | None]]], None],
 ) -> tuple[verification.Advice, ray_sweep.SweepReport]:
-    """ray_verification.verify_advice_on_ray in a child process: its progress relayed, a cancel passed on, its answer
-    returned; a child that ends without one (Ray ended it) is a RayUnavailable naming the cluster."""
+    """ray_verification.verify_advice_on_ray in a child process: its progress relayed, each target whose verdict is
+    known told to `arrived` (those that came together, at once), a cancel passed on, its answer returned; a child
+    that ends without one (Ray ended it) is a RayUnavailable naming the cluster."""
     ctx = multiprocessing.get_context("spawn")
     here, there = ctx.Pipe(duplex=True)
     args = (there, cluster, str(path), text, report, settings.default_slice, settings.maxtext_python,
@@ -332,12 +371,16 @@ def _in_driver_process(
     proc.start()
     there.close()
     told = False
+    results: list[tuple[str, dict[str, Any], str | None]] = []  # arrived, not told yet
     try:
         while True:
             if cancel.cancelled and not told:
                 told = True
                 with contextlib.suppress(OSError):
                     here.send(("cancel",))
+            if results and not cancel.cancelled and not here.poll(0):  # the results that came together, at once
+                arrived(results)
+                results = []
             if not here.poll(0.2):
                 continue
             try:
@@ -346,7 +389,11 @@ def _in_driver_process(
                 break
             if msg[0] == "progress":
                 progress(msg[1], msg[2])
+            elif msg[0] == "result":
+                results.append((msg[1], msg[2], msg[3]))
             elif msg[0] == "done":
+                if results and not cancel.cancelled:  # the last ones came with the answer: shown before it
+                    arrived(results)
                 return msg[1], msg[2]
             elif msg[0] == "unavailable":
                 raise ray_sweep.RayUnavailable(msg[1])
@@ -376,8 +423,9 @@ def _ray_driver(
     maxtext_path: str | None,
 ) -> None:
     """The child process: analyse the saved config as the editor does and run its compiles on the cluster; send
-    ("progress", message, fraction)..., then ("done", advice, sweep), ("unavailable", why) or ("error", why).
-    A ("cancel",) from the language server (or its end) cancels the sweep."""
+    ("progress", message, fraction) and ("result", label, overrides, why it failed or None) as each target's task
+    returns (its verdict is in the cache then, unless it failed), then ("done", advice, sweep), ("unavailable", why)
+    or ("error", why). A ("cancel",) from the language server (or its end) cancels the sweep."""
     from server.config import models
     from server.presentation import ray_verification
     from server.services.analysis import analyze
@@ -410,6 +458,7 @@ def _ray_driver(
             progress=lambda m, f: send("progress", m, f),
             cancel=cancel,
             maxtext_python=maxtext_python,
+            on_result=lambda u, why: send("result", u.label, u.overrides, why),
         )
         send("done", advice, sweep)
     except ray_sweep.RayUnavailable as e:

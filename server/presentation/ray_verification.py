@@ -5,11 +5,16 @@ returned is verify_advice's own, read from the cache the waves filled, so it is 
 target whose task failed keeps the cluster's reason (an error result in place of "not compiled yet").
 
 Several configs (`asap verify A.yml B.yml --proposals --ray`) are one sweep: each wave holds the targets of every
-config, so the cluster runs them side by side instead of one config after another (verify_advices_on_ray)."""
+config, so the cluster runs them side by side instead of one config after another (verify_advices_on_ray).
+
+Meanwhile (the editor): `on_result` hears of each target as its task returns, and verdicts_so_far reads from the
+cache what a local verify shows at that point (its own on_verdict: the current mesh and the proposals compiled so
+far, the verdicts marked on the report), so a Verify on Ray shows each verdict as it comes, as a local one does."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,11 +56,14 @@ def verify_advice_on_ray(
     maxtext_python: str | None = None,
     text: str | None = None,
     max_memory: int | None = None,
+    on_result: ray_sweep.Results | None = None,
 ) -> tuple[verification.Advice, ray_sweep.SweepReport]:
-    """The advice with its compiles run on the Ray cluster at `address`; and what the sweep did."""
+    """The advice with its compiles run on the Ray cluster at `address`; and what the sweep did. `on_result` hears
+    of each target whose verdict is known (its task returned, or the cache held it)."""
     advices, sweep = verify_advices_on_ray(address, [SweepConfig(an, report, text)], slice_name, max_layers=max_layers,
                                            timeout_s=timeout_s, progress=progress, cancel=cancel,
-                                           maxtext_python=maxtext_python, max_memory=max_memory)  # fmt: skip
+                                           maxtext_python=maxtext_python, max_memory=max_memory,
+                                           on_result=on_result)  # fmt: skip
     return advices[0], sweep
 
 
@@ -70,6 +78,7 @@ def verify_advices_on_ray(
     cancel: CancelToken | None = None,
     maxtext_python: str | None = None,
     max_memory: int | None = None,
+    on_result: ray_sweep.Results | None = None,
 ) -> tuple[list[verification.Advice], ray_sweep.SweepReport]:
     """Each config's advice (in the order given) with every compile of every config run on the Ray cluster at
     `address` in one sweep: each wave is the targets of all the configs at once; and what the sweep did. With
@@ -78,7 +87,8 @@ def verify_advices_on_ray(
         if c.an.config.path is None:
             raise ray_sweep.RayUnavailable("a sweep on Ray compiles a saved config file: save it first")
     with ray_sweep.connected(address) as ray:
-        return _on_ray(ray, configs, slice_name, max_layers, timeout_s, progress, cancel, maxtext_python, max_memory)
+        return _on_ray(ray, configs, slice_name, max_layers, timeout_s, progress, cancel, maxtext_python, max_memory,
+                       on_result)  # fmt: skip
 
 
 def _on_ray(
@@ -91,6 +101,7 @@ def _on_ray(
     cancel: CancelToken | None,
     maxtext_python: str | None,
     max_memory: int | None,
+    on_result: ray_sweep.Results | None,
 ) -> tuple[list[verification.Advice], ray_sweep.SweepReport]:
     paths = [Path(c.an.config.path) for c in configs if c.an.config.path is not None]
     assert len(paths) == len(configs)
@@ -118,7 +129,7 @@ def _on_ray(
             break
         ray_sweep.prefill_targets(ray, wave, db, sweep, slice_name=slice_name, max_layers=max_layers,
                                   timeout_s=timeout_s, maxtext_python=maxtext_python, progress=progress,
-                                  cancel=cancel, max_memory=max_memory)  # fmt: skip
+                                  cancel=cancel, max_memory=max_memory, on_result=on_result)  # fmt: skip
         if sweep.cancelled:
             for a in advices:
                 a.cancelled = True
@@ -144,8 +155,44 @@ def _on_ray(
 
 def _failed(e: verification.VerifiedTarget, path: Path, sweep: ray_sweep.SweepReport) -> verification.VerifiedTarget:
     """A target the cache has no verdict for because its task failed: an error with the cluster's reason."""
-    why = sweep.failed_targets.get(ray_sweep.target_key(path, e.overrides))
+    return _with_reason(e, sweep.failed_targets.get(ray_sweep.target_key(path, e.overrides)))
+
+
+def _with_reason(e: verification.VerifiedTarget, why: str | None) -> verification.VerifiedTarget:
     if why is None or e.result.status != VerifyStatus.UNAVAILABLE:
         return e
     res = replace(e.result, status=VerifyStatus.ERROR, message=f"on the Ray cluster: {why}")
     return replace(e, result=res)
+
+
+def mesh_key(overrides: dict[str, Any]) -> str:
+    """A target's mesh (and batch/remat changes) over its config's, as verdicts_so_far's `failed` keys it."""
+    return _key(overrides)
+
+
+def verdicts_so_far(
+    an: Analysis,
+    report: AnalysisReport | None,
+    slice_name: str | None = None,
+    *,
+    failed: Mapping[str, str] | None = None,
+    max_layers: int = verify_mod.DEFAULT_MAX_LAYERS,
+    timeout_s: float = verify_mod.DEFAULT_TIMEOUT_S,
+    maxtext_python: str | None = None,
+) -> tuple[list[verification.VerifiedTarget], AnalysisReport | None]:
+    """What a local verify shows once the compiles the cache now holds have ended (its last on_verdict): the
+    current mesh and the report's own proposals that have a verdict (from the cache, or the cluster's reason when
+    their task failed: `failed`, mesh_key -> why), and the report with those verdicts marked on its proposals
+    (nothing withdrawn yet: the advice at the sweep's end withdraws, with the next candidates in place). Compiles
+    nothing, logs nothing. Worker thread."""
+    told: list[tuple[list[verification.VerifiedTarget], AnalysisReport | None]] = []
+    # max_compiles=1: no next candidate of a rejected proposal is looked up (a local on_verdict tells none either)
+    verification.verify_advice(an, report, slice_name, max_layers=max_layers, timeout_s=timeout_s,
+                               maxtext_python=maxtext_python, cached_only=True, max_compiles=1,
+                               on_verdict=lambda entries, marked: told.append((entries, marked)))  # fmt: skip
+    if not told:
+        return [], None
+    entries, marked = told[-1]
+    why = failed or {}
+    known = [_with_reason(e, why.get(_key(e.overrides))) for e in entries]
+    return [e for e in known if e.result.status != VerifyStatus.UNAVAILABLE], marked

@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from support.ray_cluster import (
     until_async,
 )
 
-from .conftest import EXAMPLES, AsapClient, Doc, initialize, wait_for_log, wait_for_progress
+from .conftest import EXAMPLES, INFORMATION, AsapClient, Doc, initialize, position_of, wait_for_log, wait_for_progress
 from .test_verify_advice import lens_commands, lens_titles, messages, proposal_titles, summary, verify
 
 EXAMPLE = EXAMPLES / "llama3-8b-v6e-16.yml"
@@ -62,6 +63,45 @@ async def start(client: AsapClient, tmp_path: Path, maxtext: Path, address: str)
 def pids(maxtext: Path) -> list[int]:
     f = maxtext.parent / "pids"
     return [int(p) for p in f.read_text().split()] if f.exists() else []
+
+
+def only_fsdp16_runs_free(maxtext: Path) -> None:
+    """The stand-in's gate changed: a proposal's compile with fsdp=16 (proposal 1, which does not fit) no longer
+    waits for `release`; the other proposals' compiles still do."""
+    gate = '*" ici_fsdp_parallelism="*) while [ ! -e "$here/release" ]; do sleep 0.05; done ;;'
+    assert gate in maxtext.read_text()
+    maxtext.write_text(maxtext.read_text().replace(gate, '*" ici_fsdp_parallelism=16 "*) ;;\n  ' + gate))
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the editor shows of the config: its code lenses (title, tooltip), the quick fixes at the mesh block
+    (title, why disabled) and the diagnostics (code, line, message)."""
+
+    lenses: list[tuple[str, str | None]]
+    fixes: list[tuple[str, str | None]]
+    diagnostics: list[tuple[str, int, str]]
+
+    @property
+    def titles(self) -> list[str]:
+        return [t for t, _ in self.lenses]
+
+
+async def shown(client: AsapClient, doc: Doc) -> Shown:
+    """What the editor shows of the config now."""
+    at = position_of(doc.text, "ici_data_parallelism")
+    actions = await client.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(doc.uri), lsp.Range(at, at), lsp.CodeActionContext([]))
+    )
+    return Shown(
+        [(c.title, c.tooltip) for c in await lens_commands(client, doc)],
+        [
+            (a.title, a.disabled.reason if a.disabled else None)
+            for a in actions or []
+            if isinstance(a, lsp.CodeAction) and a.title.startswith("Apply proposal")
+        ],
+        sorted((str(d.code), d.range.start.line, d.message) for d in client.diagnostics[doc.uri]),
+    )
 
 
 async def test_verify_on_the_cluster_shows_what_a_local_verify_shows(
@@ -115,6 +155,55 @@ async def test_verify_on_the_cluster_shows_what_a_local_verify_shows(
     await wait_for_log(fresh, "verification of llama.yml done: 0 compile(s), 0 proposal(s) withdrawn", start=mark)
     assert pids(maxtext) == compiled_pids
     assert summary(await lens_titles(fresh, doc)) == line
+    doc.close()
+
+
+async def test_each_verdict_is_shown_as_its_task_returns_as_a_local_verify_shows_it(
+    fresh: AsapClient, tmp_path: Path, maxtext: Path, cluster: str
+) -> None:
+    """The current mesh's and proposal 1's tasks return while proposals 2 and 3 still compile (held): their verdicts
+    are shown at once (the current mesh's in the lens, proposal 1 marked as not fitting and counted withdrawn), as a
+    local verify shows them when it reaches proposal 2; released, the sweep ends with what a local verify ends
+    with. The local verify is of the same config with a stand-in of its own (its own cache keys), held alike."""
+    only_fsdp16_runs_free(maxtext)
+    doc = await start(fresh, tmp_path, maxtext, cluster)
+    mark = await verify(fresh, doc)
+    await wait_for_log(fresh, "TPU compiler, current mesh of llama.yml: verified by the TPU compiler", start=mark,
+                       timeout=TIMEOUT_S)  # fmt: skip
+    await wait_for_log(fresh, "TPU compiler, proposal 1 of llama.yml: does not fit", start=mark, timeout=TIMEOUT_S)
+    on_ray = await shown(fresh, doc)
+    # proposals 2 and 3 still compile: the sweep has not ended
+    assert not any("verification of llama.yml done" in m.message for m in fresh.log_messages[mark:])
+    (token,) = [t for t, rs in fresh.progress_reports.items() if getattr(rs[0], "title", "") == "ASAP: TPU compiler"]
+    assert not isinstance(fresh.progress_reports[token][-1], lsp.WorkDoneProgressEnd)
+    assert "TPU compiler: fits" in on_ray.titles, on_ray  # in words beside the withdrawn count
+    assert summary(on_ray.titles).endswith(" · 1 withdrawn"), on_ray  # proposal 1, marked at once
+    assert not any(t.endswith(", fits (TPU compiler))") for t, _ in on_ray.fixes), on_ray  # 2 and 3: not yet
+    assert any(c == "ASAP400" for c, _, _ in on_ray.diagnostics), on_ray  # the current mesh's verdict
+
+    (maxtext.parent / "release").touch()
+    done = await wait_for_log(fresh, "verification of llama.yml done on the Ray cluster", start=mark,
+                              timeout=TIMEOUT_S)  # fmt: skip
+    assert re.search(r"; [1-9]\d* proposal\(s\) withdrawn$", done), done
+    on_ray_done = await shown(fresh, doc)
+    offered = [t for t, why in on_ray_done.fixes if why is None]
+    assert len(offered) == 3 and all(t.endswith(", fits (TPU compiler))") for t in offered), on_ray_done
+
+    # the same config verified here, by a stand-in of its own held alike: the same state at each point
+    local = fake_maxtext.write(tmp_path / "local-env")
+    only_fsdp16_runs_free(local)
+    settings = {**INFORMATION, "maxtextPython": str(local), "verifyCluster": ""}
+    fresh.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings={"asap": settings}))
+    doc.close()
+    mark = len(fresh.log_messages)
+    doc = Doc(fresh, doc.path).open()
+    await wait_for_log(fresh, "agents, llama.yml (version 1): 3 proposal(s)", start=mark, timeout=TIMEOUT_S)
+    mark = await verify(fresh, doc)
+    await wait_for_log(fresh, "TPU compiler, proposal 1 of llama.yml: does not fit", start=mark, timeout=TIMEOUT_S)
+    assert await shown(fresh, doc) == on_ray
+    (local.parent / "release").touch()
+    await wait_for_log(fresh, "verification of llama.yml done: ", start=mark, timeout=TIMEOUT_S)
+    assert await shown(fresh, doc) == on_ray_done
     doc.close()
 
 
