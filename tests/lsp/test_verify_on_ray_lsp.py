@@ -1,8 +1,9 @@
 """ASAP: Verify with `asap.verifyCluster` set, over stdio against the real server: the compiles run as tasks on a real
 local Ray cluster (tests/support/ray_cluster.py: a head node and one worker node on 127.0.0.1, stopped by PID), with
 the same cancellable `$/progress` as a local verify ("n of N done"), and the verdicts come back under the keys a
-local compile uses: the code lens, the quick fixes and the withdrawn proposals are what a local verify shows, and a
-local verify afterwards compiles nothing. An unreachable cluster, an address that is not HOST:PORT and an unsaved
+local compile uses: the code lens, the quick fixes and the withdrawn proposals are what a local verify shows, each
+verdict shown as its task returns (as a local verify shows it when its compile ends), and a local verify afterwards
+compiles nothing. An unreachable cluster, an address that is not HOST:PORT and an unsaved
 config are an error message to the user, and the server goes on answering. The compiler is tests/support/
 fake_maxtext.py's stand-in for MaxText's train_compile (setting asap.maxtextPython), as in test_verify_advice.py."""
 
