@@ -313,3 +313,54 @@ def test_parallel_depths_merge_as_one_child_would() -> None:
     oom = {"kind": "oom", "layers": 2}
     failed = _merge([_Run(error=oom, returncode=3), _Run(returncode=-9)])  # the other killed once the first failed
     assert failed.error == oom and failed.returncode == 3
+
+
+def test_reading_verdicts_from_the_cache_does_not_wait_for_a_compile_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify_advice(cached_only=True) compiles nothing (the editor's look at cached verdicts, and the Ray sweep's
+    verdicts so far): while another ASAP process holds the machine-wide compile lock it answers at once, the current
+    mesh's verdict that the cache holds included."""
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))
+    exe = fake_maxtext.write(tmp_path / "maxtext-env")
+    cfg = tmp_path / "llama.yml"
+    cfg.write_text(EXAMPLE.read_text())
+    an = analyze(cfg)
+    first = verification.verify_advice(an, None, maxtext_python=str(exe), text=cfg.read_text())  # fills the cache
+    assert [e.label for e in first.entries] == ["current mesh"] and first.entries[0].result.status == VerifyStatus.OK
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom server.presentation.verification import one_at_a_time\n"
+            "with one_at_a_time():\n    print('locked', flush=True)\n    sys.stdin.readline()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        told: list[str] = []
+        got: list[verification.Advice] = []
+        t = threading.Thread(
+            target=lambda: got.append(
+                verification.verify_advice(
+                    an,
+                    None,
+                    maxtext_python=str(exe),
+                    text=cfg.read_text(),
+                    cached_only=True,
+                    progress=lambda message, _f: told.append(message),
+                )
+            )
+        )
+        t.start()
+        t.join(60)  # a deadline, not a measure: with the lock taken it would wait until the holder is told to go
+        assert not t.is_alive() and got, told
+        assert got[0].entries[0].result.status == VerifyStatus.OK and got[0].entries[0].result.cached
+        assert "waiting for another ASAP compile to finish" not in told
+    finally:
+        holder.kill()
+        holder.wait()

@@ -334,7 +334,8 @@ def _verify_advice(
 
     def compile_(label: str, target: Target) -> verify_mod.VerifyResult:
         report_step = steps.reporter(label)
-        with one_at_a_time(report_step):
+        # reading the cache compiles nothing: it need not wait for a compile elsewhere on the machine
+        with contextlib.nullcontext() if cached_only else one_at_a_time(report_step):
             res = verify_mod.verify(
                 an.config,
                 target.overrides or None,
