@@ -218,7 +218,13 @@ def connect(address: str | None) -> tuple[Any, bool]:
             log_to_driver=False,
         )
     except (ConnectionError, RuntimeError, ValueError) as e:
-        raise RayUnavailable(f"cannot reach the Ray cluster at {address or 'auto'}: {e}") from e
+        if not address or address == "auto":
+            # Ray's own words name its `--address` flag and RAY_ADDRESS, not ASAP's ways to give one
+            raise RayUnavailable(
+                "no Ray cluster runs on this machine: start one (`ray start --head`) or give the cluster's head as "
+                "--ray HOST:PORT (the editor: asap.verifyCluster)"
+            ) from e
+        raise RayUnavailable(f"cannot reach the Ray cluster at {address}: {e}") from e
     return ray, True
 
 
