@@ -2,6 +2,9 @@
 # Real-VS-Code smoke test for the ASAP extension: code-server 4.100.3 in headless Chromium, driven by
 # playwright-core (vscode-e2e.mjs). Idempotent setup, then one scenario on a copy of examples/.
 # Env: ASAP_E2E_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT (seconds for the scenario, default 240).
+# Cloud Storage is a real GCS JSON-API server (gcp-storage-emulator, from the venv) on 127.0.0.1, started per attempt
+# by gcs_bucket.py with a MaxText-shaped bucket, given to the language server as STORAGE_EMULATOR_HOST in
+# code-server's environment (the extension passes its environment on), stopped by its PID.
 set -euo pipefail
 E2E=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$E2E/../.." && pwd)
@@ -53,22 +56,28 @@ step "server interpreter: $PY"
 # lines and stderr), the extension host's log and code-server's.
 show_logs() {
   local f
-  for f in "$1"/user/logs/*/exthost*/asap-dev.asap/ASAP.log "$1"/user/logs/*/exthost*/remoteexthost.log "$1/code-server.log"; do
+  for f in "$1"/user/logs/*/exthost*/asap-dev.asap/ASAP.log "$1"/user/logs/*/exthost*/remoteexthost.log "$1/code-server.log" \
+    "$1/gcs/gcs-server.log"; do
     [ -f "$f" ] || continue
     echo "---- ${f#"$1"/} (last 60 lines)" >&2
     tail -60 "$f" >&2
   done
 }
 
-PGID=
+# Stop the process group whose leader is $1: TERM, KILL after 5 s.
+stop_group() {
+  kill -- -"$1" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL -- -"$1" 2>/dev/null || true
+}
+PGID= GCS_PID=
 cleanup() {
-  [ -n "$PGID" ] || return 0
-  kill -- -"$PGID" 2>/dev/null || { PGID=; return 0; }
-  for _ in $(seq 50); do kill -0 "$PGID" 2>/dev/null || { PGID=; return 0; }; sleep 0.1; done
-  kill -KILL -- -"$PGID" 2>/dev/null || true
-  PGID=
+  if [ -n "$PGID" ]; then stop_group "$PGID"; PGID=; fi
+  if [ -n "$GCS_PID" ]; then stop_group "$GCS_PID"; GCS_PID=; fi
 }
 trap cleanup EXIT
+# The bucket: gs://$GCS_BUCKET/run holds two profiled sessions; Link Profile must pick the newer.
+GCS_BUCKET=asap-e2e-runs GCS_OLDER=2026_11_30_09_00_00 GCS_NEWER=2026_12_01_10_00_00
 
 # One attempt: a fresh profile, workspace and extensions dir, a fresh code-server, the scenario.
 attempt() {
@@ -95,6 +104,11 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
   # Verify withdraws its fsdp=16 proposal (the stand-in's out-of-memory); that step lifts the gates in $D/maxtext,
   # passed to the scenario as ASAP_E2E_MAXTEXT_DIR.
   cp "$ROOT/examples/llama3-8b-v6e-16.yml" "$D/ws/verify-demo.yml"
+  # The config the scenario links to gs://$GCS_BUCKET/run (the mesh of tests/lsp/test_link_gcs_lsp.py). A link kept in
+  # the workspace's links file is anchored on line 0: the profile's hover is on this comment.
+  printf '%s\n' '# A MaxText config whose profile is a run in Cloud Storage (ASAP: Link Profile...)' \
+    'model_name: llama2-7b' 'compile_topology: v5e-4' 'per_device_batch_size: 1' 'ici_fsdp_parallelism: 4' \
+    >"$D/ws/gcs-demo.yml"
   PY="$PY" MAXTEXT="$D/maxtext/python" node -e '
     const settings = {
       "asap.python": process.env.PY, "asap.maxtextPython": process.env.MAXTEXT,
@@ -107,9 +121,18 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
   PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
   printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$D/config.yaml"
 
+  step "Cloud Storage: gcp-storage-emulator with gs://$GCS_BUCKET (log: $D/gcs/gcs-server.log)"
+  mkdir -p "$D/gcs"
+  local gcs
+  gcs=$(timeout 60 "$PY" "$E2E/gcs_bucket.py" "$D/gcs" "$GCS_BUCKET" "$GCS_OLDER" "$GCS_NEWER") \
+    || { echo "gcs_bucket.py failed (log: $D/gcs/gcs-server.log)" >&2; return 1; }
+  GCS_PORT=${gcs% *} GCS_PID=${gcs#* }
+  [[ $GCS_PORT =~ ^[0-9]+$ && $GCS_PID =~ ^[0-9]+$ ]] || { echo "gcs_bucket.py printed '$gcs'" >&2; return 1; }
+
   step "code-server on 127.0.0.1:$PORT (log: $D/code-server.log)"
   # No job control here, so setsid execs in place: $! is the leader of a new process group.
-  HOME=$D/home XDG_CONFIG_HOME=$D/home/.config XDG_DATA_HOME=$D/home/.local/share XDG_CACHE_HOME=$D/home/.cache \
+  STORAGE_EMULATOR_HOST=http://127.0.0.1:$GCS_PORT \
+    HOME=$D/home XDG_CONFIG_HOME=$D/home/.config XDG_DATA_HOME=$D/home/.local/share XDG_CACHE_HOME=$D/home/.cache \
     setsid "$CS" --config "$D/config.yaml" --user-data-dir "$D/user" --extensions-dir "$D/ext" \
     --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
     "$D/ws" >"$D/code-server.log" 2>&1 &
@@ -124,7 +147,8 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
 
   step "scenario"
   local rc=0
-  HOME=$D/home ASAP_E2E_MAXTEXT_DIR=$D/maxtext timeout "${E2E_TIMEOUT:-240}" node "$E2E/vscode-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$D/ws" "$OUT" || rc=$?
+  HOME=$D/home ASAP_E2E_MAXTEXT_DIR=$D/maxtext ASAP_E2E_GCS_BUCKET=$GCS_BUCKET ASAP_E2E_GCS_OLDER=$GCS_OLDER \
+    ASAP_E2E_GCS_NEWER=$GCS_NEWER timeout "${E2E_TIMEOUT:-240}" node "$E2E/vscode-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$D/ws" "$OUT" || rc=$?
   ((rc == 0)) || show_logs "$D"
   cleanup
   return "$rc"

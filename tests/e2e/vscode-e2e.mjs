@@ -1,14 +1,16 @@
 // ASAP smoke scenario in real VS Code (code-server) driven by playwright-core.
 // Usage: node vscode-e2e.mjs <workbench url> <screenshot dir>
 // Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
 // Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
 // "Apply proposal 1" (the view redraws); then a healthy config: its one-line code lens, no Problems entry, F12 on
 // base_config into the parent, completion of a slice name after compile_topology; Verify's progress and its cancel,
-// then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit).
+// then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit); last,
+// "ASAP: Link Profile..." with a gs:// URL (Cloud Storage is gcp-storage-emulator: run.sh), refused for a missing
+// bucket, then the newest run of a MaxText run directory, whose profile the config's hover shows.
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
@@ -17,6 +19,14 @@ const HEALTHY = 'llama2-7b-v5e-256.yml';
 const DEMO = 'verify-demo.yml'; // a copy of examples/llama3-8b-v6e-16.yml (run.sh)
 const MAXTEXT_DIR = process.env.ASAP_E2E_MAXTEXT_DIR; // the stand-in MaxText's gate files (run.sh)
 const FSDP16 = /Apply proposal \d+: fsdp=16 \(/;
+const GCS_CONFIG = 'gcs-demo.yml'; // written by run.sh; its line 0 is a comment
+const GCS_BUCKET = process.env.ASAP_E2E_GCS_BUCKET; // gs://<bucket>/run holds two profiled sessions (run.sh)
+const GCS_OLDER = process.env.ASAP_E2E_GCS_OLDER;
+const GCS_NEWER = process.env.ASAP_E2E_GCS_NEWER;
+const GCS_MISSING = 'asap-e2e-missing';
+// The workspace's profile links, as the server stores them (.asap/links.json: config path -> profile).
+const LINKS_FILE = `${new URL(url).searchParams.get('folder')}/.asap/links.json`;
+const storedLinks = () => (existsSync(LINKS_FILE) ? (JSON.parse(readFileSync(LINKS_FILE, 'utf8')).links ?? {}) : {});
 
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
@@ -42,6 +52,27 @@ async function palette(key, text, row) {
   await page.keyboard.type(text);
   await page.locator('.quick-input-list .monaco-list-row', { hasText: row }).first().waitFor();
   await page.keyboard.press('Enter');
+}
+
+// Quick Open a workspace file. Enter opens the focused row, and the list can still show the rows of the previous
+// filter when the file's row appears (seen: Quick Open of llama2-7b-v5e-256.yml opened llama3-8b-v6e-16.yml), so
+// wait until the focused row is the file's, check the active tab, and try again if another file opened.
+async function openFile(name) {
+  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.keyboard.press('Control+P');
+      await page.keyboard.type(name);
+      await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first().waitFor();
+      await page.keyboard.press('Enter');
+      await tab.waitFor({ timeout: 5_000 });
+      return;
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      log(`retry Quick Open of ${name} (${e.message.split('\n')[0]})`);
+      await page.keyboard.press('Escape');
+    }
+  }
 }
 
 async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
@@ -110,13 +141,45 @@ async function quickFixes(anchorLine, anchorSpan, want) {
   }
 }
 
+// "ASAP: Link Profile..." -> "Enter a gs:// URL..." -> the URL, as a user would.
+async function linkGcsProfile(gsUrl) {
+  await palette('F1', 'ASAP: Link Profile', /ASAP: Link Profile\.\.\./);
+  const quickInput = page.locator('.quick-input-widget');
+  await quickInput.locator('.quick-input-title', { hasText: 'Link an XProf profile' }).waitFor();
+  await page.keyboard.type('gs://'); // filters the two choices to "Enter a gs:// URL..."
+  await quickInput.locator('.quick-input-list .monaco-list-row.focused', { hasText: 'Enter a gs:// URL...' }).waitFor();
+  await page.keyboard.press('Enter');
+  await quickInput.locator('.quick-input-title', { hasText: 'Link a profile in Cloud Storage' }).waitFor();
+  await page.keyboard.type(gsUrl);
+  await page.keyboard.press('Enter');
+  await quickInput.waitFor({ state: 'hidden' });
+}
+
+// The texts of the notifications shown from now on, collected in the page as they appear: a short one (the server
+// lists a bucket in well under a second here) can come and go between two polls of a locator.
+async function watchNotifications() {
+  await page.evaluate(() => {
+    const seen = new Set();
+    const grab = () =>
+      document.querySelectorAll('.notification-toast').forEach((t) => seen.add(t.innerText.replace(/\s*\n\s*/g, ' ')));
+    const observer = new MutationObserver(grab);
+    observer.observe(document.body, { childList: true, subtree: true, characterData: true });
+    window.__asapNotifications = () => {
+      observer.disconnect();
+      return [...seen];
+    };
+  });
+  return () => page.evaluate(() => window.__asapNotifications());
+}
+
 try {
   if (!MAXTEXT_DIR) throw new Error('ASAP_E2E_MAXTEXT_DIR is not set (run the scenario with tests/e2e/run.sh)');
+  if (!GCS_BUCKET || !GCS_NEWER || !GCS_OLDER) throw new Error('ASAP_E2E_GCS_* are not set (run tests/e2e/run.sh)');
   await page.goto(url);
   await page.waitForSelector('.explorer-folders-view', { timeout: 60_000 });
   log('workbench loaded');
 
-  await palette('Control+P', FILE, FILE);
+  await openFile(FILE);
   await line('ici_tensor_parallelism').waitFor();
   log(`opened ${FILE}`);
 
@@ -214,7 +277,7 @@ try {
   log(`ROOFLINE redrawn in the dark palette (background ${bg})`);
   await page.screenshot({ path: `${shots}/roofline-dark.png` });
   // The panel follows the active config: another config redraws it for that one, and back.
-  await palette('Control+P', 'llama3-8b-v6e-16.yml', 'llama3-8b-v6e-16.yml');
+  await openFile('llama3-8b-v6e-16.yml');
   await chartTitle('v6e-16').waitFor({ timeout: 60_000 });
   log('ROOFLINE follows the editor: llama3-8b-v6e-16.yml');
   await page.screenshot({ path: `${shots}/roofline-follow.png` });
@@ -239,7 +302,7 @@ try {
   await page.keyboard.press('Control+S');
   await palette('F1', 'View: Close All Editors', /Close All Editors(?! in Group)/);
   await page.locator('.tabs-container .tab').first().waitFor({ state: 'detached' });
-  await palette('Control+P', HEALTHY, HEALTHY);
+  await openFile(HEALTHY);
   await line('ici_tensor_parallelism').waitFor();
   log(`opened ${HEALTHY}`);
 
@@ -368,8 +431,7 @@ try {
   // Verify withdraws a proposal the compiler rejects: on a copy of the demo, whose agents propose fsdp=16, the
   // stand-in MaxText reports libtpu's out-of-memory for fsdp=16 (tests/support/fake_maxtext.py). Its gates are lifted
   // first (no `hold`; `release` lets the proposals' compiles finish), so this Verify runs to its end.
-  await palette('Control+P', DEMO, DEMO);
-  await page.locator('.tabs-container .tab.active', { hasText: DEMO }).waitFor();
+  await openFile(DEMO);
   await line('ici_data_parallelism').waitFor();
   const before = lensRow(/^ASAP:\s.*\b3 proposals \(best ×/, 'withdrawn');
   await before.waitFor({ timeout: 120_000 }); // the agents' answer: Verify compiles their proposals
@@ -405,6 +467,61 @@ try {
   const hoverText = (await withdrawnHover.innerText()).replace(/\s*\n\s*/g, ' ');
   if (!/Withdrawn: fsdp=16 \(TPU compiler: [^)]*39\.8/.test(hoverText)) throw new Error(`verify hover: ${hoverText}`);
   log(`VERIFY: HOVER: ${hoverText.slice(0, 120)} … ${hoverText.slice(hoverText.indexOf('Withdrawn:'), hoverText.indexOf('Withdrawn:') + 300)}`);
+  await page.keyboard.press('Escape');
+
+  // The team's path: the profile of a MaxText run in Cloud Storage. A missing bucket first: the server's reason in
+  // an error notification, and no link stored.
+  await openFile(GCS_CONFIG);
+  const gcsComment = line('# A MaxText config whose profile is a run in Cloud Storage');
+  await gcsComment.waitFor();
+  log(`opened ${GCS_CONFIG}`);
+  await linkGcsProfile(`gs://${GCS_MISSING}/run`);
+  const refused = page.locator('.notification-toast', { hasText: `bucket '${GCS_MISSING}' not found` }).first();
+  await refused.waitFor({ timeout: 60_000 });
+  log(`GCS REFUSED: ${(await refused.innerText()).replace(/\s*\n\s*/g, ' ')}`);
+  // (transitions finished: the error slid in, the listing's notification faded out)
+  await page.screenshot({ path: `${shots}/gcs-refused.png`, animations: 'disabled' });
+  if (GCS_CONFIG in storedLinks()) throw new Error(`a refused URL was stored: ${JSON.stringify(storedLinks())}`);
+  await palette('F1', 'Notifications: Clear All Notifications', 'Clear All Notifications');
+  await refused.waitFor({ state: 'detached' });
+
+  // The run directory, as MaxText's base_output_directory/run_name: the server lists its profiled sessions (the
+  // extension's notification meanwhile), stores the URL as typed, and reads the newest session's profile.
+  const runUrl = `gs://${GCS_BUCKET}/run`;
+  const notifications = await watchNotifications();
+  await linkGcsProfile(runUrl);
+  // The linked profile's report is the hover of line 0 (where a link from the links file is anchored), once the
+  // server has downloaded and converted it: hover the start of that line until it shows.
+  const profileHover = page.locator('.monaco-hover', { hasText: /Profile: \w+-bound/ }).first();
+  const gcsDeadline = Date.now() + 90_000;
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Escape');
+    await page.mouse.move(5, 5);
+    const box = await gcsComment.locator('span').first().boundingBox();
+    await page.mouse.move(box.x + 2, box.y + box.height / 2);
+    try {
+      await profileHover.waitFor({ timeout: 3_000 });
+      break;
+    } catch (e) {
+      if (Date.now() > gcsDeadline) throw new Error(`no profile hover on line 0 of ${GCS_CONFIG} after ${attempt} tries`);
+    }
+  }
+  const profileText = (await profileHover.innerText()).replace(/\s*\n\s*/g, ' ');
+  log(`GCS PROFILE HOVER: ${profileText.slice(0, 400)}`);
+  await page.screenshot({ path: `${shots}/gcs-linked.png`, animations: 'disabled' });
+  const shown = await notifications();
+  log(`GCS NOTIFICATIONS: ${shown.join(' | ')}`);
+  if (!shown.some((t) => t.includes(`ASAP: looking for a profile under ${runUrl}`))) {
+    throw new Error(`no progress notification while the server listed ${runUrl}: ${shown.join(' | ')}`);
+  }
+  const newest = `${runUrl}/tensorboard/plugins/profile/${GCS_NEWER}`;
+  if (!profileText.includes(`Source: XProf profile ${newest} (2 hosts`) || profileText.includes(GCS_OLDER)) {
+    throw new Error(`the hover is not the newest session's profile (${newest}): ${profileText}`);
+  }
+  if (!/Profile: communication-bound/.test(profileText)) throw new Error(`profile verdict: ${profileText}`);
+  const stored = storedLinks();
+  if (stored[GCS_CONFIG] !== runUrl) throw new Error(`links file: ${JSON.stringify(stored)}, expected ${runUrl}`);
+  log(`GCS LINKED: ${LINKS_FILE} has ${GCS_CONFIG} -> ${stored[GCS_CONFIG]}`);
   await page.keyboard.press('Escape');
   log('PASS');
 } catch (e) {
