@@ -119,12 +119,13 @@ def stop_nodes(procs: list[subprocess.Popen[bytes]]) -> None:
 
 
 @contextlib.contextmanager
-def ray_cluster(nodes: list[subprocess.Popen[bytes]] | None = None) -> Iterator[str]:
-    """A head node and one worker node (one CPU each) on 127.0.0.1 for the block; its address HOST:PORT. `nodes`,
-    when given, receives their `ray start --block` processes (the head's first), each its own process group."""
+def ray_cluster(nodes: list[subprocess.Popen[bytes]] | None = None, cpus: int = 1) -> Iterator[str]:
+    """A head node and one worker node (`cpus` logical CPUs each, one by default) on 127.0.0.1 for the block; its
+    address HOST:PORT. `nodes`, when given, receives their `ray start --block` processes (the head's first), each its
+    own process group."""
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths live under it
-    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--temp-dir", str(tmp / "r")]
+    common = ["--num-cpus", str(cpus), "--node-ip-address", "127.0.0.1", "--temp-dir", str(tmp / "r")]
     procs = [start_node(["--head", "--port", str(port), "--include-dashboard=false", *common], tmp / "head.log")]
     try:
         procs.append(start_node(["--address", f"127.0.0.1:{port}", *common], tmp / "worker.log"))
