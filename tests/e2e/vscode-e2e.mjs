@@ -479,7 +479,9 @@ try {
   const refused = page.locator('.notification-toast', { hasText: `bucket '${GCS_MISSING}' not found` }).first();
   await refused.waitFor({ timeout: 60_000 });
   log(`GCS REFUSED: ${(await refused.innerText()).replace(/\s*\n\s*/g, ' ')}`);
-  // (transitions finished: the error slid in, the listing's notification faded out)
+  // The listing's notification closes with the refusal: the screenshot shows the error alone, slid in.
+  await page.locator('.notification-toast', { hasText: `looking for a profile under gs://${GCS_MISSING}` })
+    .waitFor({ state: 'hidden', timeout: 10_000 });
   await page.screenshot({ path: `${shots}/gcs-refused.png`, animations: 'disabled' });
   if (GCS_CONFIG in storedLinks()) throw new Error(`a refused URL was stored: ${JSON.stringify(storedLinks())}`);
   await palette('F1', 'Notifications: Clear All Notifications', 'Clear All Notifications');
