@@ -3,11 +3,13 @@ hover rows, and that compiles wait for each other across processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -153,10 +155,10 @@ def test_compiles_wait_for_another_process_holding_the_lock(tmp_path: Path, monk
         holder.wait()
 
 
-def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both sides are ASAP's own lock (filelock): the second process is told, waits, and proceeds once the
-    first one is done."""
-    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path))
+@contextlib.contextmanager
+def compile_lock_held_elsewhere() -> Iterator[subprocess.Popen[str]]:
+    """Another ASAP process holding the machine-wide compile lock (verification.one_at_a_time) for the block, until
+    a line on its stdin lets it go ("released" on its stdout then); killed at the end."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -172,6 +174,18 @@ def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pyt
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both sides are ASAP's own lock (filelock): the second process is told, waits, and proceeds once the
+    first one is done."""
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path))
+    with compile_lock_held_elsewhere() as holder:
+        assert holder.stdout is not None
         told: list[str] = []
         waited, entered = threading.Event(), threading.Event()
 
@@ -192,9 +206,6 @@ def test_compiles_wait_for_another_asap_process(tmp_path: Path, monkeypatch: pyt
         with verification.one_at_a_time(lambda message, _f: told.append(message)):
             pass  # nobody holds it now: no waiting, nothing said
         assert len(told) == 1
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_result_json_carries_the_status_as_its_plain_value() -> None:
@@ -328,20 +339,7 @@ def test_reading_verdicts_from_the_cache_does_not_wait_for_a_compile_elsewhere(
     an = analyze(cfg)
     first = verification.verify_advice(an, None, maxtext_python=str(exe), text=cfg.read_text())  # fills the cache
     assert [e.label for e in first.entries] == ["current mesh"] and first.entries[0].result.status == VerifyStatus.OK
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys\nfrom server.presentation.verification import one_at_a_time\n"
-            "with one_at_a_time():\n    print('locked', flush=True)\n    sys.stdin.readline()\n",
-        ],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with compile_lock_held_elsewhere():
         told: list[str] = []
         got: list[verification.Advice] = []
         t = threading.Thread(
@@ -361,6 +359,3 @@ def test_reading_verdicts_from_the_cache_does_not_wait_for_a_compile_elsewhere(
         assert not t.is_alive() and got, told
         assert got[0].entries[0].result.status == VerifyStatus.OK and got[0].entries[0].result.cached
         assert "waiting for another ASAP compile to finish" not in told
-    finally:
-        holder.kill()
-        holder.wait()

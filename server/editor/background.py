@@ -27,7 +27,6 @@ from server.agents.types import Experiment
 from server.common.findings import Severity
 from server.common.progress import Cancelled, CancelToken, Progress
 from server.compile import ray_sweep
-from server.compile.verify import VerifyStatus
 from server.editor.progress import client_progress
 from server.editor.settings import Settings
 from server.editor.state import Versioned
@@ -340,10 +339,9 @@ def _verify_on_ray(
     advice = verification.verify_advice(
         an, report, settings.default_slice, maxtext_python=settings.maxtext_python, cached_only=True, text=text
     )
-    failed = {(e.label, e.rank): e for e in [*swept.entries, *swept.withdrawn] if e.result.status == VerifyStatus.ERROR}
 
     def keep_reason(e: verification.VerifiedTarget) -> verification.VerifiedTarget:
-        return failed.get((e.label, e.rank), e) if e.result.status == VerifyStatus.UNAVAILABLE else e
+        return ray_verification.with_reason(e, why_failed.get(ray_verification.mesh_key(e.overrides)))
 
     advice.entries = [keep_reason(e) for e in advice.entries]
     advice.withdrawn = [keep_reason(e) for e in advice.withdrawn]

@@ -29,7 +29,8 @@ from server.presentation import verification
 from server.services.analysis import Analysis
 
 
-def _key(overrides: dict[str, Any]) -> str:
+def mesh_key(overrides: dict[str, Any]) -> str:
+    """A target's mesh (and batch/remat changes) over its config's, as verdicts_so_far's `failed` keys it."""
     return ray_sweep.target_key("", overrides)[1]
 
 
@@ -122,8 +123,8 @@ def _on_ray(
     for _ in range(ray_sweep.MAX_WAVES):
         wave: list[tuple[Path, str, dict[str, Any]]] = []
         for i, path in enumerate(paths):
-            fresh = [(label, o) for label, o in todo[i] if _key(o) not in tried[i]]
-            tried[i] |= {_key(o) for _, o in fresh}
+            fresh = [(label, o) for label, o in todo[i] if mesh_key(o) not in tried[i]]
+            tried[i] |= {mesh_key(o) for _, o in fresh}
             wave += [(path, named(path, label), o) for label, o in fresh]
         if not wave:
             break
@@ -140,7 +141,7 @@ def _on_ray(
             [
                 (e.label, e.overrides)
                 for e in [*a.entries, *a.withdrawn]
-                if e.result.status == VerifyStatus.UNAVAILABLE and _key(e.overrides) not in tried[i]
+                if e.result.status == VerifyStatus.UNAVAILABLE and mesh_key(e.overrides) not in tried[i]
             ]
             for i, a in enumerate(advices)
         ]
@@ -155,19 +156,15 @@ def _on_ray(
 
 def _failed(e: verification.VerifiedTarget, path: Path, sweep: ray_sweep.SweepReport) -> verification.VerifiedTarget:
     """A target the cache has no verdict for because its task failed: an error with the cluster's reason."""
-    return _with_reason(e, sweep.failed_targets.get(ray_sweep.target_key(path, e.overrides)))
+    return with_reason(e, sweep.failed_targets.get(ray_sweep.target_key(path, e.overrides)))
 
 
-def _with_reason(e: verification.VerifiedTarget, why: str | None) -> verification.VerifiedTarget:
+def with_reason(e: verification.VerifiedTarget, why: str | None) -> verification.VerifiedTarget:
+    """`e` as an error with the cluster's reason when its task failed (`why`) and the cache has no verdict."""
     if why is None or e.result.status != VerifyStatus.UNAVAILABLE:
         return e
     res = replace(e.result, status=VerifyStatus.ERROR, message=f"on the Ray cluster: {why}")
     return replace(e, result=res)
-
-
-def mesh_key(overrides: dict[str, Any]) -> str:
-    """A target's mesh (and batch/remat changes) over its config's, as verdicts_so_far's `failed` keys it."""
-    return _key(overrides)
 
 
 def verdicts_so_far(
@@ -194,5 +191,5 @@ def verdicts_so_far(
         return [], None
     entries, marked = told[-1]
     why = failed or {}
-    known = [_with_reason(e, why.get(_key(e.overrides))) for e in entries]
+    known = [with_reason(e, why.get(mesh_key(e.overrides))) for e in entries]
     return [e for e in known if e.result.status != VerifyStatus.UNAVAILABLE], marked

@@ -104,7 +104,7 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
   # Verify withdraws its fsdp=16 proposal (the stand-in's out-of-memory); that step lifts the gates in $D/maxtext,
   # passed to the scenario as ASAP_E2E_MAXTEXT_DIR.
   cp "$ROOT/examples/llama3-8b-v6e-16.yml" "$D/ws/verify-demo.yml"
-  # The config the scenario links to gs://$GCS_BUCKET/run (the mesh of tests/lsp/test_link_gcs_lsp.py). A link kept in
+  # The config the scenario links to gs://$GCS_BUCKET/run (the mesh of tests/lsp/test_gcs_profile_lsp.py). A link kept in
   # the workspace's links file is anchored on line 0: the profile's hover is on this comment.
   printf '%s\n' '# A MaxText config whose profile is a run in Cloud Storage (ASAP: Link Profile...)' \
     'model_name: llama2-7b' 'compile_topology: v5e-4' 'per_device_batch_size: 1' 'ici_fsdp_parallelism: 4' \

@@ -41,18 +41,20 @@ def _emulator() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "gcp_storage_emulator"]
 
 
-@contextmanager
-def gcs_server(tmp: Path, port: int | None = None) -> Iterator[GcsServer]:
+def start(tmp: Path, port: int | None = None) -> GcsServer:
+    """gcp-storage-emulator on 127.0.0.1:`port` (a free one by default), in a process group of its own, its objects
+    under `tmp`/gcs-data and its log in `tmp`/gcs-server.log; returns once it answers (killed if it never does)."""
     port = port or free_port()
     data = tmp / "gcs-data"
     data.mkdir(parents=True, exist_ok=True)
-    log = (tmp / "gcs-server.log").open("wb")
-    proc = subprocess.Popen(
-        [*_emulator(), "--data-dir", str(data), "start", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    with (tmp / "gcs-server.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [*_emulator(), "--data-dir", str(data), "start", "--host", "127.0.0.1", "--port", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -66,16 +68,30 @@ def gcs_server(tmp: Path, port: int | None = None) -> Iterator[GcsServer]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        yield GcsServer(url, data, proc)
+    except BaseException:
+        stop(proc)
+        raise
+    return GcsServer(url, data, proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the server by its PID (the leader of its process group): SIGTERM, then SIGKILL after 10 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def gcs_server(tmp: Path, port: int | None = None) -> Iterator[GcsServer]:
+    srv = start(tmp, port)
+    try:
+        yield srv
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
+        stop(srv.proc)
 
 
 REFUSAL = (
