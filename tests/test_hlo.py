@@ -26,13 +26,8 @@ from server.profiles.hlo import (
 )
 from server.profiles.hlo_program import computations, summarize, walk
 
-FIXTURE = (
-    Path(__file__).resolve().parents[2]
-    / "shared"
-    / "fixtures"
-    / "xprof-real-tpu-v5-training"
-    / "tpu_training.hlo_stats.json.gz"
-)
+REAL = Path(__file__).resolve().parent / "data" / "profiles" / "xprof-real-tpu-v5-training"
+FIXTURE = REAL / "tpu_training.hlo_stats.json.gz"
 MESH = [("data", 2), ("fsdp", 4), ("tensor", 2)]
 
 AG_277 = (
@@ -66,8 +61,6 @@ def _rows() -> list[dict[str, Any]]:
     ids = [c["id"] for c in table["cols"]]
     return [{k: (cell or {}).get("v") for k, cell in zip(ids, row["c"], strict=False)} for row in table["rows"]]
 
-
-needs_fixture = pytest.mark.skipif(not FIXTURE.exists(), reason="real XProf fixture not present")
 
 # ---------------------------------------------------------------------------------------------
 # shapes
@@ -145,7 +138,6 @@ def test_fusions_consuming_a_collective_are_not_collectives() -> None:
     assert parse_collective("%add.1 = f32[8]{0} add(f32[8]{0} %a, f32[8]{0} %b)", "non-fusion elementwise") is None
 
 
-@needs_fixture
 def test_every_real_collective_row_parses() -> None:
     expected_kind = {
         "all-gather": "all-gather",
@@ -181,7 +173,6 @@ def test_every_real_collective_row_parses() -> None:
     assert seen == {"all-gather": 4, "all-reduce": 5, "all-to-all": 2, "all-reduce-scatter": 8}
 
 
-@needs_fixture
 def test_truncated_and_mangled_real_expressions_never_raise() -> None:
     rng = random.Random(1234)
     expressions = [(r["category"], r["hlo_op_expression"]) for r in _rows()]

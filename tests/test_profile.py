@@ -1,4 +1,4 @@
-"""Profile analysis on XProf's real output of a TPU v5 training run (shared/fixtures), read as exported
+"""Profile analysis on XProf's real output of a TPU v5 training run (tests/data/profiles), read as exported
 tool JSON; the facts asserted are in the fixture's README and were checked against the tables."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from server.profiles import profile_convert
 from server.services.analysis import analyze
 from server.services.profile_analysis import analyze_tools
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "xprof-real-tpu-v5-training"
+FIXTURE = Path(__file__).resolve().parent / "data" / "profiles" / "xprof-real-tpu-v5-training"
 
 
 @pytest.fixture(scope="module")

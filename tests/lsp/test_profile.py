@@ -34,7 +34,7 @@ NOTE = "ASAP205"  # information: a caveat of the profile's reading
 LINK_COMMAND = "asap.server.linkProfile"
 CONVERSION_S = 60.0  # a conversion takes about a second; a loaded machine may take much longer
 
-REAL = ROOT.parent / "shared" / "fixtures" / "xprof-real-tpu-v5-training"  # exported tool JSON of a v5p-8 run
+REAL = ROOT / "tests" / "data" / "profiles" / "xprof-real-tpu-v5-training"  # exported tool JSON of a v5p-8 run
 # Each synthetic profile's seed: drawn from a seeded Random (the same profiles every run), never twice in a session.
 _SEEDS = random.Random(20260301)
 _DRAWN: set[int] = set()
@@ -256,7 +256,6 @@ async def test_profile_without_steps_adds_a_note(shared: AsapClient, tmp_path: P
 
 
 @module_loop
-@pytest.mark.skipif(not REAL.is_dir(), reason="shared/fixtures not checked out")
 async def test_exported_tool_json_is_read_at_once(shared: AsapClient, tmp_path: Path):
     """XProf's exported tool JSON needs no conversion: the first publish has the summary, no progress."""
     tokens = profile_tokens(shared)
