@@ -51,8 +51,9 @@ TP_OVERLAP = 0.0
 NORM_RESIDUAL_ELEMS = 10
 # What XLA really moves for that memory-bound work, as a multiple of the minimal traffic above:
 # fp32 upcasts inside norms and their gradients, unfused converts, the scan's dynamic-update-slices
-# of stacked activations and gradients, copies around collectives. In XProf's real TPU v5 training
-# profile (tests/data/profiles/xprof-real-tpu-v5-training) HBM-bound ops take 53% of device time, dynamic-update-slice alone 14%:
+# of stacked activations and gradients, copies around collectives. In XProf's real TPU v5 training profile
+# (tests/data/profiles/xprof-real-tpu-v5-training) HBM-bound ops take 53% of device time, dynamic-update-slice
+# alone 14%:
 # far above the minimal count. Twice the minimal traffic is the value that bench/mfu_references.py
 # supports best among 1-4 (a global constant; see that benchmark's output for what it buys).
 MEMORY_BOUND_FACTOR = 2.0
