@@ -13,7 +13,8 @@ edits compared with a fresh open). Before either, the same on the unmutated seed
     .venv/bin/python bench/fuzz.py [--n 10000] [--seed S] [--server-n K] [--large P] [--time-limit S]
 
 Prints the counts (crashes, internal errors, bad exit statuses, --json that does not parse, tracebacks; and for
-the server request errors, errors in its log, tracebacks on its stderr, fix violations, sync divergences, hangs),
+the server request errors, errors in its log, tracebacks on its stderr, fix violations, line-ending mismatches
+(a fix whose lines end otherwise than the line they replace or follow), sync divergences, hangs),
 hover and code action latency percentiles, and one reproducer per distinct failure, written under --out with the
 command that replays it. A benchmark, not a test: always exits 0.
 """
@@ -154,13 +155,17 @@ async def run_server(
     return tally, restarts
 
 
+def plural(kind: str) -> str:
+    return kind + ("es" if kind.endswith(("ch", "sh", "s")) else "s")
+
+
 def print_server(title: str, tally: lsp_session.Tally, restarts: int) -> None:
     print(
         f"{title}: {tally.cases} cases, {tally.fixes} quick fixes applied ({tally.proposals} of them proposals, "
         f"{tally.reports} agents' reports awaited), "
         f"{tally.edits} incremental edits"
     )
-    print("  " + ", ".join(f"{k}s: {tally.counts[k]}" for k in lsp_session.KINDS) + f", restarts: {restarts}")
+    print("  " + ", ".join(f"{plural(k)}: {tally.counts[k]}" for k in lsp_session.KINDS) + f", restarts: {restarts}")
     for what in ("hover", "codeAction", "codeLens", "codeAction/resolve", "publish"):
         print(f"  {what:<22} {pct(tally.latency.get(what, []))}")
     print("  codes published on open: " + ", ".join(f"{c} {n}" for c, n in sorted(tally.codes.items())))

@@ -124,3 +124,22 @@ def test_fuzz_textmodel_sees_what_a_fix_must_keep():
     with pytest.raises(ValueError, match="past the document"):
         tm.apply_edits("a: 1", past_end)
     assert tm.apply_edits("a: 1", past_end, clamp=True)[0] == "a: 1\nb: 2"  # as VS Code applies it
+
+
+def test_fuzz_textmodel_sees_a_line_ending_mismatch():
+    """The oracle of line-ending mismatches: the lines a fix writes end as the line they replace or follow."""
+
+    def insert(line: int, col: int, new: str) -> list[lsp.TextEdit]:
+        return [lsp.TextEdit(lsp.Range(lsp.Position(line, col), lsp.Position(line, col)), new)]
+
+    mixed = "a: 1\r\nb: 2\rc: 3\nd: 4"
+    assert tm.ending_mismatches(mixed, insert(2, 0, "x: 1\r")) == []  # after b, which ends in CR
+    assert tm.ending_mismatches(mixed, insert(1, 0, "x: 1\r\n")) == []  # after a (CRLF)
+    assert tm.ending_mismatches(mixed, insert(3, 0, "x: 1\n")) == []  # after c (LF)
+    wrong = tm.ending_mismatches(mixed, insert(2, 0, "x: 1\n"))  # LF, the dominant ending, after a CR line
+    assert len(wrong) == 1 and "'\\r'" in wrong[0]
+    assert tm.ending_mismatches(mixed, insert(3, 4, "\nx: 1")) == []  # after the last line (no break): c's LF
+    assert tm.ending_mismatches(mixed, insert(3, 4, "\rx: 1")) != []
+    assert tm.ending_mismatches("a: 1\r", insert(1, 0, "b: 2\r")) == []  # after a final break: the line above
+    assert tm.ending_mismatches("a: 1", insert(0, 4, "\nb: 2")) == []  # no break anywhere: LF
+    assert tm.ending_mismatches(mixed, [lsp.TextEdit(lsp.Range(lsp.Position(1, 0), lsp.Position(1, 1)), "z")]) == []

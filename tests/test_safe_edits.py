@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from fuzzing import textmodel as tm
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lsp.conftest import CONFIG, ROOT, AsapClient, Doc, apply_edits, capabilities, document_edit, has, lacks
 from lsprotocol import types as lsp
 
 from server.common.findings import Finding, Fix, Span, TextEdit
-from server.config.apply import apply_text, line_ending
+from server.config.apply import apply_text, line_ending_at, proposal_edits
 from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.services.analysis import analyze
 
@@ -77,10 +78,121 @@ def test_key_inserted_after_a_last_line_without_a_line_break_gets_its_own_line(w
     assert analyze(write("c.yml", v.text), v.text).findings == []
 
 
-def test_line_ending_is_the_dominant_one() -> None:
-    assert line_ending("a: 1\r\nb: 2\r\nc: 3\n") == "\r\n"
-    assert line_ending("a: 1\rb: 2\r") == "\r"
-    assert line_ending("a: 1") == "\n"
+def test_line_ending_is_the_one_of_the_line_replaced_or_followed() -> None:
+    text = "a: 1\r\nb: 2\rc: 3\nd: 4"
+    assert line_ending_at(text, 0) == "\r\n"  # the first line's own
+    assert line_ending_at(text, text.index("b")) == "\r"  # a replacement on line b: b's
+    assert line_ending_at(text, text.index("b"), insertion=True) == "\r\n"  # an insertion before b follows a
+    assert line_ending_at(text, text.index("d"), insertion=True) == "\n"
+    assert line_ending_at(text, text.index("4")) == "\n"  # the last line has none: the nearest above
+    assert line_ending_at(text, len(text), insertion=True) == "\n"
+    assert line_ending_at("a: 1\r", 5, insertion=True) == "\r"  # after a final line break: the line above
+    assert line_ending_at("a: 1", 0) == line_ending_at("", 0) == "\n"  # no line break anywhere: LF
+
+
+# -- golden before/after of every kind of fix, in each line ending -------------------------------------------
+# Each kind's document in LF; "\r\n" and "\r" write every line so; "mixed" ends line i in MIXED[i % 3]. A fix
+# that rewrites within a line leaves every ending as it was; one that inserts a line gives it the ending of the
+# line it follows, which in the mixed documents is never the dominant one (the ending the fixes once wrote).
+MIXED = ("\r", "\r\n", "\n")
+
+
+def ended(text: str, eol: str) -> str:
+    """`text` (LF) with every line written in `eol`, or with "mixed" line i ending in MIXED[i % 3]."""
+    if eol != "mixed":
+        return text.replace("\n", eol)
+    lines = text.split("\n")
+    return "".join(line + (MIXED[i % 3] if i < len(lines) - 1 else "") for i, line in enumerate(lines))
+
+
+GOLDEN = {  # kind: (document, code of the finding, the fix's title, document after the fix)
+    "value": (BAD, "ASAP101", "Set ici_fsdp_parallelism to 16", BAD.replace(": 32 ", ": 16 ")),
+    "insert": (
+        INHERITED,
+        "ASAP101",
+        "Set ici_fsdp_parallelism to 16",
+        INHERITED.replace("# dp\n", "# dp\nici_fsdp_parallelism: 16\n"),
+    ),
+    "comment out": (
+        "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
+        "ici_sequence_parallelism: 1\nsteps: 10\n",
+        "ASAP111",
+        "Comment out ici_sequence_parallelism",
+        "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
+        "# ici_sequence_parallelism: 1\nsteps: 10\n",
+    ),
+    "rename": (
+        "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
+        "ici_tensr_parallelism: 2\nsteps: 10\n",
+        "ASAP113",
+        "Rename to ici_tensor_parallelism",
+        "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
+        "ici_tensor_parallelism: 2\nsteps: 10\n",
+    ),
+    "model name": (
+        "model_name: llama2-7\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\nsteps: 10\n",
+        "ASAP004",
+        "Did you mean 'llama2-7b'?",
+        "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\nsteps: 10\n",
+    ),
+}
+# The inserting kinds in a mixed document, written out: the new line ends as the line above it does.
+GOLDEN_MIXED = {
+    "insert": "base_config: parent.yml\rmodel_name: llama2-7b\r\ncompile_topology: v5e-256\n"
+    "ici_data_parallelism: 16  # dp\rici_fsdp_parallelism: 16\rsteps: 10\r\n",
+    "proposal": "model_name: llama2-7b\rcompile_topology: v5e-256\r\nici_fsdp_parallelism: -1  # fill\n"
+    "ici_tensor_parallelism: 16\nremat_policy: full\r",
+}
+PROPOSED = "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\nremat_policy: full\n"
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r", "mixed"])
+@pytest.mark.parametrize("kind", sorted(GOLDEN))
+def test_golden_fix_in_each_line_ending(write, kind: str, eol: str) -> None:
+    before, code, title, after = GOLDEN[kind]
+    write("parent.yml", PARENT)
+    text = ended(before, eol)
+    path = write("c.yml", text)
+    an = analyze(path, text)
+    (f,) = [x for x in an.findings if x.code == code]
+    (fix,) = [fx for fx in f.fixes if fx.title.startswith(title)]
+    v = vet_fix(text, fix, path=path, clears=(f.code, f.key), recheck=static_checks(path), document=an.config.document)
+    assert v.ok, v.reason
+    want = GOLDEN_MIXED[kind] if eol == "mixed" and kind in GOLDEN_MIXED else ended(after, eol)
+    assert v.text == want
+    assert v.fix is not None and apply_text(text, list(v.fix.edits)) == want  # what the editor is sent gives it
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r", "mixed"])
+def test_golden_apply_proposal_in_each_line_ending(eol: str) -> None:
+    """The agents' "Apply proposal" edits (server/config/apply.py), vetted as the editor offers them."""
+    text = ended(PROPOSED, eol)
+    an = analyze(None, text)
+    edits = proposal_edits(an.config, {"fsdp": 16, "tensor": 16}, {})
+    assert apply_text(text, edits) == (  # as the closed loop writes them, unvetted
+        want := GOLDEN_MIXED["proposal"]
+        if eol == "mixed"
+        else ended(PROPOSED.replace("# fill\n", "# fill\nici_tensor_parallelism: 16\n"), eol)
+    )
+    v = vet_fix(text, Fix("Apply proposal 1", tuple(edits), proposal=1), document=an.config.document)
+    assert v.ok and v.text == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("model_name: llama2-7b\r\ncompile_topology: v5e-256\rici_fsdp_parallelism: 64", "\r"),
+        ("model_name: llama2-7b\rcompile_topology: v5e-256\nici_fsdp_parallelism: 64", "\n"),
+        ("model_name: llama2-7b\ncompile_topology: v5e-256\r\nici_fsdp_parallelism: 64", "\r\n"),
+    ],
+)
+def test_a_line_inserted_after_a_last_line_without_a_break_takes_the_ending_above(text: str, want: str) -> None:
+    an = analyze(None, text)
+    offered = [v for f in an.findings for fx in f.fixes if (v := vet_fix(text, fx)).ok and v.text != text]
+    inserted = [v for v in offered if v.text is not None and len(v.text.splitlines()) > len(text.splitlines())]
+    assert inserted
+    for v in inserted:
+        assert v.text is not None and v.text.startswith(text + want) and not v.text.endswith(("\n", "\r"))
 
 
 def test_apply_text_counts_lines_as_the_editor_does() -> None:
@@ -211,6 +323,30 @@ async def test_lsp_quick_fix_on_a_crlf_document_inserts_a_crlf_line(editor: Asap
     doc.edit(change.edits)  # the client applies it: the server sees the same text and the finding is gone
     await doc.diagnostics(where=lacks("ASAP101"))
     assert doc.text == after
+
+
+@pytest.mark.parametrize("eol", ["\r", "mixed"])
+async def test_lsp_quick_fix_on_a_cr_or_mixed_document_writes_the_lines_endings(
+    editor: AsapClient, tmp_path: Path, eol: str
+) -> None:
+    """VS Code counts a bare CR as a line break, as LF and CRLF: the inserted line lands after the line the server
+    means and ends as that line does, in the bytes the client holds after applying the edit."""
+    (tmp_path / "parent.yml").write_text(PARENT)
+    text = ended(INHERITED, eol)
+    path = tmp_path / "c.yml"
+    path.write_bytes(text.encode())
+    doc = Doc(editor, path, text=text).open()
+    diags = await doc.diagnostics(version=1, where=has("ASAP101"))
+    actions = await doc.code_actions([d for d in diags if d.code == "ASAP101"])
+    (action,) = [a for a in actions if a.title.startswith("Set ici_fsdp_parallelism to 16")]
+    change = document_edit(action)
+    after, _ = tm.apply_edits(doc.text, change.edits)  # the client's own line counting: CR, LF and CRLF only
+    want = GOLDEN_MIXED["insert"] if eol == "mixed" else ended(GOLDEN["insert"][3], eol)
+    assert after.encode("utf-8") == want.encode("utf-8")
+    assert not tm.ending_mismatches(doc.text, change.edits)
+    doc.edit(change.edits)  # the server applies the same change to its copy: the finding is gone there
+    await doc.diagnostics(where=lacks("ASAP101"))
+    assert doc.text.encode("utf-8") == want.encode("utf-8")
 
 
 async def test_lsp_fix_through_an_alias_is_shown_disabled_with_its_reason(editor: AsapClient, tmp_path: Path) -> None:

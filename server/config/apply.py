@@ -9,6 +9,7 @@ nothing is rewritten that already means the same.
 
 from __future__ import annotations
 
+import bisect
 import re
 from typing import Any
 
@@ -66,12 +67,11 @@ def proposal_edits(
             inserts.append(f"{key}: {_scalar(value)}\n")
     if inserts:
         at = _insertion_point(cfg)
-        eol = line_ending(doc.text)
-        block = "".join(_ordered(inserts)).replace("\n", eol)
-        if at_end_without_newline(doc.text, at):
-            # past the last line of a file without a final newline: start a line, keep the file's ending
+        where = offset(doc.text, at.line, at.column)
+        block = as_written(doc.text, where, where, "".join(_ordered(inserts)))
+        if at_end_without_newline(doc.text, at):  # the block starts a line after the last one (as_written)
             last = len(doc.lines) - 1
-            at, block = Span.point(last, len(doc.lines[last])), eol + block.removesuffix(eol)
+            at = Span.point(last, len(doc.lines[last]))
         edits.append(TextEdit(doc.path, at, block))
     return edits
 
@@ -103,17 +103,39 @@ def _insertion_point(cfg: Config) -> Span:
 _BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def line_ending(text: str) -> str:
-    """The document's dominant line break (CRLF, CR or LF; LF for a single line), which inserted lines use."""
-    crlf = text.count("\r\n")
-    cr, lf = text.count("\r") - crlf, text.count("\n") - crlf
-    best = max((crlf, "\r\n"), (cr, "\r"), (lf, "\n"), key=lambda c: c[0])
-    return best[1] if best[0] else "\n"
+def line_ending_at(text: str, at: int, insertion: bool = False, starts: list[int] | None = None) -> str:
+    """The line break that lines written at string index `at` of `text` end in: that of the line they replace
+    (the line `at` is on) or, for an insertion at a line's start (`insertion`), of the line they follow. A line
+    without a break of its own (the last line of a text without a final line break) takes the nearest break above
+    it; a text without any line break takes LF. Per line, not the document's dominant break: a file that mixes
+    endings gets, at each place, the ending its neighbour has (as an editor's own edit there would)."""
+    starts = starts if starts is not None else line_starts(text)
+    line = bisect.bisect_right(starts, at) - 1  # starts[-1] is the end of the text: past it, no line
+    if insertion and line > 0 and at == starts[line]:
+        line -= 1
+    for i in range(min(line, len(starts) - 2), -1, -1):
+        body = text[starts[i] : starts[i + 1]]
+        ending = body[len(body.rstrip("\r\n")) :]
+        if ending:
+            return ending
+    return "\n"
 
 
 def with_line_ending(new_text: str, eol: str) -> str:
     """`new_text` with every line break written as `eol`."""
     return _BREAK.sub(eol, new_text) if eol != "\n" or "\r" in new_text else new_text
+
+
+def as_written(text: str, start: int, end: int, new_text: str, starts: list[int] | None = None) -> str:
+    """`new_text` as an edit of `text[start:end]` must write it, the one place every fix's text passes (the vetting
+    of each fix, server/config/safe_edits.py, and the proposals' edits here): each line break in the ending of the
+    line it replaces or follows (line_ending_at), and lines inserted after a last line without a line break
+    moved onto a line of their own (a break first, none last: the file still ends without one)."""
+    eol = line_ending_at(text, start, start == end, starts)
+    new = with_line_ending(new_text, eol)
+    if start == end == len(text) and text and not ends_with_break(text) and new.endswith(eol):
+        new = eol + new.removesuffix(eol)
+    return new
 
 
 def ends_with_break(text: str) -> bool:

@@ -1,14 +1,16 @@
 """The gate every quick fix passes before it is offered: `vet_fix`.
 
 A fix is a handful of text edits computed from the parsed document; written blindly they can break the file. Here
-each fix is (a) written the way the file is written: inserted lines take the document's line ending (CRLF, CR or
-LF) and a line inserted after a last line without a line break starts its own line; (b) refused where the value
-does not live where the edit would write it: on an alias (`*name`), inside a merge key's (`<<:`) value, or over an
-anchor (`&name`) that other keys share; an anchor only its own key uses is edited after `&name`, which stays; and
-(c) applied to the text and read back: the result parses, every key and comment of the original is still there
-(a key goes only when the fix edits that key itself), every key the fix does not edit keeps its value, and the
-finding the fix is for is gone when the static checks run again. A fix that fails (c) is never shown; one refused
-by (b) carries its reason, which an editor can show on a disabled action.
+each fix is (a) written the way the file is written: an inserted or replaced line takes the line ending (CRLF, CR
+or LF) of the line it replaces or follows, even in a file that mixes them (server/config/apply.py as_written, the
+one place every fix's text is given its line breaks), and a line inserted after a last line without a line break
+starts its own line; (b) refused where the value does not live where the edit would write it: on an alias
+(`*name`), inside a merge key's (`<<:`) value, or over an anchor (`&name`) that other keys share; an anchor only its
+own key uses is edited after `&name`, which stays; and (c) applied to the text and read back: the result parses,
+every key and comment of the original is still there (a key goes only when the fix edits that key itself), every
+key the fix does not edit keeps its value, and the finding the fix is for is gone when the static checks run
+again. A fix that fails (c) is never shown; one refused by (b) carries its reason, which an editor can show on a
+disabled action.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ruamel.yaml.events import (
 )
 
 from server.common.findings import Finding, Fix, Span, TextEdit
-from server.config.apply import apply_text, ends_with_break, line_ending, line_starts, offset, with_line_ending
+from server.config.apply import apply_text, as_written, ends_with_break, line_starts, offset
 from server.config.mesh import check
 from server.config.resolve import Reader, load
 from server.config.source import Entry, YamlSource, YamlSyntaxError, parse, plain, split_lines
@@ -147,13 +149,9 @@ def _vet(
         for e in edits:
             _where_the_value_lives(text, e, shape)
 
-    eol = line_ending(text)
     out: list[TextEdit] = []
     for e in edits:
-        new = with_line_ending(e.new_text, eol)
-        at_end = e.start == e.end == len(text) and text and not ends_with_break(text)
-        if at_end and new.endswith(eol):  # after a last line without a break: a line of its own, ending kept
-            new = eol + new.removesuffix(eol)
+        new = as_written(text, e.start, e.end, e.new_text, starts)
         if (e.start, e.end) == e.at and new == e.original.new_text:
             out.append(e.original)
         else:

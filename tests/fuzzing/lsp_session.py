@@ -3,11 +3,12 @@
 For each case: didOpen; the diagnostics of that version (every range inside the document as the client has it);
 code lens, hovers on a few positions and code actions on each diagnostic, each within REQUEST_S (else a hang);
 every offered quick fix applied client-side (resolved first when its edit comes on resolve) and checked
-(textmodel.fix_violations: it still parses, keys and comments kept), then sent as an incremental change: the
-diagnostic it fixes must be gone from that version's diagnostics, and undoing it must bring back the original's;
-then a few incremental edits of the kind a user types, after which the server's diagnostics and hovers of the
-document must equal those of the same text opened fresh (else the server's copy of the text diverged from the
-client's: a sync divergence). Error responses, errors in the server's log and tracebacks on its stderr are
+(textmodel.fix_violations: it still parses, keys and comments kept; textmodel.ending_mismatches: each line it
+writes ends as the line it replaces or follows does, else a line-ending mismatch), then sent as an incremental
+change: the diagnostic it fixes must be gone from that version's diagnostics, and undoing it must bring back the
+original's; then a few incremental edits of the kind a user types, after which the server's diagnostics and hovers
+of the document must equal those of the same text opened fresh (else the server's copy of the text diverged from
+the client's: a sync divergence). Error responses, errors in the server's log and tracebacks on its stderr are
 counted against the case that was running.
 """
 
@@ -41,6 +42,7 @@ KINDS = (
     "internal error",  # an error in the server's log (window/logMessage of type Error)
     "traceback",  # a traceback on the server's stderr
     "fix violation",  # a quick fix that breaks the file, keeps its diagnostic, or is not for this version
+    "line-ending mismatch",  # a quick fix whose lines end otherwise than the line they replace or follow
     "sync divergence",  # the server's view of the text is not the client's
     "bad range",  # a diagnostic outside the document
     "hang",  # a request unanswered within REQUEST_S
@@ -498,6 +500,8 @@ class Session:
         self.tally.proposals += proposal
         for v in tm.fix_violations(original, fixed, spans):
             self.tally.add("fix violation", case, f"{title}: {v}")
+        for v in tm.ending_mismatches(original, edits):
+            self.tally.add("line-ending mismatch", case, f"{title}: {v}")
         # the edit as an editor sends it (last first, so each range is still of the text it was made for)
         ordered = sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True)
         doc.change(

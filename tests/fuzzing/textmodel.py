@@ -98,6 +98,39 @@ def apply_change(text: str, change: lsp.TextDocumentContentChangePartial, clamp:
     return text[:start] + change.text + text[end:]
 
 
+# -- the line endings a quick fix writes ----------------------------------------------------------------------
+def expected_ending(text: str, start: int, insertion: bool) -> str:
+    """The line ending an edit starting at string index `start` must write: that of the line it follows (a point
+    insertion at a line's start) or of the line it is on (the line it replaces); a line without one (the last,
+    with no final line break) takes the nearest line's above, else the first break of the text, else LF."""
+    lines = client_lines(text)
+    ends = [line[len(line.rstrip("\r\n")) :] for line in lines]
+    at, line = 0, 0
+    while line < len(lines) and at + len(lines[line]) <= start and ends[line]:
+        at, line = at + len(lines[line]), line + 1
+    if insertion and start == at and line > 0:
+        line -= 1  # at a line's start: the new lines follow the line above
+    for i in range(min(line, len(ends) - 1), -1, -1):
+        if ends[i]:
+            return ends[i]
+    first = _BREAK.search(text)
+    return first.group() if first else "\n"
+
+
+def ending_mismatches(text: str, edits: Sequence[lsp.TextEdit]) -> list[str]:
+    """The edits (of `text`, as the client applies them) whose new text breaks a line with another ending than
+    the line it replaces or follows (expected_ending): a `\\n` written into a CR or mixed file."""
+    out = []
+    for e in edits:
+        start, end = offset(text, e.range.start, clamp=True), offset(text, e.range.end, clamp=True)
+        want = expected_ending(text, start, insertion=start == end)
+        wrong = sorted({b for b in _BREAK.findall(e.new_text) if b != want})
+        if wrong:
+            r = e.range.start
+            out.append(f"the edit at {r.line}:{r.character} writes {wrong} where the line ends in {want!r}")
+    return out
+
+
 # -- what a quick fix must keep -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Reading:
