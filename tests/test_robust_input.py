@@ -385,3 +385,76 @@ def test_robust_input_long_bracket_lines_are_located(n: int):
     found = [f for f in analyze(None, text).diagnostics if "too deeply" in f.message]
     assert [(f.span.line, f.key) for f in found] == [(len(split_lines(BASE)), "a")]
     assert found[0].span.column == len("a: ") + MAX_DEPTH - 1
+
+
+# -- issue 25 item 3: a batch size ASAP112 refuses reaches no consumer --------------------------------------------
+REFUSED_BATCH = [".inf", "-.inf", ".nan", "1e-320", "5e-324", "1e308"]
+
+
+@pytest.mark.parametrize("value", REFUSED_BATCH)
+def test_robust_input_refused_batch_size_reaches_no_consumer(tmp_path: Path, value: str):
+    """The resolved config hands every consumer the checked value (None), never the one ASAP112 refuses: the
+    estimate and all that prices through it (enumeration, the agents, nothing-fits), an override or an agent's
+    proposal of that value, the hover, the reference model of a verification. Each used to compute with it:
+    OverflowError in the hover's global batch, math.ceil(devices / 1e-320) in the agents' context need."""
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+    from server.compile.verify import VerifyError, ref_spec
+    from server.config.resolve import with_overrides
+    from server.perf.estimate import EstimateError, inputs
+    from server.presentation.explain import hover
+
+    path = tmp_path / "c.yml"
+    text = _with(BASE, PDBS, value)
+    path.write_text(text, encoding="utf-8")
+    an = analyze(path, text)
+    cfg = an.config
+    written = float(value.replace(".inf", "inf").replace(".nan", "nan"))
+    assert repr(cfg.raw(PDBS)) == repr(written)  # as resolved, for the check and for showing
+    problem = cfg.problem(PDBS)
+    assert problem is not None and _one(an.diagnostics, BATCH).message == problem
+    assert cfg.get(PDBS) is None and cfg.get(PDBS, 12) is None  # not the default either: the config sets it
+    with pytest.raises(EstimateError) as est:
+        inputs(cfg)
+    assert (est.value.key, str(est.value)) == (PDBS, problem)
+    proposed = with_overrides(analyze(path, BASE).config, {PDBS: written})  # an agent's or a command line's value
+    with pytest.raises(EstimateError, match="per_device_batch_size"):
+        inputs(proposed)
+    assert an.check.slice is not None
+    with pytest.raises(VerifyError, match="per_device_batch_size"):
+        ref_spec(proposed, an.check.slice)
+    found = hover(an, 2, 0)
+    assert found is not None
+    md = found[0]
+    assert f"**per_device_batch_size** = {written}" in md and "ASAP112" in md
+    assert "Global batch" not in md  # nothing computed from it
+    result = run(Experiment(path, text), use_kb=False)  # the agents' diagnosis and proposal engine
+    assert result.diagnosis is not None and result.diagnosis.bottleneck == "invalid"
+    assert result.notes == [] and result.proposals == []
+
+
+BATCH_CLI_VALUES = [*REFUSED_BATCH, "1" * 4301]
+
+
+@pytest.mark.parametrize("value", BATCH_CLI_VALUES, ids=[*REFUSED_BATCH, "4301-digits"])
+@pytest.mark.parametrize("command", ["analyze", "estimate", "check"])
+def test_robust_input_cli_refused_batch_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, command: str, value: str
+):
+    """`asap analyze/estimate/check --json` on a batch size ASAP112 (or the YAML reader) refuses: exit status 1,
+    one strict JSON document with the finding at line 3, no traceback, and (analyze) the agents say nothing
+    failed."""
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path / "cache"))  # no analysis another build cached
+    path = tmp_path / "c.yml"
+    path.write_text(_with(BASE, PDBS, value), encoding="utf-8")
+    status = cli([command, str(path), "--json"])
+    out = capsys.readouterr()
+    assert status == 1, out.err
+    assert "Traceback" not in out.err and "failed" not in out.err, out.err
+    doc = json.loads(out.out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    code = YAML if len(value) > 64 else BATCH
+    found = [(f["code"], f["line"], f["key"]) for f in doc["findings"] if f["code"] in (YAML, BATCH)]
+    assert found == [(code, 3, PDBS)], doc["findings"]
+    assert doc.get("estimate") is None
+    if command == "analyze":
+        assert doc["notes"] == [] and doc["proposals"] == []

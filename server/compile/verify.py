@@ -126,10 +126,11 @@ def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
         )
     if s.q_heads % s.kv_heads:
         raise VerifyError(f"query heads ({s.q_heads}) must be a multiple of kv heads ({s.kv_heads})")
+    problem = cfg.problem("per_device_batch_size")  # ASAP112's check: a finite number in range
+    if problem is not None:
+        raise VerifyError(problem)
     pdbs = cfg.get("per_device_batch_size", 12.0)
     seq = cfg.get("max_target_length", 2048)
-    if isinstance(pdbs, bool) or not isinstance(pdbs, (int, float)) or pdbs <= 0:
-        raise VerifyError(f"per_device_batch_size must be a number > 0, got {pdbs!r}")
     if isinstance(seq, bool) or not isinstance(seq, int) or seq <= 0:
         raise VerifyError(f"max_target_length must be a whole number > 0, got {seq!r}")
 

@@ -24,7 +24,7 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
 from server.config.placement import Placement, jax_physical_shape, place
-from server.config.resolve import Config, Value
+from server.config.resolve import Config, Value, batch_size_problem
 from server.config.slices import MAX_SLICES, Slice, SliceError, parse_slice
 
 
@@ -475,40 +475,14 @@ def _check_heads(chk: MeshCheck) -> None:
             )
 
 
-# The range of per_device_batch_size ASAP reads: below 1 it is the share of one sequence each device holds, so
-# 1/MIN devices would share one sequence (no slice has that many); MAX sequences per device is far beyond any
-# HBM. Inside it every product and quotient below is an exact, finite number.
-MIN_BATCH = 2.0**-24
-MAX_BATCH = 2**20
-
-
-def batch_size_problem(pdbs: Any) -> str | None:
-    """What is wrong with a per_device_batch_size value (ASAP112), or None when it is a finite number in range."""
-    if isinstance(pdbs, bool) or not isinstance(pdbs, (int, float)):
-        return f"per_device_batch_size must be a number > 0, got {pdbs!r}"
-    if isinstance(pdbs, float) and not math.isfinite(pdbs):
-        return f"per_device_batch_size must be a finite number > 0, got {pdbs!r}"
-    if pdbs <= 0:
-        return f"per_device_batch_size must be a number > 0, got {pdbs!r}"
-    if pdbs < MIN_BATCH:
-        return (
-            f"per_device_batch_size {pdbs:g} is too small: below 1 it is the share of one sequence each device "
-            f"holds, and ASAP reads shares down to 2^-24 (one sequence over {round(1 / MIN_BATCH)} devices)"
-        )
-    if pdbs > MAX_BATCH:
-        return f"per_device_batch_size {pdbs:g} is too large: ASAP reads at most {MAX_BATCH} sequences per device"
-    return None
-
-
 def _check_batch(chk: MeshCheck) -> None:
     cfg, sl = chk.config, chk.slice
-    pv = cfg.values.get("per_device_batch_size")
-    pdbs = pv.value if pv else None
-    problem = batch_size_problem(pdbs)
+    problem = batch_size_problem(cfg.raw("per_device_batch_size"))  # (unset: "a number > 0, got None")
     if problem is not None:
         chk.findings.append(_finding(cfg, DiagCode.BAD_BATCH_SIZE, Severity.ERROR, problem, "per_device_batch_size"))
         return
-    if sl is None or not chk.consistent or not isinstance(pdbs, (int, float)):  # (a number: checked above)
+    pdbs = cfg.get("per_device_batch_size")  # the checked value: a finite number in range
+    if sl is None or not chk.consistent or not isinstance(pdbs, (int, float)):
         return
     batch_axes = [a.name for a in AXES if a.shards_batch]
     shards = math.prod(chk.degree(a) or 1 for a in batch_axes)

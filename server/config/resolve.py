@@ -12,6 +12,7 @@ overrides win over it (481-486). `logical_axis_rules` are merged rule by rule, n
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,39 @@ class Value:
         return self.entry.file if self.entry else None
 
 
+# The range of per_device_batch_size ASAP reads: below 1 it is the share of one sequence each device holds, so
+# 1/MIN devices would share one sequence (no slice has that many); MAX sequences per device is far beyond any
+# HBM. Inside it every product and quotient formed from it (global batch, tokens, devices per sequence) is an
+# exact, finite number.
+MIN_BATCH = 2.0**-24
+MAX_BATCH = 2**20
+
+
+def batch_size_problem(pdbs: Any) -> str | None:
+    """What is wrong with a per_device_batch_size value (ASAP112), or None when it is a finite number in range."""
+    if isinstance(pdbs, bool) or not isinstance(pdbs, (int, float)):
+        return f"per_device_batch_size must be a number > 0, got {pdbs!r}"
+    if isinstance(pdbs, float) and not math.isfinite(pdbs):
+        return f"per_device_batch_size must be a finite number > 0, got {pdbs!r}"
+    if pdbs <= 0:
+        return f"per_device_batch_size must be a number > 0, got {pdbs!r}"
+    if pdbs < MIN_BATCH:
+        return (
+            f"per_device_batch_size {pdbs:g} is too small: below 1 it is the share of one sequence each device "
+            f"holds, and ASAP reads shares down to 2^-24 (one sequence over {round(1 / MIN_BATCH)} devices)"
+        )
+    if pdbs > MAX_BATCH:
+        return f"per_device_batch_size {pdbs:g} is too large: ASAP reads at most {MAX_BATCH} sequences per device"
+    return None
+
+
+# The keys whose value is checked where the config is read (server/config/mesh.py reports the problem, located,
+# as ASAP112). `Config.get` hands a consumer (estimate, agents, hover, code lens, verification) their value only
+# when it passes, so none of them computes with a value the check refused: an infinite, NaN or subnormal batch
+# size would overflow or divide by zero in each of them.
+CHECKED_KEYS: dict[str, Callable[[Any], str | None]] = {"per_device_batch_size": batch_size_problem}
+
+
 @dataclass
 class Config:
     path: Path | None
@@ -119,8 +153,29 @@ class Config:
     model_findings: list[Finding] = field(default_factory=list, repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The resolved value of `key`, `default` when it is not set. A key of CHECKED_KEYS whose value fails its
+        check reads as None (not `default`: the config sets it, to something no consumer may compute with);
+        `raw` and `problem` say what is written and what is wrong with it."""
+        v = self.values.get(key)
+        if v is None:
+            return default
+        check = CHECKED_KEYS.get(key)
+        if check is not None and check(v.value) is not None:
+            return None
+        return v.value
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        """The value of `key` as resolved, unchecked: for the check that reports it and for showing what is
+        written, never for computing with."""
         v = self.values.get(key)
         return v.value if v is not None else default
+
+    def problem(self, key: str) -> str | None:
+        """What the check of a key of CHECKED_KEYS finds wrong with its resolved value (None: set and fine, or
+        not set, or a key without a check)."""
+        v = self.values.get(key)
+        check = CHECKED_KEYS.get(key)
+        return check(v.value) if v is not None and check is not None else None
 
     def entry(self, key: str) -> Entry | None:
         """Where `key` is written in the document itself (None if inherited, defaulted, or brought in by a

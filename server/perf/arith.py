@@ -389,7 +389,7 @@ def bytes_per_param(cfg: Config) -> BytesPerParam:
 
 def remat_policy(cfg: Config) -> RematPolicy:
     name = cfg.get("remat_policy", "full")
-    pol = resolve(name, {k: v.value for k, v in cfg.values.items()})
+    pol = resolve(name, {k: cfg.get(k) for k in cfg.values})  # checked values, as every consumer reads them
     if pol is None:
         raise ArithError("remat_policy", f"unknown remat_policy {name!r}")
     return pol

@@ -286,7 +286,11 @@ MAX_ACCUMULATION = 2**20
 
 def _num(cfg: Config, key: str, default: Any, positive: bool = True, whole: bool = False, cap: float = math.inf) -> Any:
     """A numeric input read once, where it is read: finite, > 0 (when `positive`), whole (when `whole`, as MaxText
-    coerces it: 4.0 is 4) and at most `cap`. Raises EstimateError at the key otherwise."""
+    coerces it: 4.0 is 4) and at most `cap`. Raises EstimateError at the key otherwise, with the config's own
+    check's words for a key it checks (per_device_batch_size: ASAP112's range, subnormal and huge values too)."""
+    problem = cfg.problem(key)
+    if problem is not None:
+        raise EstimateError(key, problem)
     v = cfg.get(key, default)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or (positive and v <= 0):
         raise EstimateError(key, f"{key} must be a finite number > 0, got {v!r}")

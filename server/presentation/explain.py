@@ -380,16 +380,16 @@ def usable_hbm_text(hbm_bytes: float, compiler_limit: float | None) -> str:
 
 def _batch_md(an: Analysis) -> str:
     cfg, chk, sl = an.config, an.check, an.check.slice
-    pdbs = cfg.get("per_device_batch_size")
+    pdbs = cfg.get("per_device_batch_size")  # None when ASAP112 refuses it: shown as written, nothing computed
     seq = cfg.get("max_target_length")
     gas = cfg.get("gradient_accumulation_steps", 1)
     lines = [
-        f"**per_device_batch_size** = {pdbs}",
+        f"**per_device_batch_size** = {cfg.raw('per_device_batch_size')}",
         "",
         "Sequences per device per step; global batch = per_device_batch_size × devices "
         "(× gradient_accumulation_steps).",
     ]
-    if sl is not None and isinstance(pdbs, (int, float)) and not isinstance(pdbs, bool) and pdbs > 0:
+    if sl is not None and pdbs is not None:
         micro = int(sl.devices * pdbs)
         lines.append(
             f"- Global batch: {pdbs:g} × {sl.devices} devices = **{micro}** sequences"

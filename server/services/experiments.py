@@ -215,9 +215,9 @@ def record_analysis(
                     "kv_heads": est.shape.kv_heads,
                     "mlp": est.shape.mlp,
                     "experts": est.shape.experts,
-                    "seq": int(cfg.get("max_target_length", 2048) or 2048),
+                    "seq": est.seq,
                 },
-                "per_device_batch_size": float(cfg.get("per_device_batch_size", 1) or 1),
+                "per_device_batch_size": est.pdbs,  # the value the estimate priced (checked, ASAP112)
                 "remat_policy": str(cfg.get("remat_policy", "full")),
             }
         )

@@ -76,6 +76,7 @@ class Tally:
     reports: int = 0  # the agents' reports awaited before asking for code actions
     edits: int = 0  # incremental edits sent
     codes: Counter[str] = field(default_factory=Counter)  # the codes published on open: what the cases reach
+    key_hovers: Counter[str] = field(default_factory=Counter)  # hovers answered on the lines of HOVER_KEYS
 
     def add(self, kind: str, case: Case, detail: str) -> None:
         self.counts[kind] += 1
@@ -427,6 +428,11 @@ class Session:
             await self.request(
                 "hover", case, lambda p=pos: self.client.text_document_hover_async(lsp.HoverParams(ident, p))
             )
+        for key, pos in key_positions(doc.text):
+            ok, _ = await self.request(
+                "hover", case, lambda p=pos: self.client.text_document_hover_async(lsp.HoverParams(ident, p))
+            )
+            self.tally.key_hovers[key] += ok
         actions: list[tuple[lsp.CodeAction, lsp.Diagnostic]] = []
         seen: set[str] = set()
         for d in diags[:8]:
@@ -589,6 +595,17 @@ class Session:
             at = self.rng.choice([0, self.rng.randint(0, len(body))])  # a character's start, never mid-pair
             out.append(lsp.Position(i, tm.utf16_len(body[:at])))
         return out
+
+
+# Keys hovered in every case that writes them, besides the random positions: their hovers compute with the value
+# (global batch, tokens per step, HBM), where a non-finite or subnormal batch size once escaped (issue 25).
+HOVER_KEYS = ("per_device_batch_size",)
+
+
+def key_positions(text: str) -> list[tuple[str, lsp.Position]]:
+    """(key, the start of its line) for each line that writes a key of HOVER_KEYS."""
+    lines = tm.client_lines(text)
+    return [(k, lsp.Position(i, 0)) for i, line in enumerate(lines) for k in HOVER_KEYS if line.startswith(f"{k}:")]
 
 
 def _diff(want: list[tuple[Any, ...]], got: list[tuple[Any, ...]]) -> str:

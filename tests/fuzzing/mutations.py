@@ -39,6 +39,13 @@ HOSTILE_NUMBERS = [
     "[1, 2]", "[]", "{a: 1}", "{}", "true", "null", "~", "''", "2.0", "1e3", "!!int '5'", "!!float 1", "!!str 4",
     "2", "3", "4", "8", "16", "32", "256", "-2",
 ]  # fmt: skip
+# What per_device_batch_size's check (ASAP112) refuses, each of which a consumer once computed with (issue 25):
+# infinities and NaN as YAML writes them, subnormals, a normal number below 2^-24, numbers past 2^20 and past a
+# float's range, negative zero, and an integer longer than Python converts.
+BATCH_SIZES = [
+    ".inf", "-.inf", "+.inf", ".Inf", ".nan", ".NaN", "1e-320", "5e-324", "4.9e-324", "-1e-320", "2.2e-308", "1e-8",
+    "1e308", "1.7976931348623157e308", "1e309", "-0.0", "1" * 4301,
+]  # fmt: skip
 ODD_BREAKS = ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e"]
 ODD_DIGITS = ["²", "³", "¹", "٣", "३", "１", "𝟚", "Ⅻ", "½", "0", "-1", "00", "1e3", "2.5", "9" * 30, ""]
 NON_UTF8 = [b"\xff", b"\xfe\xff", b"\xc3", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80", b"\xe2\x80"]
@@ -153,6 +160,15 @@ def _hostile_number(rng: random.Random, lines: Lines) -> None:
     _set(rng, lines, rng.choice(NUMBER_KEYS), rng.choice(HOSTILE_NUMBERS))
 
 
+def _batch_size(rng: random.Random, lines: Lines) -> None:
+    """per_device_batch_size set to a value ASAP112 refuses, written on its own line or through an alias."""
+    value = rng.choice(BATCH_SIZES)
+    if rng.random() < 0.25:
+        lines.insert(0, f"batch_value: &pdbs {value}")
+        value = "*pdbs"
+    _set(rng, lines, "per_device_batch_size", value)
+
+
 def _nul_base_config(rng: random.Random, lines: Lines) -> None:
     value = rng.choice(['"a\\x00b.yml"', '"common.yml\\0"', "a\x00b.yml", '"\\0"', "common.yml\x00"])
     _set(rng, lines, "base_config", value)
@@ -260,6 +276,7 @@ MUTATIONS: dict[str, Callable[[random.Random, Lines], None]] = {
     "merge_alias": _merge_alias,
     "mesh_alias": _mesh_alias,
     "hostile_number": _hostile_number,
+    "batch_size": _batch_size,
     "nul_base_config": _nul_base_config,
     "slice_directive": _slice_directive,
     "odd_break": _odd_break,

@@ -87,3 +87,4 @@ def test_fuzz_server_session_did_its_work(server: ServerThread):
             server.call(server.session.run(case, fixes=2, edits=3, hovers=2, rng=random.Random(case.data)))
     assert t.cases >= len(explicit_cases()) and t.edits >= t.cases and t.fixes >= 3, (t.cases, t.edits, t.fixes)
     assert {"hover", "codeAction", "codeLens", "publish"} <= set(t.latency)
+    assert t.key_hovers["per_device_batch_size"] >= 1, t.key_hovers  # the batch_size mutation's key, hovered
