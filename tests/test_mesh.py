@@ -100,6 +100,66 @@ def test_multislice_default_dcn_data_fills_slices(check):
     assert codes(an) == [] and an.check.degree("data") == 2 and an.check.degree("fsdp") == 256
 
 
+def errors(an):
+    return [f.code for f in an.findings if f.severity == Severity.ERROR]
+
+
+# Issue 25: MaxText never reads the DCN list on a single slice (maxtext_utils.create_device_mesh fills it only when
+# num_slices > 1), so a second -1 beside the default dcn_data_parallelism: -1 launches: a warning, never an error.
+# tests/test_mesh_vs_maxtext.py checks the same against MaxText itself.
+@pytest.mark.parametrize(
+    ("topo", "body"),
+    [
+        ("v4-128", "dcn_expert_parallelism: -1\n"),
+        ("v5e-256", "dcn_fsdp_parallelism: -1\n"),
+        ("v6e-64", "dcn_tensor_parallelism: -1\ndcn_expert_parallelism: -1\n"),
+        ("v4-128", "compile_topology_num_slices: 1\ndcn_data_parallelism: -1\ndcn_pipeline_parallelism: -1\n"),
+    ],
+)
+def test_several_dcn_fill_axes_on_one_slice_are_a_warning(check, topo, body):
+    an = check(body, topo=topo)
+    assert errors(an) == []
+    f = [f for f in an.findings if f.code == "ASAP102"]
+    assert f and all(x.severity == Severity.WARNING for x in f)
+    assert "ignores the DCN list on a single slice" in f[0].message and f"({topo})" in f[0].message
+    assert an.check.consistent and all(d.degree == 1 for d in an.check.dcn)
+
+
+def test_several_dcn_fill_axes_on_several_slices_stay_an_error(check):
+    an = check("compile_topology_num_slices: 2\ndcn_expert_parallelism: -1\n", topo="v4-128")
+    f = only(an, "ASAP102")
+    assert f.severity == Severity.ERROR and "single slice" not in f.message
+
+
+def test_dcn_zero_on_one_slice_is_a_warning_and_on_several_an_error(check):
+    # MaxText multiplies the DCN degrees on one slice and refuses only a product above 1 in absolute value
+    one = check("dcn_fsdp_parallelism: 0\ndcn_tensor_parallelism: 4\n", topo="v4-128")
+    assert errors(one) == [] and sorted(codes(one)) == ["ASAP100", "ASAP105"]
+    two = check("compile_topology_num_slices: 2\ndcn_fsdp_parallelism: 0\n", topo="v4-128")
+    assert errors(two) == ["ASAP100"]
+
+
+def test_dcn_product_above_one_on_one_slice_is_an_error(check):
+    an = check("dcn_fsdp_parallelism: -2\n", topo="v4-128")  # -1 x -2: MaxText's |product| 2 > 1
+    assert errors(an) == ["ASAP100"]
+    seq = check("dcn_sequence_parallelism: 2\n", topo="v4-128")  # outside mesh_axes, inside MaxText's product
+    f = only(seq, "ASAP105")
+    assert f.severity == Severity.ERROR and f.key == "dcn_sequence_parallelism"
+
+
+def test_dcn_diloco_fill_is_resolved_before_the_others(check):
+    # MaxText resolves dcn_diloco_parallelism: -1 first, so beside dcn_data_parallelism: -1 it is not a second -1
+    an = check("compile_topology_num_slices: 4\ndcn_diloco_parallelism: -1\n", topo="v5e-16")
+    assert errors(an) == [] and an.check.degree("diloco") == 4 and an.check.degree("data") == 1
+    bad = check("dcn_diloco_parallelism: -1\ndcn_fsdp_parallelism: 0\n", topo="v5e-16")  # its assertion: other > 0
+    assert errors(bad) == ["ASAP103"] and only(bad, "ASAP103").key == "dcn_diloco_parallelism"
+
+
+def test_several_dcn_fill_axes_without_a_slice_are_a_warning(check):
+    an = check("dcn_expert_parallelism: -1\n", topo=None)
+    assert errors(an) == [] and only(an, "ASAP102").severity == Severity.WARNING
+
+
 def test_layer3_unplaceable_axis_names_axis_and_physical_mesh(check):
     # DOMAIN.md §2: v5e 16x16 with fsdp=64, tensor=4 fails
     an = check("ici_fsdp_parallelism: 64\nici_tensor_parallelism: 4\n")

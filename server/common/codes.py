@@ -171,7 +171,9 @@ _CODES = (
         "Invalid parallelism degree",
         "MaxText pyconfig",
         "A parallelism degree counts devices: it must be a whole number >= 1, or -1 for 'fill the rest'. Zero, "
-        "other negatives and fractions are rejected.",
+        "other negatives and fractions are rejected. A warning for a zero or negative DCN degree on a single slice "
+        "(or without a declared slice) that keeps the DCN product within 1: MaxText never reads the DCN list there, "
+        "so the config launches, and fails once it has more slices.",
         "Certain: a degree counts devices, and MaxText cannot build a mesh from such a value.",
         "Write a whole number >= 1, or -1 on at most one axis per list.",
         ("mesh-validation-layers.md",),
@@ -192,8 +194,11 @@ _CODES = (
         "More than one -1",
         "MaxText pyconfig",
         "Layer 1: at most one axis per list (ICI, DCN) may be -1; MaxText cannot tell how to split the rest "
-        "between two.",
-        "Certain: the assertion MaxText's `fill_unspecified_mesh_axes` makes at launch.",
+        "between two. MaxText fills the DCN list only when there is more than one slice, so on a single slice (or "
+        "without a declared slice) a second DCN -1 is a warning: ignored there, rejected once the config has more "
+        "slices. `dcn_diloco_parallelism: -1` is resolved before the fill and does not count.",
+        "Certain: the assertion MaxText's `fill_unspecified_mesh_axes` makes at launch (from "
+        "`maxtext_utils.create_device_mesh`, which skips the DCN list on one slice).",
         "Give all but one of the -1 axes an explicit degree.",
         ("mesh-validation-layers.md",),
     ),
@@ -221,8 +226,10 @@ _CODES = (
         DiagCode.DCN_ON_ONE_SLICE,
         "DCN parallelism on a single slice",
         "MaxText pyconfig",
-        "Layer 2: a DCN degree above 1 needs more than one slice. MaxText raises 'DCN parallelism requested but "
-        "only one slice available.'",
+        "Layer 2: a DCN degree above 1 needs more than one slice. On one slice MaxText multiplies the DCN degrees "
+        "(`dcn_sequence_parallelism` included) and raises 'DCN parallelism requested but only one slice "
+        "available.' when the product is above 1 in absolute value. A warning when a zero DCN degree keeps the "
+        "product at 0: MaxText then launches, ignoring the DCN list.",
         "Certain: the same check MaxText's config types make, with the slice count from "
         "`compile_topology_num_slices`/`num_slices` (the default `dcn_data_parallelism: -1` passes).",
         "Set the DCN degree to 1, or declare the slice count (`compile_topology_num_slices: 2`).",

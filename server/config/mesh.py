@@ -6,6 +6,9 @@ checked against the declared slice before the job gets one.
 2. no DCN axis above 1 on a single slice;
 3. every logical axis placed on whole physical torus axes (JAX's own assignment).
 
+The DCN list is checked in MaxText's own order (`_check_dcn`): on a single slice MaxText never fills or reads
+it, so only its product can fail there, and what would fail on several slices is a warning, not an error.
+
 Plus the sharding rules MaxText asserts later: heads divisible by tensor parallelism, the
 global batch divisible by the batch-sharding axes, fractional batch covered by
 tensor/context parallelism, and keys current MaxText ignores.
@@ -261,9 +264,15 @@ def _check_values(ds: list[Degree], cfg: Config, findings: list[Finding]) -> boo
     return ok
 
 
+def _given(d: Degree) -> Any:
+    """The value the fill sees: the written one, or the one MaxText resolves before the fill
+    (`dcn_diloco_parallelism: -1`, `_resolve_diloco`)."""
+    return d.raw if d.degree is None else d.degree
+
+
 def _check_unspecified(ds: list[Degree], label: str, cfg: Config, findings: list[Finding]) -> bool:
     """At most one -1 per list."""
-    unspecified = [d for d in ds if d.raw == -1]
+    unspecified = [d for d in ds if _given(d) == -1]
     if len(unspecified) <= 1:
         return True
     names = ", ".join(x.key for x in unspecified)
@@ -290,9 +299,9 @@ def _fill(ds: list[Degree], target: int, label: str, cfg: Config, findings: list
     """Layer 1 for one list: at most one -1, the -1 resolvable, the product equal to the target."""
     if not _check_values(ds, cfg, findings) or not _check_unspecified(ds, label, cfg, findings):
         return
-    raws = [int(d.raw) for d in ds]
+    raws = [int(_given(d)) for d in ds]
     known = math.prod(r for r in raws if r != -1)
-    unspecified = next((d for d in ds if d.raw == -1), None)
+    unspecified = next((d for d in ds if _given(d) == -1), None)
     if unspecified is not None:
         if target % known:
             unit = "devices per slice" if label == "ICI" else "slices"
@@ -308,17 +317,17 @@ def _fill(ds: list[Degree], target: int, label: str, cfg: Config, findings: list
             )
             return
         for d in ds:
-            d.degree = target // known if d is unspecified else int(d.raw)
+            d.degree = target // known if d is unspecified else int(_given(d))
         return
     for d in ds:
-        d.degree = int(d.raw)
+        d.degree = int(_given(d))
     if known != target:
         _mismatch(ds, target, known, label, cfg, findings)
 
 
 def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Config, findings: list[Finding]) -> None:
     what = "devices per slice" if label == "ICI" else "slices (DCN)"
-    desc = _fmt_product(ds, [x.raw for x in ds])
+    desc = _fmt_product(ds, [int(_given(x)) for x in ds])
     written = [d for d in ds if cfg.entry(d.key) is not None]
     fill_axis = "fsdp" if label == "ICI" else "data"
     primary = next((d for d in ds if d.axis.name == fill_axis and cfg.entry(d.key)), None)
@@ -354,6 +363,116 @@ def _mismatch(ds: list[Degree], target: int, product: int, label: str, cfg: Conf
             data={"target": target, "product": product, "factors": [d.key for d in written]},
         )
     )
+
+
+def _resolve_diloco(chk: MeshCheck, num_slices: int | None) -> bool:
+    """`dcn_diloco_parallelism: -1`, which MaxText resolves on its own before the mesh (types.py): to the slices
+    over the product of the other DCN degrees that are not -1, a product that must be > 0 and divide the slices.
+    So `dcn_diloco_parallelism: -1` beside the default `dcn_data_parallelism: -1` is not two -1s to the fill. Sets
+    its degree (with a slice count); False after an ASAP103. Every degree must be an integer."""
+    d = next(x for x in chk.dcn if x.axis.name == "diloco")
+    if d.raw != -1:
+        return True
+    others = [x for x in chk.dcn if x.raw != -1]
+    other = math.prod(int(x.raw) for x in others)
+    if other > 0 and (num_slices is None or num_slices % other == 0):
+        if num_slices is not None:
+            d.degree = num_slices // other
+        return True
+    slices = "the slices" if num_slices is None else f"{num_slices} slice{'s' if num_slices != 1 else ''}"
+    chk.findings.append(
+        _finding(
+            chk.config,
+            DiagCode.FILL_UNRESOLVED,
+            Severity.ERROR,
+            f"{d.key}: -1 cannot be determined: MaxText resolves it before the mesh, to {slices} / {other} (product "
+            f"of the other DCN axes that are not -1: {_fmt_product(others, [int(x.raw) for x in others])}), and "
+            "that is not a whole number >= 1.",
+            d.key,
+        )
+    )
+    return False
+
+
+def _one_slice_note(sl: Slice | None) -> str:
+    where = f"a single slice ({sl.name})" if sl is not None else "a single slice"
+    return (
+        f" MaxText ignores the DCN list on {where}, so this launches there; with more than one slice it would be "
+        "rejected."
+    )
+
+
+def _check_dcn(chk: MeshCheck) -> None:
+    """The DCN list, in MaxText's order: pydantic's types (an integer each, any slice count); types.py's check that
+    on one slice the DCN degrees multiply to at most 1 in absolute value ('DCN parallelism requested but only one
+    slice available.'; the product includes dcn_sequence_parallelism, outside mesh_axes); `dcn_diloco_parallelism:
+    -1` resolved first; then, with more than one slice only, create_device_mesh's fill (layer 1). On one slice
+    MaxText never fills nor reads the list, so several -1s, a zero or a negative degree whose product stays within
+    1 launch: ASAP warns (the config fails once it has more slices), never an error. Without a declared slice the
+    slice count is unknown, and only what fails on any slice count is an error."""
+    cfg, ds, sl = chk.config, chk.dcn, chk.slice
+    single = sl is not None and sl.num_slices == 1
+
+    def ignored() -> None:  # one slice: create_device_mesh never reads the list (no slice: the degrees written)
+        for d in ds:
+            d.degree = 1 if single else (int(d.raw) if d.valid_int and d.raw != -1 else None)
+
+    if any(_int(d.raw) is None for d in ds):  # pydantic refuses a non-integer whatever the slice count
+        _check_values([d for d in ds if _int(d.raw) is None], cfg, chk.findings)
+        if single:
+            ignored()
+        return
+    if sl is not None and not single:
+        if _check_values(ds, cfg, chk.findings) and _resolve_diloco(chk, sl.num_slices):
+            _fill(ds, sl.num_slices, "DCN", cfg, chk.findings)
+        return
+    seq = cfg.values.get("dcn_sequence_parallelism")
+    seq_raw = _int(seq.value) if seq is not None else None
+    product = math.prod(int(d.raw) for d in ds) * (seq_raw if seq_raw is not None else 1)
+    negative = [d for d in ds if int(d.raw) < -1]
+    if abs(product) > 1 and (single or negative):  # rejected on one slice (and a negative degree on any)
+        _check_values(negative, cfg, chk.findings)
+        over = [(d.key, int(d.raw)) for d in ds if int(d.raw) > 1]
+        if seq_raw is not None and seq_raw > 1:
+            over.append(("dcn_sequence_parallelism", seq_raw))
+        if sl is not None:
+            chk.findings += [
+                _finding(
+                    cfg,
+                    DiagCode.DCN_ON_ONE_SLICE,
+                    Severity.ERROR,
+                    f"{key}={raw} but the job runs on a single slice ({sl.name}): DCN parallelism above 1 needs "
+                    "compile_topology_num_slices (or num_slices) > 1.",
+                    key,
+                )
+                for key, raw in over
+            ]
+        ignored()
+        return
+    # accepted on one slice: what the fill would reject on several slices is a warning
+    found: list[Finding] = []
+    if _check_values(ds, cfg, found):
+        # a diloco -1 is resolved before the fill, so it is not one of the -1s the fill counts
+        _check_unspecified([d for d in ds if not (d.axis.name == "diloco" and d.raw == -1)], "DCN", cfg, found)
+    if sl is not None:  # one slice, and a degree above 1 beside a zero (which keeps the product at 0)
+        found += [
+            _finding(
+                cfg,
+                DiagCode.DCN_ON_ONE_SLICE,
+                Severity.ERROR,
+                f"{d.key}={d.raw} has no effect: the job runs on a single slice ({sl.name}), and DCN parallelism "
+                "above 1 needs compile_topology_num_slices (or num_slices) > 1.",
+                d.key,
+            )
+            for d in ds
+            if int(d.raw) > 1
+        ]
+    note = _one_slice_note(sl)
+    chk.findings += [
+        dataclasses.replace(f, severity=Severity.WARNING, message=f.message.rstrip(".") + "." + note) for f in found
+    ]
+    _resolve_diloco(chk, 1 if single else None)  # its assertion holds on any slice count
+    ignored()
 
 
 PRODUCT_CODES = (DiagCode.ICI_PRODUCT_MISMATCH, DiagCode.DCN_PRODUCT_MISMATCH)
@@ -580,31 +699,15 @@ def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
     _check_keys(cfg, chk.findings)
     if sl is not None:
         _fill(chk.ici, sl.devices_per_slice, "ICI", cfg, chk.findings)
-        over = [d for d in chk.dcn if d.valid_int and (_int(d.raw) or 0) > 1]
-        if sl.num_slices == 1 and over:
-            for d in over:
-                chk.findings.append(
-                    _finding(
-                        cfg,
-                        DiagCode.DCN_ON_ONE_SLICE,
-                        Severity.ERROR,
-                        f"{d.key}={d.raw} but the job runs on a single slice ({sl.name}): DCN parallelism "
-                        "above 1 needs compile_topology_num_slices (or num_slices) > 1.",
-                        d.key,
-                    )
-                )
-            for d in chk.dcn:
-                d.degree = 1
-        else:
-            _fill(chk.dcn, sl.num_slices, "DCN", cfg, chk.findings)
+        _check_dcn(chk)
         ici_ok = all(d.degree is not None for d in chk.ici)
         if ici_ok and math.prod(d.degree or 1 for d in chk.ici) == sl.devices_per_slice:
             _check_placement(chk, bool(cfg.get("allow_split_physical_axes", False)))
     else:  # no slice: only what does not depend on the device count
-        for label, ds in (("ICI", chk.ici), ("DCN", chk.dcn)):
-            if _check_values(ds, cfg, chk.findings) and _check_unspecified(ds, label, cfg, chk.findings):
-                for d in ds:
-                    d.degree = int(d.raw) if d.raw != -1 else None
+        if _check_values(chk.ici, cfg, chk.findings) and _check_unspecified(chk.ici, "ICI", cfg, chk.findings):
+            for d in chk.ici:
+                d.degree = int(d.raw) if d.raw != -1 else None
+        _check_dcn(chk)
     _check_heads(chk)
     _check_batch(chk)
     return chk
