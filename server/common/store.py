@@ -6,7 +6,8 @@ uses `pysqlite3` when it is installed, and `connect` says which fix applies when
 
 The store heals instead of failing a command (issue 17): a file that is not a database, or is damaged, or whose
 tables are not the shape their owner writes (`recreate`), is moved aside (`<name>.corrupt-<timestamp>`, with its
-journal) and a new one created, with a warning on the "asap" log; a location that cannot be written (a read-only
+journal) and a new one created, with a warning on the "asap" log (`set_aside`, which the knowledge index heals
+with too); a location that cannot be written (a read-only
 cache directory) gives a store in memory for the rest of the process, with one warning. Both keep what is kept:
 a damaged file is renamed, never deleted.
 
@@ -105,6 +106,21 @@ def move_aside(path: Path) -> Path:
     return aside
 
 
+def set_aside(
+    p: Path, why: str, unusable: Callable[[], bool], what: str = "ASAP's store", then: str = "recreated"
+) -> Path | None:
+    """Move the sqlite file `p` aside (`move_aside`) under the lock beside it, when `unusable()` (its owner's
+    test, run under the lock) still finds it so: two processes that find it unusable move it once, and the second
+    keeps what the first made. Said once, as one warning on the "asap" log naming the file moved aside. The new
+    name, or None when it is usable now. Raises OSError (or filelock.Timeout) when it cannot be moved."""
+    with filelock.FileLock(str(p) + ".lock", timeout=30):
+        if not unusable():
+            return None
+        aside = move_aside(p)
+        log.warning("%s %s was unusable (%s): moved to %s and %s", what, p, why, aside, then)
+        return aside
+
+
 def connect(path: Path | None = None) -> sqlite_utils.Database:
     """Open (creating) the store; WAL journal, a busy timeout instead of 'database is locked'. A damaged file is
     moved aside and recreated; an unwritable location gives the process's in-memory store. Each with a warning."""
@@ -172,23 +188,27 @@ def _open_file(p: Path) -> sqlite_utils.Database:
 def _heal(
     p: Path, why: str, check: Callable[[sqlite_utils.Database], str | None] | None = None
 ) -> sqlite_utils.Database:
-    """Move the store at `p` aside and open a new one, under a lock next to it, so that two processes that find
-    it unusable move it once: under the lock it is opened again and kept when it is usable now (another process
-    healed it meanwhile). Usable: it opens, and `check` (the owner's test, for `recreate`) finds nothing."""
+    """Move the store at `p` aside (`set_aside`) and open a new one; kept when, opened again under the lock, it is
+    usable now (another process healed it meanwhile). Usable: it opens, and `check` (the owner's test, for
+    `recreate`) finds nothing."""
+    kept: list[sqlite_utils.Database] = []
+
+    def unusable() -> bool:
+        try:
+            db = _open_file(p)
+        except sqlite3.DatabaseError as e:
+            if not is_damaged(e):
+                raise
+            return True
+        if check is None or check(db) is None:
+            kept.append(db)
+            return False
+        db.close()
+        return True
+
     try:
-        with filelock.FileLock(str(p) + ".lock", timeout=30):
-            try:
-                db = _open_file(p)
-            except sqlite3.DatabaseError as e:
-                if not is_damaged(e):
-                    raise
-            else:
-                if check is None or check(db) is None:
-                    return db
-                db.close()
-            aside = move_aside(p)
-            log.warning("ASAP's store %s was unusable (%s): moved to %s and recreated", p, why, aside)
-            return _open_file(p)
+        set_aside(p, why, unusable)
+        return kept[0] if kept else _open_file(p)
     except (OSError, filelock.Timeout, sqlite3.Error) as e:
         return memory_store(p, f"{why}; and it could not be replaced: {e}")
 

@@ -6,10 +6,13 @@ Where: `path` argument, else `$ASAP_KB_PATH` (the editor passes `asap.kbPath` th
 
 Consistency: the index records a hash of every `kb/` file it was built from, the embedding model's
 name, dimension and package version and a schema version; `ensure()` rebuilds when the model or the schema
-differs, and when the file is not a database, is damaged or is not a knowledge index (the file is moved aside,
-with a notice). A rebuild is prepared in a temporary database and copied into the index with SQLite's backup
-API in one write transaction, by one writer at a time (a file lock next to the index): readers, in WAL mode,
-keep their snapshot and never see half an index.
+differs, and when the file is not a database, is damaged or is not a knowledge index. Damage found by a query
+(a file truncated or overwritten past the schema and metadata that opening reads) heals the same way: the query
+moves the file aside, rebuilds and runs again, once (`_heals`). Either way the file is moved aside as ASAP's other
+stores are (server/common/store.py `set_aside`: under the writers' lock, once across processes), with one warning
+on the log naming where it went. A rebuild is prepared in a temporary database and copied into the index with
+SQLite's backup API in one write transaction, by one writer at a time (a file lock next to the index): readers,
+in WAL mode, keep their snapshot and never see half an index.
 
 Incremental updates: when only the content changed (a note edited, a record added with `asap kb add-record`,
 the team's records pulled from the shared store into the outcomes directory), `ensure()` updates the index in
@@ -37,11 +40,11 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import filelock
 import numpy as np
@@ -126,6 +129,27 @@ STOPWORDS = frozenset(
 
 class KbError(RuntimeError):
     """The store cannot be used; the message says why and what fixes it."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _heals(method: F) -> F:
+    """A query of the index that finds the file damaged where opening did not look (a file truncated or
+    overwritten past its schema and metadata: the rows of a table cut off) moves it aside, rebuilds it and runs
+    again, once (`KnowledgeStore._heal`)."""
+
+    @functools.wraps(method)
+    def run(self: KnowledgeStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if not self._damaged_by(e):
+                raise
+            self._heal(str(e))
+        return method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -404,6 +428,7 @@ class KnowledgeStore:
         self._refresh()
         return self
 
+    @_heals
     def update(self) -> dict[str, Any]:
         """Build, update or rebuild as needed, and say what was done: `mode` "current" (nothing to do),
         "incremental" (only the added and changed files embedded) or "full"; the counts; `embedded`, the chunks
@@ -423,29 +448,77 @@ class KnowledgeStore:
                 done = self._incremental()
             except sqlite3.DatabaseError as e:  # damaged in a way the checks missed: rebuild it whole
                 self.close()
+                if self._damaged_by(e) and self._set_aside(str(e), self._unusable):
+                    return {"mode": "full", **self.build()}
                 self.notices.append(f"the knowledge index could not be updated ({e}): rebuilding it")
                 done = None
             if done is not None:
                 return done
         if why.startswith("corrupt"):
-            self.close()
-            damage = why.removeprefix("corrupt: ")
-            try:
-                aside = cache_store.move_aside(self.path)
-            except OSError as e:
-                self.notices.append(
-                    f"the knowledge index {self.path} is damaged ({damage}) and cannot be moved aside "
-                    f"({e.strerror or e}): searching an index built in memory for this run"
-                )
-                self._in_memory()
-            else:
-                self._uri, self.storage = None, "file"
-                self.notices.append(
-                    f"the knowledge index {self.path} was damaged ({damage}); moved to {aside}, rebuilt"
-                )
+            if not self._set_aside(why.removeprefix("corrupt: "), self._unusable):
+                return self._refresh()  # another process moved it aside and rebuilt it meanwhile
         elif why not in ("no index yet", "empty index"):
             self.notices.append(f"rebuilding the knowledge index: {why}")
         return {"mode": "full", **self.build()}
+
+    def _set_aside(self, damage: str, unusable: Callable[[], bool]) -> bool:
+        """The index file is damaged (`damage`): moved aside as ASAP's other stores are (server/common/store.py
+        `set_aside`: under the writers' lock, once across processes, one warning on the log naming the file moved
+        aside), for the rebuild that follows. Where it cannot be moved (a read-only location), the rebuild is kept
+        in memory for this run, with a notice. False when `unusable()`, asked again under the lock, finds the
+        file usable now."""
+        self.close()
+        try:
+            moved = cache_store.set_aside(self.path, damage, unusable, "ASAP's knowledge index", "rebuilt")
+        except (OSError, filelock.Timeout) as e:
+            self.close()
+            why = (e.strerror if isinstance(e, OSError) else None) or str(e)
+            self.notices.append(
+                f"the knowledge index {self.path} is damaged ({damage}) and cannot be moved aside "
+                f"({why}): searching an index built in memory for this run"
+            )
+            self._in_memory()
+            return True
+        self.close()
+        if moved is None:
+            return False
+        self._uri, self.storage = None, "file"
+        return True
+
+    def _unusable(self) -> bool:
+        """Whether the index file, read afresh, is (still) damaged or not a knowledge index: what opening reads
+        (`stale_reason`), then SQLite's quick check of every page (a file truncated or overwritten past its
+        schema and metadata)."""
+        self.close()
+        try:
+            why = self.stale_reason()
+            if why is not None and why.startswith("corrupt"):
+                return True
+            return why != "no index yet" and cache_store.integrity_problem(self.db) is not None
+        except sqlite3.DatabaseError as e:
+            return cache_store.is_damaged(e)
+        finally:
+            self.close()
+
+    def _damaged_by(self, e: sqlite3.DatabaseError) -> bool:
+        """Whether the error `e` of a query comes of a damaged file: SQLite says so, or the quick check finds the
+        damage (sqlite-vec reports a damaged vector page as a plain error: 'vectors blob read error for 1')."""
+        if cache_store.is_damaged(e):
+            return True
+        if getattr(e, "sqlite_errorname", "") in ("SQLITE_BUSY", "SQLITE_LOCKED") or self.storage == "memory":
+            return False
+        try:
+            return self._unusable()
+        except KbError:
+            return False
+
+    def _heal(self, damage: str) -> None:
+        """A query found the index damaged (`damage`): moved aside and rebuilt, or, when another process did so
+        meanwhile, brought up to date."""
+        if self.storage != "memory":
+            self._set_aside(damage, self._unusable)  # (False: usable now, another process rebuilt it)
+        self.close()
+        self._refresh()
 
     def _counts(self) -> dict[str, int]:
         db = self.db
@@ -598,7 +671,14 @@ class KnowledgeStore:
         unwritable = None if self.storage == "memory" else self._unwritable()
         if unwritable is None and self.storage != "memory":
             try:
-                self._build_file(*content)
+                try:
+                    self._build_file(*content)
+                except sqlite3.DatabaseError as e:  # the file it replaces is damaged: aside first, then again
+                    if not self._damaged_by(e):
+                        raise
+                    self._set_aside(str(e), self._unusable)
+                    if self.storage == "file":
+                        self._build_file(*content)
             except (OSError, sqlite3.OperationalError) as e:
                 unwritable = str(e)
         if unwritable is not None or self.storage == "memory":
@@ -810,6 +890,7 @@ class KnowledgeStore:
             out.add(doc_id)
         return out
 
+    @_heals
     def search(
         self,
         query: str,
@@ -903,6 +984,7 @@ class KnowledgeStore:
             ranked[cid] = ranked.get(cid, 0.0) + 1.0 / (RRF_K + rank)
 
     # -- history ----------------------------------------------------------------------------------------
+    @_heals
     def records(self) -> list[Record]:
         return [Record.model_validate_json(r["record"]) for r in self.db["history"].rows]
 
@@ -938,6 +1020,7 @@ class KnowledgeStore:
         scored.sort(key=lambda t: -t[1])
         return scored[:k]
 
+    @_heals
     def stats(self) -> dict[str, Any]:
         db = self.db
         meta = self._meta(db)
