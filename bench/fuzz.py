@@ -2,11 +2,11 @@
 tests/lsp/test_fuzz_server.py do in a bounded way.
 
 N mutated configs (tests/fuzzing/mutations.py: the examples and small configs of MaxText's models, with deep
-nesting, merge keys, aliases on mesh values, NaN, infinities, subnormals, 4,301-digit integers, strings and lists
-where numbers belong, NUL bytes in base_config, odd digits in `# asap:` directives, bytes that are not UTF-8,
-U+2028 and friends in comments and values, CRLF/CR/LF with and without a final line break, unknown and misspelt
-keys, and now and then a 60 KB, 1 MB or 50,000-key document) go through the command line functions in process
-(`asap check` and `asap estimate`, with and without --json); K of them through one long-lived language server
+nesting, merge keys, aliases on mesh values, alias bombs, NaN, infinities, subnormals, 4,301-digit integers,
+strings and lists where numbers belong, NUL bytes in base_config, odd digits in `# asap:` directives, bytes that
+are not UTF-8, U+2028 and friends in comments and values, CRLF/CR/LF with and without a final line break, unknown
+and misspelt keys, and now and then a 60 KB, 1 MB or 50,000-key document) go through the command line functions in
+process (`asap check` and `asap estimate`, with and without --json); K of them through one long-lived language server
 over stdio (didOpen, code lens, hovers, code actions, every offered quick fix applied and re-checked, incremental
 edits compared with a fresh open). Before either, the same on the unmutated seeds: the baseline.
 

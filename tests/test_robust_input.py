@@ -19,6 +19,8 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding
 from server.config import source
 from server.config.source import (
+    MAX_ALIAS_NODES,
+    MAX_COLLECTION_ALIASES,
     MAX_DEPTH,
     MAX_DOCUMENT_BYTES,
     MAX_DOCUMENT_LINES,
@@ -69,6 +71,26 @@ BIG = DiagCode.DOCUMENT_TOO_LARGE
 SLICE, NOT_FOUND = DiagCode.UNKNOWN_SLICE, DiagCode.BASE_CONFIG_NOT_FOUND
 SLICE_COMMENT = "# asap: slice=v5e-256 slices="
 NO_TOPOLOGY = BASE.removeprefix("compile_topology: v5e-256\n")  # lines 2-4 after a comment on line 1
+ALIASES = DiagCode.ALIASES_EXPAND_TOO_FAR
+# An alias bomb: l0 a list of ten values, each level a list of ten aliases of the one before; l5 is 10^6 values.
+ALIAS_BOMB = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 6)
+)
+# The same with mappings, brought into the top level by a merge key.
+MAPPING_BOMB = (
+    "m0: &m0 {" + ", ".join(f"k{j}: x" for j in range(10)) + "}\n"
+    + "".join(f"m{i}: &m{i} {{" + ", ".join(f"k{j}: *m{i - 1}" for j in range(10)) + "}\n" for i in range(1, 6))
+)  # fmt: skip
+
+
+def _alias_chain(n: int, levels: int = 30) -> str:
+    """`d0` a list `levels` deep; each next key as deep again around an alias of the one before."""
+    inner = ["x", *(f"*d{i}" for i in range(n - 1))]
+    return "".join(f"d{i}: &d{i} " + "[" * levels + inner[i] + "]" * levels + "\n" for i in range(n))
+
+
+def _aliases_of(anchored: str, n: int) -> str:
+    return f"one: &o {anchored}\nmany: [{', '.join(['*o'] * n)}]\n"
 
 
 def case(name: str, text: str, code: str, line: int, key: str | None, word: str) -> Any:
@@ -117,6 +139,11 @@ CASES = [
          DiagCode.ICI_PRODUCT_MISMATCH, 5, "ici_fsdp_parallelism", "256"),
     case("paragraph-separator-in-value", 'run_name: "a\u2029b"\n' + _with(BASE, PDBS, "0"), BATCH, 4, PDBS, "> 0"),
     case("next-line-in-comment", "# a\x85# b\n" + _with(BASE, PDBS, "0"), BATCH, 4, PDBS, "> 0"),
+    # 11. aliases that expand too far (issue 25): at the top-level key where the bound is crossed
+    case("alias-bomb", NO_BATCH + ALIAS_BOMB + f"{PDBS}: *l5\n", ALIASES, 6, "l2", "1,000 values"),
+    case("alias-bomb-merged", NO_BATCH + MAPPING_BOMB + "<<: *m5\n", ALIASES, 6, "m2", "1,000 values"),
+    case("alias-count", BASE + _aliases_of("[1]", MAX_COLLECTION_ALIASES + 1), ALIASES, 6, "many", "100 aliases"),
+    case("alias-depth", BASE + _alias_chain(3), ALIASES, 7, "d2", "levels deep"),
 ]  # fmt: skip
 
 
@@ -458,3 +485,50 @@ def test_robust_input_cli_refused_batch_size(
     assert doc.get("estimate") is None
     if command == "analyze":
         assert doc["notes"] == [] and doc["proposals"] == []
+
+
+# -- issue 25 item 2: an alias bomb is refused before anything expands it ---------------------------------------
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(_aliases_of("[1]", MAX_COLLECTION_ALIASES), id="aliases-at-the-count"),
+        pytest.param(_aliases_of(f"[{', '.join(['x'] * 49)}]", MAX_ALIAS_NODES // 50), id="values-at-the-bound"),
+        pytest.param(_alias_chain(2), id="nested-60-levels-through-an-alias"),
+        pytest.param(f"m: &m 4\nmany: [{', '.join(['*m'] * 500)}]\n", id="scalar-aliases-are-not-counted"),
+        pytest.param("a: &a [1, *a]\nb: &b {k: *b}\nc: *a\n", id="an-alias-inside-its-own-anchor"),
+    ],
+)
+def test_robust_input_aliases_within_the_bounds_are_read(text: str):
+    src = source.parse(BASE + text)
+    assert "many" in src.entries or "d1" in src.entries or "c" in src.entries
+    assert all(f.code != ALIASES for f in analyze(None, BASE + text).diagnostics)
+
+
+def test_robust_input_alias_bomb_reaches_no_consumer(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The bomb as a value: one finding, at the key where it crosses the bound, and nothing built from the value
+    (its messages used to print the million values: `asap check` took 70-90 s, a code action 14 s, and
+    `model_name: *l5` was an internal error, a file name too long)."""
+    path = tmp_path / "bomb.yml"
+    for key in (PDBS, "model_name", "ici_fsdp_parallelism", "compile_topology"):
+        text = ALIAS_BOMB + _with(BASE, key, "*l5")
+        an = analyze(path, text)
+        assert [(f.code, f.key, f.span.line) for f in an.diagnostics] == [(ALIASES, "l2", 2)]
+        assert an.config.values == {} and an.estimate is None
+        path.write_text(text, encoding="utf-8")
+        for command in (["check"], ["analyze"], ["estimate"], ["check", "--json"]):
+            status = cli([*command, str(path)])
+            out = capsys.readouterr()
+            said = out.out + out.err
+            assert status == 1 and "Traceback" not in said, said[:2000]
+            assert "ASAP008" in said and len(said) < 4000 and "'x', 'x'" not in said, said[:500]
+
+
+def test_robust_input_alias_bomb_in_a_knowledge_record(tmp_path: Path):
+    """A record comes from `asap kb add` and the team's shared store: its loader has the same bound."""
+    from server.kb.records import RecordError, load_record
+
+    path = tmp_path / "r1.yaml"
+    path.write_text("id: r1\n" + ALIAS_BOMB + "title: *l5\n", encoding="utf-8")
+    with pytest.raises(RecordError, match="alias bombs") as e:
+        load_record(path)
+    assert e.value.line == 4  # l2, where the bound is crossed

@@ -266,6 +266,20 @@ def test_a_fix_whose_result_does_not_parse_is_not_offered() -> None:
     assert not v.ok and not v.refused and v.reason is not None and "valid YAML" in v.reason
 
 
+def test_a_fix_on_a_document_whose_aliases_expand_too_far_is_not_offered() -> None:
+    """The vetting reads the document (and the result) with the reader's alias bound: an alias bomb is refused
+    there, never expanded by the comparison of the values the fix does not edit (issue 25: that comparison made a
+    code action wait 14 s)."""
+    bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 6)
+    )
+    text = bomb + BAD + "sweep: *l5\n"
+    line = 6 + 3  # ici_fsdp_parallelism: 32
+    col = text.splitlines()[line].index("32")
+    v = vet_fix(text, Fix("Set ici_fsdp_parallelism to 16", (TextEdit(None, Span(line, col, line, col + 2), "16"),)))
+    assert not v.ok and v.reason is not None and "alias bombs" in v.reason and "'x'" not in v.reason
+
+
 def test_a_fix_that_loses_a_key_a_comment_or_another_value_is_not_offered() -> None:
     line = BAD.splitlines()[4]  # ici_tensor_parallelism: 16
     lose_key = Fix("Drop it", (TextEdit(None, Span(4, 0, 5, 0), ""),))

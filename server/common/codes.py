@@ -20,6 +20,7 @@ class DiagCode(StrEnum):
     UNKNOWN_SLICE = "ASAP005"
     MODEL_FILE_OVERRIDE = "ASAP006"
     DOCUMENT_TOO_LARGE = "ASAP007"
+    ALIASES_EXPAND_TOO_FAR = "ASAP008"
     NO_SLICE = "ASAP010"
     PLACEMENT_UNCHECKED = "ASAP099"
     INVALID_DEGREE = "ASAP100"
@@ -143,6 +144,19 @@ _CODES = (
         "finding, hover, code lens, quick fix or agents in the editor, and only this finding from `asap check`.",
         "Certain: the document's size and line count when it was read, opened or last changed.",
         "Split the file into a `base_config` chain of smaller files, or move generated sweeps out of the config.",
+    ),
+    Code(
+        DiagCode.ALIASES_EXPAND_TOO_FAR,
+        "Aliases expand too far",
+        "YAML",
+        "The document's aliases (`*name`, each standing for the whole value its anchor `&name` marks) expand it "
+        "past what ASAP reads: more than 100 aliases of lists or mappings, more than 1,000 values brought in by "
+        "them, or more than 64 levels of nesting reached through them. Aliases of aliases multiply (ten lists of "
+        "ten aliases, six deep, are a million values in a few hundred bytes: a 'billion laughs' document), so ASAP "
+        "checks nothing in it: no other finding, hover, code lens, quick fix or agents.",
+        "Certain: counted on the parsed document before any value is expanded, at the top-level key where a bound "
+        "is crossed; YAML parsers set the same kind of bound (SnakeYAML, Symfony, go-yaml).",
+        "Write the values out, or alias the few values you mean to share; a MaxText config needs no nested aliases.",
     ),
     Code(
         DiagCode.NO_SLICE,

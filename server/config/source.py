@@ -5,8 +5,9 @@ Also what every reader of a config shares: lines as editors count them (`split_l
 `\r` end a line; Python's `str.splitlines` and pygls also break at U+2028, U+2029, U+0085, `\v`, `\f` and
 `\x1c`-`\x1e`, which LSP clients do not), a file's text (`read_text`: UTF-8 or a located error), and the
 limits past which a document is refused with a located finding instead of exhausting the parser: its size
-(`MAX_DOCUMENT_BYTES`, `MAX_DOCUMENT_LINES`, `too_large`: ASAP007), its nesting (`MAX_DEPTH`) and the length of
-an integer (`MAX_INT_DIGITS`).
+(`MAX_DOCUMENT_BYTES`, `MAX_DOCUMENT_LINES`, `too_large`: ASAP007), its nesting (`MAX_DEPTH`), the length of
+an integer (`MAX_INT_DIGITS`) and what its aliases expand to (`MAX_COLLECTION_ALIASES`, `MAX_ALIAS_NODES`: ASAP008,
+checked by `BoundedComposer`, which every ruamel loader of user text uses).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.composer import Composer
 from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, ReusedAnchorWarning, YAMLError
 from ruamel.yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
+from ruamel.yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode
 from ruamel.yaml.reader import ReaderError
 
 from server.common.codes import DiagCode
@@ -51,6 +54,16 @@ MAX_DOCUMENT_LINES = 10_000
 MAX_READ_BYTES = 16 * MAX_DOCUMENT_BYTES  # past this a file is not even read into memory (SourceReadError)
 MAX_DEPTH = 64  # nested collections (a top-level mapping of lists is 2)
 MAX_INT_DIGITS = 64
+# An alias (`*name`) stands for the whole node its anchor names. ruamel shares that node (loading is cheap), but
+# every consumer that walks a value (plain(), the fix vetting's comparison, messages that show the value) expands
+# it: ten lists of ten aliases of the list before, six deep, is 10^6 values from 300 bytes ("billion laughs"), and
+# `asap analyze` on a config using one as a value took 70-90 s, a code action on it 14 s. YAML parsers bound it:
+# SnakeYAML and Symfony count the aliases of collections (50 and 128; an alias of a scalar adds one value, as writing
+# it out would), go-yaml the ratio of values that aliases bring in. ASAP does both; a MaxText config uses a handful
+# of aliases of a few values. Past either bound (or MAX_DEPTH levels reached through aliases) the document gets
+# ASAP008 at the top-level key where it is crossed, and nothing in it is expanded by anyone.
+MAX_COLLECTION_ALIASES = 100  # aliases of a list or mapping in one document (merge keys' `<<: *a` included)
+MAX_ALIAS_NODES = 1_000  # values those aliases bring in, nested aliases counted as expanded
 
 # -- lines ----------------------------------------------------------------------------------------------------
 _BREAK = re.compile(r"\r\n|\r|\n")
@@ -158,8 +171,8 @@ def too_large(text: str, path: Path | None = None, severity: Severity = Severity
 
 class YamlSyntaxError(Exception):
     """The text is not valid YAML (or is past one of the limits); `span` is the error's position, `key` the
-    top-level key whose entry holds it (None before the first key), `code` the finding's (ASAP001, or ASAP007 for
-    a document over the size limits)."""
+    top-level key whose entry holds it (None before the first key), `code` the finding's (ASAP001, ASAP007 for
+    a document over the size limits, ASAP008 for one whose aliases expand too far)."""
 
     def __init__(self, message: str, span: Span, key: str | None = None, code: DiagCode = DiagCode.INVALID_YAML):
         super().__init__(message)
@@ -262,6 +275,101 @@ class _Constructor(RoundTripConstructor):
 
 _Constructor.add_constructor("tag:yaml.org,2002:int", _Constructor.construct_yaml_int)
 
+
+# -- aliases --------------------------------------------------------------------------------------------------
+class AliasExpansionError(MarkedYAMLError):
+    """A document whose aliases expand past MAX_COLLECTION_ALIASES, MAX_ALIAS_NODES or MAX_DEPTH; `problem_mark`
+    is the top-level key where the bound is crossed (the document's start when it is not a mapping)."""
+
+
+class BoundedComposer(Composer):
+    """ruamel's composer, refusing a document whose aliases expand too far (AliasExpansionError) before anything
+    is constructed from it. A loader of user text sets `yaml.Composer = BoundedComposer`."""
+
+    asap_aliases = 0  # aliases in the document being composed
+
+    def compose_document(self) -> Any:
+        self.asap_aliases = 0
+        node = super().compose_document()
+        if self.asap_aliases and node is not None:  # a document without aliases has nothing to expand
+            check_aliases(node)
+        return node
+
+    def return_alias(self, a: Any) -> Any:
+        self.asap_aliases += 1
+        return a
+
+
+def check_aliases(root: Node) -> None:
+    """Raise AliasExpansionError when the composed document `root` (aliases are its nodes reached again) expands
+    past the bounds. Walks each node once, in document order, so an alias's node is already measured; an alias
+    inside its own anchor (`a: &a [*a]`, which ruamel constructs as None there) counts as one value."""
+    measured: dict[int, tuple[int, int]] = {}  # id(node) -> (values, levels) once expanded
+    open_: set[int] = set()
+    aliases, brought = 0, 0
+    key: Node | None = None
+
+    def refuse(problem: str) -> AliasExpansionError:
+        mark = key.start_mark if key is not None else root.start_mark
+        return AliasExpansionError(problem=f"Not analysed: {problem}", problem_mark=mark)
+
+    def where() -> str:
+        name = key.value if isinstance(key, ScalarNode) else None
+        return name if isinstance(name, str) else "the document"
+
+    def too_deep() -> AliasExpansionError:
+        return refuse(
+            f"through its aliases, {where()} is nested more than {MAX_DEPTH} levels deep; ASAP reads configs at "
+            f"most {MAX_DEPTH} levels deep"
+        )
+
+    def visit(node: Node) -> tuple[int, int]:
+        nonlocal aliases, brought
+        seen = measured.get(id(node))
+        if seen is not None or id(node) in open_:  # an alias
+            if not isinstance(node, CollectionNode):
+                return 1, 0
+            values, levels = seen or (1, 1)
+            aliases += 1
+            brought += values
+            if aliases > MAX_COLLECTION_ALIASES:
+                raise refuse(
+                    f"with the alias *{node.anchor} in {where()}, the document has more than "
+                    f"{MAX_COLLECTION_ALIASES} aliases of lists or mappings; ASAP expands at most "
+                    f"{MAX_COLLECTION_ALIASES} (a guard against alias bombs)"
+                )
+            if brought > MAX_ALIAS_NODES:
+                raise refuse(
+                    f"with the alias *{node.anchor} in {where()}, the document's aliases expand to more than "
+                    f"{MAX_ALIAS_NODES:,} values; ASAP expands at most {MAX_ALIAS_NODES:,} (a guard against alias "
+                    "bombs)"
+                )
+            return values, levels
+        if not isinstance(node, CollectionNode):
+            measured[id(node)] = (1, 0)
+            return 1, 0
+        open_.add(id(node))
+        children = [c for pair in node.value for c in pair] if isinstance(node, MappingNode) else node.value
+        values, levels = 1, 0
+        for child in children:
+            v, lv = visit(child)
+            values, levels = values + v, max(levels, lv)
+        levels += 1
+        if levels > MAX_DEPTH:
+            raise too_deep()
+        open_.discard(id(node))
+        measured[id(node)] = (values, levels)
+        return values, levels
+
+    if not isinstance(root, MappingNode):
+        visit(root)
+        return
+    for k, v in root.value:  # the top-level mapping's own level is counted at each key, to refuse that key
+        key = k
+        if max(visit(k)[1], visit(v)[1]) + 1 > MAX_DEPTH:
+            raise too_deep()
+
+
 _local = threading.local()
 
 
@@ -270,6 +378,7 @@ def _yaml() -> YAML:
     y = getattr(_local, "yaml", None)
     if y is None:
         y = _local.yaml = YAML(typ="rt")
+        y.Composer = BoundedComposer
         y.Constructor = _Constructor
         y.allow_duplicate_keys = False
     return y
@@ -464,7 +573,8 @@ def _incremental(text: str, lines: list[str]) -> list[_Raw] | None:
 
 def parse(text: str, path: Path | None = None, incremental: bool = True) -> YamlSource:
     """Parse one file. Raises YamlSyntaxError located at the parser's mark, or at the first place past one of
-    the limits (MAX_DOCUMENT_BYTES and MAX_DOCUMENT_LINES: ASAP007; MAX_DEPTH, MAX_INT_DIGITS)."""
+    the limits (MAX_DOCUMENT_BYTES and MAX_DOCUMENT_LINES: ASAP007; MAX_DEPTH, MAX_INT_DIGITS; the aliases'
+    MAX_COLLECTION_ALIASES and MAX_ALIAS_NODES: ASAP008)."""
     over = oversize(text)
     if over is not None:
         raise YamlSyntaxError(over[0], over[1], code=DiagCode.DOCUMENT_TOO_LARGE)
@@ -533,6 +643,11 @@ def _load_whole(text: str, lines: list[str]) -> list[_Raw] | None:
     """The whole document's entries; every way the parser can fail becomes a located YamlSyntaxError."""
     try:
         return _load_entries(text)
+    except AliasExpansionError as e:  # valid YAML that expands too far: its own code, at the key
+        line, col = e.problem_mark.line, e.problem_mark.column
+        col += int(line == 0 and text.startswith("\ufeff"))
+        span = _token_span(lines, line, col)
+        raise YamlSyntaxError(str(e.problem), span, code=DiagCode.ALIASES_EXPAND_TOO_FAR) from None
     except MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         if e.context_mark is not None and (e.context or "").startswith("while scanning"):

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from server.config.source import plain
+from server.config.source import BoundedComposer, plain
 
 AXES = (
     "data",
@@ -129,6 +129,7 @@ class Record(_Strict):
 
 def _yaml() -> YAML:
     y = YAML(typ="rt")
+    y.Composer = BoundedComposer  # records come from users (`asap kb add`) and the team's shared store
     y.allow_duplicate_keys = False
     return y
 

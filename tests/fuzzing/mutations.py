@@ -156,6 +156,38 @@ def _mesh_alias(rng: random.Random, lines: Lines) -> None:
         lines[0:0] = [f"mesh_values: &{name}", "  x: 1"]
 
 
+def _alias_bomb(rng: random.Random, lines: Lines) -> None:
+    """Nested anchors, each level a list (or mapping) of aliases of the one before (issue 25): a million values
+    from a few hundred bytes, or a few within the reader's bounds; aliases nested 90 levels deep; an alias inside
+    its own anchor. Used as the value of a known key, merged into the top level, or not used at all."""
+    name = rng.choice(["l", "lol", "a"])
+    kind = rng.choice(["bomb", "bomb", "bomb", "deep", "recursive"])
+    if kind == "recursive":
+        block = [f"{name}0: &{name}0 [1, *{name}0]"]
+    elif kind == "deep":  # three keys 30 levels deep, each around an alias of the one before
+        block = [f"{name}{i}: &{name}{i} " + "[" * 30 + (f"*{name}{i - 1}" if i else "x") + "]" * 30 for i in range(3)]
+    else:
+        levels, fan = rng.choice([(6, 10), (6, 10), (4, 8), (3, 3), (2, 2)])
+        mapping = rng.random() < 0.3
+        block = []
+        for i in range(levels):
+            item = f"*{name}{i - 1}" if i else "x"
+            inner = ", ".join(f"k{j}: {item}" for j in range(fan)) if mapping else ", ".join([item] * fan)
+            block.append(f"{name}{i}: &{name}{i} " + ("{" + inner + "}" if mapping else "[" + inner + "]"))
+    at = rng.randint(0, len(lines))
+    lines[at:at] = block
+    top = f"*{block[-1].split(':', 1)[0]}"
+    use = rng.random()
+    if use < 0.2 and block[-1].endswith("}"):
+        lines.append(f"<<: {top}")
+    elif use < 0.8:  # the key's own line goes: its value comes after the anchors
+        key = rng.choice(KNOWN_KEYS)
+        i = _value_line(lines, key)
+        if i is not None:
+            del lines[i]
+        lines.append(f"{key}: {top}")
+
+
 def _hostile_number(rng: random.Random, lines: Lines) -> None:
     _set(rng, lines, rng.choice(NUMBER_KEYS), rng.choice(HOSTILE_NUMBERS))
 
@@ -275,6 +307,7 @@ MUTATIONS: dict[str, Callable[[random.Random, Lines], None]] = {
     "merge_inline": _merge_inline,
     "merge_alias": _merge_alias,
     "mesh_alias": _mesh_alias,
+    "alias_bomb": _alias_bomb,
     "hostile_number": _hostile_number,
     "batch_size": _batch_size,
     "nul_base_config": _nul_base_config,

@@ -55,6 +55,18 @@ def misspelt_keys(workdir: Path) -> Path:
     return path
 
 
+def alias_bomb(workdir: Path) -> Path:
+    """The clean example, its fsdp degree wrong (a fix to offer), with an alias bomb used as a value: l0 a list of
+    ten values, each next key a list of ten aliases of the one before, l5 a million values in 300 bytes."""
+    bomb = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 6)
+    )
+    path = workdir / "alias-bomb.yml"
+    text = (workdir / CLEAN).read_text().replace("ici_fsdp_parallelism: -1", "ici_fsdp_parallelism: 8")
+    path.write_text(bomb + text + "sweep: *l5\n")
+    return path
+
+
 async def lens_titles(client: AsapClient, doc: Doc) -> list[lsp.CodeLens]:
     return await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri))) or []
 
@@ -170,4 +182,31 @@ async def test_at_most_a_thousand_diagnostics_errors_first(shared: AsapClient, w
     assert lines == list(range(10, 1009)), "then in document order from the first misspelt key"
     hover = await doc.hover(2000, 3)  # a finding past the thousandth is still explained
     assert hover is not None and "ASAP113" in hover.contents.value
+    doc.close()
+
+
+async def test_alias_bomb_one_diagnostic_and_nothing_expanded(shared: AsapClient, workdir: Path):
+    """Issue 25: a code action on a config with an alias bomb waited 14-34 s while the fix vetting expanded the
+    million values. The document gets one ASAP008 at the key where the aliases cross the bound, and every request
+    answers from it without expanding anything: no fix, no analysis of the keys, the finding explained."""
+    doc = Doc(shared, alias_bomb(workdir)).open()
+    fsdp = 6 + FSDP_LINE  # the six bomb lines come first
+    (only,) = await doc.diagnostics(version=1)
+    assert only.code == "ASAP008" and only.severity == lsp.DiagnosticSeverity.Error
+    assert only.range.start == lsp.Position(2, 0) and "l2" in only.message and "*l1" in only.message
+    assert await doc.code_actions([only]) == []
+    line = lsp.Range(lsp.Position(fsdp, 0), lsp.Position(fsdp, 0))
+    actions = await shared.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(doc.uri), line, lsp.CodeActionContext(diagnostics=[]))
+    )
+    assert not actions  # no analysis, so no ICI product finding and no fix to vet
+    hover = await doc.hover(2, 1)  # the diagnostic, explained from the catalog
+    assert hover is not None and "**ASAP008**" in hover.contents.value and "'x'" not in hover.contents.value
+    assert await doc.hover(fsdp, 2) is None  # nothing about the keys
+    assert await lens_titles(shared, doc) == []
+
+    # without the bomb the document is analysed as usual, and the fix of its finding offered
+    v2 = doc.replace_all("".join(doc.text.splitlines(keepends=True)[6:]).replace("sweep: *l5\n", ""))
+    product = by_code(await doc.diagnostics(version=v2), "ASAP101")
+    assert await doc.code_actions([product])
     doc.close()
