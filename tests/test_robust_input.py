@@ -532,3 +532,17 @@ def test_robust_input_alias_bomb_in_a_knowledge_record(tmp_path: Path):
     with pytest.raises(RecordError, match="alias bombs") as e:
         load_record(path)
     assert e.value.line == 4  # l2, where the bound is crossed
+
+
+@pytest.mark.parametrize("command", ["check", "analyze"])
+def test_robust_input_model_name_longer_than_any_file_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A model_name of 5,000 characters is an unknown model (ASAP004), not ENAMETOOLONG from the lookup on disk."""
+    path = tmp_path / "long.yml"
+    path.write_text(f"model_name: {'a' * 5000}\nici_fsdp_parallelism: -1\ncompile_topology: v5e-8\n")
+    assert cli([command, str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(f["code"], f["line"]) for f in out["findings"] if f["code"] == "ASAP004"] == [("ASAP004", 1)]
+    assert cli(["estimate", str(path), "--json"]) == 0  # priced with base.yml's dimensions
+    assert json.loads(capsys.readouterr().out)["mfu"] > 0

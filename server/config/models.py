@@ -268,7 +268,11 @@ def find_model(
     stem = base_name(name)
     for d, origin in search_dirs(config_path, chain, maxtext_path):
         f = d / f"{stem}.yml"
-        if f.is_file():
+        try:
+            found = f.is_file()
+        except OSError:  # ENAMETOOLONG and friends, which is_file() raises: a name no file system holds
+            found = False
+        if found:
             return read_model_file(stem, f, origin, reader)
     return catalog().models.get(stem)
 
