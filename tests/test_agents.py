@@ -144,6 +144,31 @@ def test_cli_json_contract_and_cache(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert not run_report(Experiment(p, p.read_text(), workspace=Path.cwd()))[1]
 
 
+def test_a_stored_analysis_is_not_read_by_another_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit to ASAP's code without a version bump (a checkout, an editable install) analyses again."""
+    from server.agents import coordinator
+    from server.common import build
+
+    pkg = tmp_path / "pkg"
+    (pkg / "perf").mkdir(parents=True)
+    (pkg / "perf" / "estimate.py").write_text("X = 1\n")
+    monkeypatch.setattr(build, "_PACKAGE", pkg)
+    build.build_key.cache_clear()
+    before = build.build_key()
+    (pkg / "perf" / "estimate.py").write_text("X = 2\n")
+    build.build_key.cache_clear()
+    assert build.build_key() != before and build.build_key().startswith(build.__version__ + "+")
+    build.build_key.cache_clear()
+    monkeypatch.undo()
+
+    p = tmp_path / "c.yml"
+    p.write_text("compile_topology: v5e-16\nmodel_name: llama2-7b\nici_fsdp_parallelism: -1\n")
+    run_report(Experiment(p, p.read_text(), workspace=tmp_path))
+    assert run_report(Experiment(p, p.read_text(), workspace=tmp_path))[1]
+    monkeypatch.setattr(coordinator, "build_key", lambda: "0.1.0+another-build")
+    assert not run_report(Experiment(p, p.read_text(), workspace=tmp_path))[1]
+
+
 def test_cli_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(ROOT / "examples" / "llama3-8b-v6e-16.yml")]) == 0
     out = capsys.readouterr().out

@@ -19,13 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from server import __version__
 from server.agents import analyzer
 from server.agents.proposal import Calibration, calibration, propose
 from server.agents.report import AnalysisReport, NothingFitsView, record
 from server.agents.tools import Context, compact
 from server.agents.types import Backend, Diagnosis, Evidence, Experiment, Proposal, Result
 from server.common import store as cache_store
+from server.common.build import build_key
 from server.common.findings import Severity
 from server.perf import wording
 from server.profiles import profile_convert
@@ -77,12 +77,13 @@ def _shape_key() -> str:
 
 
 def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
-    """Everything a result depends on: ASAP's version and the document's shape, the backend, the config's path and
-    its and its parents' text, the slice override, the profile files (path, size, mtime) and the knowledge content."""
+    """Everything a result depends on: ASAP's build (its version and code) and the document's shape, the backend,
+    the config's path and its and its parents' text, the slice override, the profile files (path, size, mtime) and
+    the knowledge content."""
     from server.kb.store import content_hash, kb_dir
     from server.profiles import profile_link
 
-    h = hashlib.sha256(f"{__version__}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
+    h = hashlib.sha256(f"{build_key()}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
     h.update(_shape_key().encode())  # a stored document of another shape is analysed again, not read as this one
     h.update((exp.text or "").encode())
     for p in an.config.chain:
