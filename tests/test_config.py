@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from server.common.findings import Severity
 from server.config import resolve as config
 
@@ -54,6 +58,20 @@ def test_base_config_cycle_is_located_error(write):
 def test_self_reference_is_a_cycle(write):
     cfg = config.load(write("c.yml", "base_config: c.yml\nsteps: 1\n"))
     assert [f.code for f in cfg.findings] == ["ASAP003"]
+
+
+def test_self_reference_under_another_name_is_a_cycle(write):
+    """A hard link (or another case of the name on a case-insensitive disk) is the document itself: never read as
+    its own parent, whose text on disk would set keys the buffer or a fix's result no longer has."""
+    p = write("c.yml", "base_config: h.yml\nici_tensr_parallelism: 2\n")
+    try:
+        os.link(p, p.with_name("h.yml"))
+    except OSError as e:  # a file system without hard links
+        pytest.skip(f"no hard links here: {e}")
+    cfg = config.load(p, "base_config: h.yml\nici_tensor_parallelism: 2\n")  # the buffer, edited
+    assert cfg.chain == [] and [f.code for f in cfg.findings] == ["ASAP003"]
+    assert "c.yml under another name" in cfg.findings[0].message
+    assert "ici_tensr_parallelism" not in cfg.values  # only on disk: not a parent's key
 
 
 def test_invalid_parent_yaml_is_reported_at_base_config(write):

@@ -6,7 +6,11 @@ finding; and one round trip through the language server over stdio on a CRLF doc
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -304,6 +308,76 @@ def test_the_rule_fixes_of_the_examples_are_all_offered(write) -> None:
     assert offered
 
 
+# -- a base_config that names the document itself -----------------------------------------------------------
+# Issue 25: "Rename to ici_tensor_parallelism" on a config whose base_config names the file itself left ASAP113.
+# By its own name the chain stops at once (ASAP003) and the rename clears it. Through another name for the same
+# file (a hard link here; another case of the name on a case-insensitive disk) the chain read the document's own
+# text on disk as its parent: the misspelt key came back from there, so the rename could never clear its finding,
+# the editor did not offer it, and `asap check` listed it anyway (it listed every fix unvetted). The document is
+# never its own parent now, and the command line lists only the fixes the vetting offers.
+SELF = (
+    "base_config: {name}\nmodel_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
+    "ici_tensr_parallelism: 16\n"
+)
+
+
+def self_referencing(tmp_path: Path, how: str) -> tuple[Path, str]:
+    """c.yml whose base_config is itself: by its own name, or through a hard link to it."""
+    path = tmp_path / "c.yml"
+    text = SELF.format(name="c.yml" if how == "own name" else "h.yml")
+    path.write_text(text, encoding="utf-8")
+    if how == "hard link":
+        try:
+            os.link(path, tmp_path / "h.yml")
+        except OSError as e:
+            pytest.skip(f"no hard links here: {e}")
+    return path, text
+
+
+@pytest.mark.parametrize("how", ["own name", "hard link"])
+def test_rename_with_a_self_referencing_base_config_is_vetted_on_the_edited_text(tmp_path: Path, how: str) -> None:
+    path, text = self_referencing(tmp_path, how)
+    an = analyze(path, text)
+    (f,) = [x for x in an.findings if x.code == "ASAP113"]
+    (fix,) = f.fixes
+    v = vet_fix(text, fix, path=path, clears=(f.code, f.key), recheck=static_checks(path), document=an.config.document)
+    assert v.ok, v.reason
+    assert v.text == text.replace("ici_tensr_parallelism", "ici_tensor_parallelism")
+    after = analyze(path, v.text)  # the file on disk still has the misspelt key: it is not the parent
+    assert "ASAP113" not in [x.code for x in after.findings] and after.config.chain == []
+    assert [x.code for x in after.findings if x.severity == 1] == ["ASAP003"]
+
+
+def asap(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+@pytest.mark.parametrize("how", ["own name", "hard link"])
+def test_cli_rename_with_a_self_referencing_base_config_clears_its_finding(tmp_path: Path, how: str) -> None:
+    path, text = self_referencing(tmp_path, how)
+    r = asap("check", "c.yml", "--json", cwd=tmp_path)  # a relative path, as a user types it
+    (f,) = [x for x in json.loads(r.stdout)["findings"] if x["code"] == "ASAP113"]
+    assert f["fixes"] == ["Rename to ici_tensor_parallelism"]
+    assert "    fix: Rename to ici_tensor_parallelism" in asap("check", "c.yml", cwd=tmp_path).stdout
+    path.write_text(text.replace("ici_tensr_parallelism", "ici_tensor_parallelism"), encoding="utf-8")
+    codes = [x["code"] for x in json.loads(asap("check", "c.yml", "--json", cwd=tmp_path).stdout)["findings"]]
+    assert "ASAP113" not in codes and "ASAP003" in codes
+
+
+def test_cli_lists_only_the_fixes_the_vetting_offers(tmp_path: Path) -> None:
+    """`asap check` named every fix a rule made; one through an alias (never offered in the editor) was listed too."""
+    text = "m: &m 32\n" + BAD.replace("32   # tuned by hand", "*m")
+    (tmp_path / "alias.yml").write_text(text, encoding="utf-8")
+    unvetted = [fx.title for f in analyze(tmp_path / "alias.yml", text).findings for fx in f.fixes]
+    assert any(t.startswith("Set ici_fsdp_parallelism") for t in unvetted)  # the rule makes them
+    doc = json.loads(asap("check", "alias.yml", "--json", cwd=tmp_path).stdout)
+    (f,) = [x for x in doc["findings"] if x["code"] == "ASAP101"]
+    assert not any(t.startswith("Set ici_fsdp_parallelism") for t in f["fixes"]), f["fixes"]
+    assert "fix: Set ici_fsdp_parallelism" not in asap("check", "alias.yml", cwd=tmp_path).stdout
+
+
 # -- over stdio ----------------------------------------------------------------------------------------------
 
 
@@ -361,6 +435,22 @@ async def test_lsp_quick_fix_on_a_cr_or_mixed_document_writes_the_lines_endings(
     doc.edit(change.edits)  # the server applies the same change to its copy: the finding is gone there
     await doc.diagnostics(where=lacks("ASAP101"))
     assert doc.text.encode("utf-8") == want.encode("utf-8")
+
+
+@pytest.mark.parametrize("how", ["own name", "hard link"])
+async def test_lsp_rename_with_a_self_referencing_base_config_clears_its_finding(
+    editor: AsapClient, tmp_path: Path, how: str
+) -> None:
+    path, text = self_referencing(tmp_path, how)
+    doc = Doc(editor, path, text=text).open()
+    diags = await doc.diagnostics(version=1, where=has("ASAP113"))
+    actions = await doc.code_actions([d for d in diags if d.code == "ASAP113"])
+    (action,) = [a for a in actions if a.title == "Rename to ici_tensor_parallelism"]
+    assert action.disabled is None
+    doc.edit(document_edit(action).edits)  # unsaved: the disk keeps the misspelt key
+    after = await doc.diagnostics()
+    assert "ASAP113" not in [d.code for d in after] and "ASAP003" in [d.code for d in after]
+    assert doc.text == text.replace("ici_tensr_parallelism", "ici_tensor_parallelism")
 
 
 async def test_lsp_fix_through_an_alias_is_shown_disabled_with_its_reason(editor: AsapClient, tmp_path: Path) -> None:

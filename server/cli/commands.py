@@ -27,7 +27,7 @@ from server.config.source import YamlSyntaxError, read_text
 from server.perf.enumeration import top_alternatives
 from server.perf.estimate import EstimateError, estimate
 from server.profiles.profile import ProfileError
-from server.services.analysis import Analysis, analyze
+from server.services.analysis import Analysis, analyze, offered_fixes
 from server.services.profile_analysis import analyze_tools
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def _check_one(args: argparse.Namespace, name: str) -> tuple[Analysis, dict[str,
     if isinstance(read, CliError):
         return read
     try:
-        an = analyze(*read, default_slice=args.slice)
+        an = offered_fixes(analyze(*read, default_slice=args.slice), read[1], default_slice=args.slice)
         return an, (an.to_json() if args.json else render.check(an))
     except Exception as e:  # this file's failure is reported with it; the other files are not affected
         return internal_error(e, args.debug, name)

@@ -225,11 +225,28 @@ def _unreadable(e: Exception, path: Path | None) -> SourceReadError | None:
     return None
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """The file's identity on disk (device, inode), None when it has none to tell (missing, or a file system that
+    reports no inode numbers)."""
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if st.st_ino else None
+
+
 def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Config) -> list[YamlSource]:
     """Follow base_config from the document; nearest parent first. Errors are located at
     the `base_config` line of the document (the only file the user is looking at)."""
     parents: list[YamlSource] = []
     seen = {path.resolve()} if path else set()
+    # The files of the chain by identity too: a name that resolve() does not map to the same path (a hard link,
+    # another case on a case-insensitive disk) can still name a file of the chain, the document itself above all.
+    # Read as a parent, the document's own text on disk (not the buffer being edited, not a fix's result) would
+    # set its keys: a key renamed or removed would still be there, and a quick fix could never clear its finding.
+    ids: dict[tuple[int, int], Path] = {}
+    if path is not None and (own := _file_id(path)) is not None:
+        ids[own] = path.resolve()
     current, current_path = doc, path
     while True:
         entry = current.all_entries().get("base_config")
@@ -266,13 +283,16 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
                 )
             )
             return parents
-        if parent_path in seen:
+        fid = _file_id(parent_path)
+        same = ids.get(fid) if fid is not None else None
+        if parent_path in seen or same is not None:
+            alias = f"; it is {same.name} under another name" if same is not None and same != parent_path else ""
             cfg.findings.append(
                 Finding(
                     DiagCode.BASE_CONFIG_CYCLE,
                     Severity.ERROR,
                     f"base_config cycle: {entry.value} is already in the chain "
-                    f"({' -> '.join(p.name for p in [*([path] if path else []), *cfg.chain, parent_path])})",
+                    f"({' -> '.join(p.name for p in [*([path] if path else []), *cfg.chain, parent_path])}{alias})",
                     "base_config",
                     path,
                     anchor,
@@ -327,6 +347,8 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
             )
             return parents
         seen.add(parent_path)
+        if fid is not None:
+            ids[fid] = parent_path
         cfg.chain.append(parent_path)
         parents.append(parent)
         current, current_path = parent, parent_path

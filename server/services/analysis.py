@@ -4,7 +4,7 @@ checks, and keep everything the editor and the CLI show. No editor types here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from server.common.codes import DiagCode
@@ -12,6 +12,7 @@ from server.common.findings import Finding, Related, Severity
 from server.config import resolve as config_mod
 from server.config.mesh import MeshCheck, check
 from server.config.resolve import Config, Reader
+from server.config.safe_edits import static_checks, vet_fix
 from server.perf import wording
 from server.perf.estimate import Estimate, EstimateError, estimate
 
@@ -76,6 +77,27 @@ def analyze(
     if cfg.is_maxtext and chk.consistent and not any(f.severity == Severity.ERROR for f in findings):
         est, more = _estimate_findings(cfg, chk)
     return Analysis(path, cfg, chk, findings, est, more)
+
+
+def offered_fixes(an: Analysis, text: str, reader: Reader | None = None, default_slice: str | None = None) -> Analysis:
+    """`an` (the analysis of `text`) with each finding's fixes cut to those an editor is offered: vetted by
+    server/config/safe_edits.py (written in the file's line endings, the result read back and the static checks run
+    on it, the finding gone), in the edits they would be written as. The command line lists these, so it names no
+    fix that would break the file or leave its finding in place."""
+    recheck = static_checks(an.path, reader, default_slice)
+
+    def vetted(f: Finding) -> Finding:
+        if not f.fixes:
+            return f
+        done = [
+            vet_fix(text, fx, path=an.path, clears=(f.code, f.key), recheck=recheck, document=an.config.document)
+            for fx in f.fixes
+        ]
+        return replace(f, fixes=[v.fix for v in done if v.fix is not None])
+
+    return replace(
+        an, findings=[vetted(f) for f in an.findings], estimate_findings=[vetted(f) for f in an.estimate_findings]
+    )
 
 
 MESH_KEYS_FOR_MEMORY = (
