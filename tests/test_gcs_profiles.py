@@ -4,11 +4,13 @@ gcsfs finds the server through STORAGE_EMULATOR_HOST; nothing inside ASAP is rep
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -318,3 +320,37 @@ def test_a_503_from_a_reachable_server_is_still_retried(server: GcsServer, monke
         run = gcs.find_run(f"gs://{BUCKET}/{RUN}")
     assert run.url == f"gs://{BUCKET}/{PROFILE}/{NEW}"
     assert statuses[0] == 503 and statuses[1] == 200  # the same listing asked again, answered
+
+
+def test_a_remembered_listing_error_keeps_nothing_of_who_asked(server: GcsServer) -> None:
+    """Issue 25: a failed listing is remembered (30 s) and its error raised again on every analysis. Kept with its
+    traceback, and raised again as the same object (each raise adds the raiser's frames to it), it held every
+    analysis that asked meanwhile, and all they held: the agents' worker grew about 1 MB a version."""
+
+    class Held:  # what an analysis holds in its frames (the agents' priced meshes)
+        pass
+
+    asked: list[weakref.ref[Held]] = []
+
+    def analyse() -> None:
+        held = Held()
+        asked.append(weakref.ref(held))
+        with pytest.raises(gcs.GcsError, match="bucket 'no-such-bucket' not found"):
+            gcs.find_run("gs://no-such-bucket/run")
+
+    for _ in range(20):
+        analyse()
+    gc.collect()
+    assert [r() for r in asked] == [None] * 20
+    ((_, kept),) = gcs._LISTED.values()
+    assert isinstance(kept, gcs.GcsError) and kept.kind == "bucket"
+    assert (kept.__traceback__, kept.__cause__, kept.__context__) == (None, None, None)
+
+
+def test_remembered_listings_are_the_latest_few(server: GcsServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run_name typed a character at a time is a URL a keystroke: the listings remembered are bounded."""
+    monkeypatch.setattr(gcs, "MAX_LISTED", 4)
+    for i in range(10):
+        with pytest.raises(gcs.GcsError):
+            gcs.find_run(f"gs://no-such-bucket/run-{i}")
+    assert list(gcs._LISTED) == [f"gs://no-such-bucket/run-{i}" for i in range(6, 10)]

@@ -259,10 +259,34 @@ def _xplanes(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # -- listing -----------------------------------------------------------------------------------------------
 # url -> (when, run or the error): the editor re-analyses on every edit, and asking Google for credentials that
-# are not there can take seconds (the metadata-server probe)
+# are not there can take seconds (the metadata-server probe). Oldest first; at most MAX_LISTED URLs (a run_name
+# typed a character at a time is a URL a keystroke), expired ones dropped as new ones come.
 _LISTED: dict[str, tuple[float, RemoteRun | GcsError]] = {}
 _LISTED_TTL_S = 30.0
+MAX_LISTED = 256
 _LOCK = threading.Lock()
+
+
+def _bare(e: GcsError) -> GcsError:
+    """`e` as the memo keeps it and raises it: a new error of the same message and kind, without traceback, cause
+    or context. The original's traceback holds the frames of the analysis that listed, and through them all that
+    analysis held (the agents' priced meshes: MBs); and raising one object again adds the frames of each raise to
+    its traceback, so an error raised on every analysis kept every analysis alive (issue 25: the agents' worker
+    grew about 1 MB per analysed version)."""
+    bare = GcsError(str(e), e.kind)
+    bare.__suppress_context__ = True
+    return bare
+
+
+def _remember(url: str, hit: RemoteRun | GcsError) -> None:
+    now = time.monotonic()
+    with _LOCK:
+        _LISTED.pop(url, None)
+        _LISTED[url] = (now, hit)
+        for old in [u for u, (when, _) in _LISTED.items() if now - when >= _LISTED_TTL_S]:
+            del _LISTED[old]
+        while len(_LISTED) > MAX_LISTED:
+            del _LISTED[next(iter(_LISTED))]
 
 
 def find_run(url: str, max_age_s: float | None = None) -> RemoteRun:
@@ -274,16 +298,14 @@ def find_run(url: str, max_age_s: float | None = None) -> RemoteRun:
         hit = _LISTED.get(url)
     if hit is not None and time.monotonic() - hit[0] < ttl:
         if isinstance(hit[1], GcsError):
-            raise hit[1]
+            raise _bare(hit[1])
         return hit[1]
     try:
         run = _list(url)
     except GcsError as e:
-        with _LOCK:
-            _LISTED[url] = (time.monotonic(), e)
+        _remember(url, _bare(e))
         raise
-    with _LOCK:
-        _LISTED[url] = (time.monotonic(), run)
+    _remember(url, run)
     return run
 
 
