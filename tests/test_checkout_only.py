@@ -59,4 +59,5 @@ def test_what_lies_beside_the_checkout() -> None:
     assert not checkout_guard.is_outside(ROOT / "tests" / "x.py")
     assert not checkout_guard.is_outside("/tmp/asap-x/cfg.yml") or ROOT.parent == Path("/tmp")
     assert not checkout_guard.is_outside(ROOT.parent / ".pyenv" / "lib.py")
+    assert not checkout_guard.is_outside(Path(sys.prefix) / "lib" / "site.py")  # a venv beside the checkout too
     assert checkout_guard.is_outside(ROOT.parent / "shared" / "DOMAIN.md") == (ROOT.parent != Path(ROOT.anchor))

@@ -4,7 +4,8 @@ An audit hook (PEP 578) sees every `open`, `os.listdir` and `os.scandir` of the 
 that lies next to the checkout (under its parent directory) but not inside it: `../shared/...` on the machine the
 project is developed on, a sibling repository on a user's. The conftest fails the test that did it. Dot
 directories beside the checkout are allowed, since a clone in the home directory has `~/.cache`, `~/.pyenv` and
-`~/.local` there, which Python and its libraries read. A checkout at the file system's root has no "beside".
+`~/.local` there, which Python and its libraries read; so is the interpreter's own prefix and import path (a venv
+beside the checkout). A checkout at the file system's root has no "beside".
 """
 
 from __future__ import annotations
@@ -19,11 +20,23 @@ _EVENTS = frozenset({"open", "os.listdir", "os.scandir"})
 outside: list[str] = []  # paths read outside the checkout since the last `take()`
 
 
+def _interpreter() -> tuple[Path, ...]:
+    """Where the interpreter and its packages live: a venv beside the checkout is the user's, not a test's read."""
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sys.path if p)}
+    return tuple(Path(os.path.abspath(p)) for p in places)
+
+
+_ALLOWED = _interpreter()
+
+
 def is_outside(path: str | os.PathLike[str]) -> bool:
-    """Whether `path` lies beside the checkout: under its parent directory, not inside it nor a dot directory."""
+    """Whether `path` lies beside the checkout: under its parent directory, not inside it nor a dot directory,
+    nor the interpreter's prefix or import path."""
     p = Path(os.path.abspath(os.fsdecode(path)))
     parent = ROOT.parent
     if parent == Path(parent.anchor) or not p.is_relative_to(parent) or p.is_relative_to(ROOT):
+        return False
+    if any(p.is_relative_to(a) and a != parent for a in _ALLOWED):
         return False
     first = p.relative_to(parent).parts
     return bool(first) and not first[0].startswith(".")
