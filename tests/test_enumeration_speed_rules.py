@@ -17,6 +17,7 @@ import pytest
 from server.config.axes import AXES
 from server.config.placement import jax_physical_shape, place
 from server.config.slices import Slice, parse_slice
+from server.perf import enumeration
 from server.perf.enumeration import DCN_AXES, ICI_AXES, Candidate, enumerate_meshes
 from server.perf.estimate import Inputs, inputs, price, step_flops
 from server.perf.layout import BATCH_SHARDING, Layout, build
@@ -341,3 +342,24 @@ def test_price_memo_keeps_memory_apart_by_the_data_degree() -> None:
     flops = step_flops(inp, sl.devices)
     memo: dict[Any, Any] = {}
     assert [price(inp, lay, flops, memo).memory for lay in (a, b)] == alone
+
+
+def test_placement_caches_stay_within_their_bound_across_many_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: the placements cached across calls were kept for every slice analysed since the process started (the
+    whole catalog: 1.75 GB in a long-lived editor session). Past MAX_PLACED shapes the caches are emptied before the
+    next enumeration; an enumeration after that gives what it gave with them warm."""
+    monkeypatch.setattr(enumeration, "MAX_PLACED", 2000)
+    inp = _inputs("llama2-7b", 1, 2048)
+    slices = ["v5e-256", "v5p-128", "v4-256", "v6e-256", "tpu7x-128", "v5e-128", "v5p-256"]
+    warm = {}
+    for name in slices:
+        before = len(enumeration._PLACED)
+        e = enumerate_meshes(inp, parse_slice(name), True)
+        warm[name] = [(c.layout.label(), c.step_s) for c in e.ranked]
+        added = len(enumeration._PLACED) - (before if before <= enumeration.MAX_PLACED else 0)
+        assert len(enumeration._PLACED) <= enumeration.MAX_PLACED + added  # at most one slice past the bound
+        assert 0 < added < enumeration.MAX_PLACED
+    enumeration.clear_caches()
+    for name in slices:
+        cold = enumerate_meshes(inp, parse_slice(name), True)
+        assert [(c.layout.label(), c.step_s) for c in cold.ranked] == warm[name]

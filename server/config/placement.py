@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations, product
+from typing import Any
 
 from server.config.slices import CPU, Slice
 
@@ -100,6 +101,9 @@ _WHOLE: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[_Columns | None, tup
 _SPLIT: dict[tuple[tuple[int, ...], tuple[int, ...]], _Columns | None] = {}
 _WHOLE_STEP: dict[tuple[tuple[int, ...], int], tuple[int, ...] | None] = {}
 _SPLIT_STEP: dict[tuple[tuple[int, ...], tuple[int, ...], int], tuple[int, ...] | None] = {}
+# Read with one lookup (a miss is _UNSEEN, since None is a value they keep): enumeration.py empties them when they
+# grow past its bound, possibly while another thread's enumeration is between a test and a read.
+_UNSEEN: Any = object()
 
 
 def clear_memo() -> None:
@@ -122,9 +126,10 @@ def _whole_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> tuple[lis
             first_one = False
     sizes = tuple(mesh_shape[i] for i in order)
     key = (phys, sizes)
-    if key not in _WHOLE:
-        _WHOLE[key] = _whole_sequence(phys, sizes)
-    placed, left, failed = _WHOLE[key]
+    hit = _WHOLE.get(key)
+    if hit is None:
+        hit = _WHOLE[key] = _whole_sequence(phys, sizes)
+    placed, left, failed = hit
     if placed is None:
         index = order[failed]
         return None, (
@@ -149,9 +154,9 @@ def _whole_sequence(phys: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[_Col
     # subset is used up (zeroed).
     for k, size in enumerate(sizes):
         key = (assignable, size)
-        if key not in _WHOLE_STEP:
-            _WHOLE_STEP[key] = _whole_axes_step(assignable, size)
-        chosen = _WHOLE_STEP[key]
+        chosen = _WHOLE_STEP.get(key, _UNSEEN)
+        if chosen is _UNSEEN:
+            chosen = _WHOLE_STEP[key] = _whole_axes_step(assignable, size)
         if chosen is None:
             if size == 1:  # nothing of size 1 left: JAX moves on
                 columns.append((1,) * len(phys))
@@ -176,9 +181,9 @@ def _splitting_axes(phys: tuple[int, ...], mesh_shape: tuple[int, ...]) -> list[
     sizes do not multiply to the device count, which its reshape rejects). A size-1 axis takes nothing."""
     order = [i for i in reversed(range(len(mesh_shape))) if mesh_shape[i] > 1]
     key = (phys, tuple(mesh_shape[i] for i in order))
-    if key not in _SPLIT:
-        _SPLIT[key] = _splitting_sequence(*key)
-    placed = _SPLIT[key]
+    placed = _SPLIT.get(key, _UNSEEN)
+    if placed is _UNSEEN:
+        placed = _SPLIT[key] = _splitting_sequence(*key)
     if placed is None:
         return None
     columns = [(1,) * len(phys)] * len(mesh_shape)
@@ -192,9 +197,9 @@ def _splitting_sequence(phys: tuple[int, ...], sizes: tuple[int, ...]) -> _Colum
     columns = []
     for size in sizes:
         key = (phys, used, size)
-        if key not in _SPLIT_STEP:
-            _SPLIT_STEP[key] = _splitting_axes_step(phys, used, size)
-        best = _SPLIT_STEP[key]
+        best = _SPLIT_STEP.get(key, _UNSEEN)
+        if best is _UNSEEN:
+            best = _SPLIT_STEP[key] = _splitting_axes_step(phys, used, size)
         if best is None:
             return None
         columns.append(best)
