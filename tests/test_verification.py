@@ -359,3 +359,29 @@ def test_reading_verdicts_from_the_cache_does_not_wait_for_a_compile_elsewhere(
         assert not t.is_alive() and got, told
         assert got[0].entries[0].result.status == VerifyStatus.OK and got[0].entries[0].result.cached
         assert "waiting for another ASAP compile to finish" not in told
+
+
+def test_revisions_logged_once_are_remembered_for_the_latest_few(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A revision of the advice by the cached verdicts is logged once per analysis (the same revision applied again
+    reuses its id); what remembers that was kept for every analysis as long as the server ran (issue 25)."""
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(verification, "_LOGGED_MAX", 3)
+    monkeypatch.setattr(verification, "_LOGGED", {})
+    report, _ = run_report(Experiment(EXAMPLE, workspace=tmp_path))
+    an = analyze(EXAMPLE, EXAMPLE.read_text())
+    props = [p for p in report.proposals if not p.keep_current]
+    assert report.experiment and len(props) > 1
+    ids = []
+    for i in range(5):  # five analyses, each revised (its first proposal withdrawn)
+        original = report.model_copy(update={"experiment": f"{report.experiment}-{i}"})
+        revised = original.model_copy(update={"proposals": props[1:]})
+        verification._log(revised, original, an, EXAMPLE.read_text())
+        ids.append(revised.experiment)
+    assert len(set(ids)) == 5 and None not in ids
+    assert [k[0] for k in verification._LOGGED] == [f"{report.experiment}-{i}" for i in (2, 3, 4)]
+    last = report.model_copy(update={"experiment": f"{report.experiment}-4"})
+    again = last.model_copy(update={"proposals": props[1:]})
+    verification._log(again, last, an, "")
+    assert again.experiment == ids[-1]  # the latest one is still logged once

@@ -290,6 +290,7 @@ def verify_advice(
 
 
 _LOGGED: dict[tuple[str, tuple[str, ...]], str] = {}  # (analysis id, revised proposals) -> the revision's id
+_LOGGED_MAX = 256  # the latest only: one more per agents' report the cached verdicts revise, as long as the server runs
 
 
 def _log(revised: AnalysisReport, report: AnalysisReport, an: Analysis, text: str) -> None:
@@ -306,6 +307,8 @@ def _log(revised: AnalysisReport, report: AnalysisReport, an: Analysis, text: st
         return
     try:
         revised.experiment = _LOGGED[key] = record(revised, an, an.config.path, text)
+        while len(_LOGGED) > _LOGGED_MAX:
+            del _LOGGED[next(iter(_LOGGED))]
     except Exception as e:  # the log is a convenience: the advice stands without it
         log.warning("experiment log unavailable: %s", e)
         revised.experiment = None

@@ -1,16 +1,21 @@
 """The per-document state's bookkeeping of analyses, in process: the latest version wins, an invalidated generation's
-result is dropped, a failure is remembered for its version, and the size limit's one finding."""
+result is dropped, a failure is remembered for its version, and the size limit's one finding; and what closing a
+document drops."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types as lsp
 
 from server.config.source import MAX_DOCUMENT_BYTES, MAX_DOCUMENT_LINES
-from server.editor.server import oversize
+from server.editor.features import code_actions, documents
+from server.editor.server import AsapServer, oversize
 from server.editor.state import DocumentState
+from server.services.analysis import analyze
 
 
 def done(loop: asyncio.AbstractEventLoop, value: Any = None, error: Exception | None = None) -> asyncio.Future[Any]:
@@ -78,3 +83,20 @@ def test_oversize_limits():
     # a multi-byte text under the limit in characters but over it in UTF-8
     wide = "k: '" + "é" * (MAX_DOCUMENT_BYTES // 2) + "'\n"
     assert len(wide) < MAX_DOCUMENT_BYTES and oversize(wide) is not None
+
+
+def test_did_close_drops_the_documents_state_and_its_vetted_fixes(tmp_path: Path):
+    """Issue 25: what the server keeps for a document (its analyses and jobs, the fixes vetted for its code
+    actions, with the analysis and text they hold) goes on didClose, not when other documents push it out."""
+    ls = AsapServer()
+    cfg = tmp_path / "c.yml"
+    cfg.write_text("model_name: llama2-7b\ncompile_topology: v5e-16\nici_fsdp_parallelism: 3\n")
+    uri, text = cfg.as_uri(), cfg.read_text()
+    ls.state(uri)
+    code_actions._vetting(uri, analyze(cfg, text), text)
+    other = (tmp_path / "other.yml").as_uri()
+    code_actions._vetting(other, analyze(None, text), text)
+    documents.did_close(ls, lsp.DidCloseTextDocumentParams(lsp.TextDocumentIdentifier(uri)))
+    assert uri not in ls.docs and uri not in code_actions._VETTING
+    assert other in code_actions._VETTING  # another document's are its own
+    code_actions.forget(other)

@@ -61,6 +61,12 @@ def _vetting(uri: str, an: Analysis, text: str) -> _Vetting:
     return v
 
 
+def forget(uri: str) -> None:
+    """Drop a closed document's vetted fixes, and the analysis and text they hold (else kept until
+    _KEPT_DOCUMENTS other documents had asked for code actions)."""
+    _VETTING.pop(uri, None)
+
+
 def _rule_key(finding: Finding, fix: Fix) -> _RuleKey:
     return fix, str(finding.code), finding.key
 

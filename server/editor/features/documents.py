@@ -20,6 +20,7 @@ from pygls.workspace import TextDocument, Workspace
 
 from server.config.source import split_lines
 from server.editor import background
+from server.editor.features import code_actions
 from server.editor.server import DEBOUNCE_S, AsapServer
 from server.editor.state import DocumentState
 
@@ -111,5 +112,6 @@ def did_save(ls: AsapServer, params: lsp.DidSaveTextDocumentParams) -> None:
 def did_close(ls: AsapServer, params: lsp.DidCloseTextDocumentParams) -> None:
     uri = params.text_document.uri
     ls.close(uri)
+    code_actions.forget(uri)
     ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
     ls.refresh_dependents(uri)  # children now read this parent from disk
