@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import multiprocessing
 import threading
@@ -22,6 +21,7 @@ from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
+from server.agents import worker
 from server.agents.report import AnalysisReport
 from server.agents.types import Experiment
 from server.common.findings import Severity
@@ -89,14 +89,11 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
         an = await ls.analysis(doc)  # off the event loop; refresh() usually has it already
         if an is None or not an.config.is_maxtext or an.check.slice is None:  # None: over the size limit
             return
-        # the first import of the agents takes 60 ms or more: not on the event loop
-        coordinator = await loop.run_in_executor(None, importlib.import_module, "server.agents.coordinator")
-        run_report = coordinator.run_report
         task = st.jobs.get("agents")
         # a cancel from the progress bar drops this run (the worker finishes alone)
         cancel = task.cancel if task is not None else None
         async with client_progress(ls, "ASAP: diagnosing and pricing meshes", Path(path).name, on_cancel=cancel):
-            report, _ = await loop.run_in_executor(ls.agent_pool(), run_report, exp, llm, None, None, kb)
+            report, _ = await loop.run_in_executor(ls.agent_pool(), worker.run_report, exp, llm, None, None, kb)
             report = await loop.run_in_executor(None, cached_verdicts, ls, an, report, text)
     except asyncio.CancelledError:
         log.info("analysis of %s cancelled", path)

@@ -32,6 +32,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from server import __version__
+from server.agents import worker
 from server.agents.report import AnalysisReport
 from server.common import pg_store
 from server.common.codes import DiagCode
@@ -148,9 +149,12 @@ class AsapServer(LanguageServer):
 
     def agent_pool(self) -> ProcessPoolExecutor:
         """The agents run in a worker process: their CPU-bound pricing must not hold this process' GIL while
-        the editor waits for a hover or diagnostics (bench/lsp_latency.py measures it)."""
+        the editor waits for a hover or diagnostics (bench/lsp_latency.py measures it). It runs
+        server/agents/worker.py `run_report`; bench/soak.py measures its memory over thousands of versions."""
         if self._agent_pool is None:
-            self._agent_pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._agent_pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=worker.init
+            )
         return self._agent_pool
 
     def stop_background(self) -> None:
