@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import random
+import re
+
 import pytest
 
 from server.common.findings import Severity
+from server.config.integers import read_int, yaml11
+from server.config.resolve import parse_override, with_overrides
 from server.services.analysis import analyze
 
 
@@ -70,10 +76,15 @@ def test_unresolvable_unspecified_axis(check):
     [
         ("0", "zero"),
         ("-4", "negative"),
-        ("2.5", "whole number"),
+        ("2.5", "fractional part"),
         ("four", "whole number"),
-        ("true", "whole number"),
         ("", "whole number"),
+        ('"2."', "whole number"),  # pydantic reads "2.0" and "2.00", not "2."
+        ('"1e0"', "whole number"),
+        ('"0x10"', "whole number"),  # text: pydantic reads no base prefix (a plain 0x10 is YAML 1.1's hex 16)
+        ("0o2", "whole number"),  # YAML 1.1 has no 0o: text to MaxText (ruamel's YAML 1.2 reads 2)
+        ("[2]", "whole number"),
+        (".inf", "finite"),
     ],
 )
 def test_bad_degrees_are_errors_not_crashes(check, value, why):
@@ -311,3 +322,188 @@ def test_finding_in_parent_points_to_base_config_with_related_location(write):
     f = only(an, "ASAP107")
     assert f.span.line == 3 and "parent.yml:1" in f.message
     assert f.related and f.related[0].file is not None and f.related[0].file.name == "parent.yml"
+
+
+# Issue 25: MaxText reads a whole-number setting as its YAML loader (OmegaConf: YAML 1.1) and pydantic's lax int read
+# it, so 2.0, "2" and true launch as 2, 2 and 1. ASAP reads the same number (no error) and says how it is written
+# (ASAP009: a hint, or a warning where the number read is not the one written), with a fix that writes the number.
+# tests/test_mesh_vs_maxtext.py checks the same spellings against MaxText 0.2.5.
+SPLIT = "allow_split_physical_axes: true\n"  # any tensor degree placeable on v5e-256's 16x16
+
+
+@pytest.mark.parametrize(
+    ("token", "degree", "severity"),
+    [
+        ("4", 4, None),
+        ("4.0", 4, Severity.HINT),
+        ("4e0", 4, Severity.HINT),  # OmegaConf's float rule (YAML 1.1 wants a dot)
+        ("4.", 4, Severity.HINT),
+        ('"4"', 4, Severity.HINT),
+        ("' 4 '", 4, Severity.HINT),
+        ('"4.00"', 4, Severity.HINT),
+        ('"+4"', 4, Severity.HINT),
+        ('"04"', 4, Severity.HINT),
+        ("!!str 4", 4, Severity.HINT),
+        ("!!float 4", 4, Severity.HINT),
+        ("true", 1, Severity.WARNING),
+        ("yes", 1, Severity.WARNING),  # YAML 1.1's boolean (ruamel's YAML 1.2 reads the text 'yes')
+        ("On", 1, Severity.WARNING),
+        ("010", 8, Severity.WARNING),  # YAML 1.1's octal (ruamel's YAML 1.2 reads 10)
+        ("+4", 4, None),
+        ("0x4", 4, None),
+        ("0b100", 4, None),
+        ("0_4", 4, None),
+    ],
+)
+def test_degree_is_read_as_maxtext_reads_it(check, token, degree, severity):
+    an = check(f"ici_tensor_parallelism: {token}  # tensor\n{SPLIT}")
+    assert errors(an) == [], an.findings
+    assert an.check.degree("tensor") == degree and an.check.degree("fsdp") == 256 // degree
+    assert an.config.get("ici_tensor_parallelism") == degree and an.config.problem("ici_tensor_parallelism") is None
+    assert an.estimate is not None and an.estimate.layout.ici.get("tensor", 1) == degree
+    said = [f for f in an.findings if f.code == "ASAP009"]
+    if severity is None:
+        assert said == []
+        return
+    (f,) = said
+    assert f.severity == severity and f.key == "ici_tensor_parallelism" and f.span.line == 3
+    assert f"integer {degree}" in f.message or f"ici_tensor_parallelism {degree}" in f.message
+    if token.startswith("!!"):
+        assert f.fixes == []  # the fix would drop the tag
+        return
+    (fix,) = f.fixes
+    (edit,) = fix.edits
+    assert fix.title == f"Write ici_tensor_parallelism: {degree}" and edit.new_text == str(degree)
+    text = an.config.document.text
+    line = text.splitlines()[edit.span.line]
+    fixed_line = line[: edit.span.column] + edit.new_text + line[edit.span.end_column :]
+    assert fixed_line == f"ici_tensor_parallelism: {degree}  # tensor"
+    again = check(f"ici_tensor_parallelism: {degree}  # tensor\n{SPLIT}")
+    assert codes(again) == [c for c in codes(an) if c != "ASAP009"]
+
+
+def test_slice_count_and_dcn_degree_spellings_are_read_too(check):
+    an = check('compile_topology_num_slices: "2"\ndcn_data_parallelism: 2.0\n', topo="v5e-16")
+    assert errors(an) == [] and an.check.slice is not None and an.check.slice.num_slices == 2
+    assert an.check.degree("data") == 2 and sorted(f.key for f in an.findings if f.code == "ASAP009") == [
+        "compile_topology_num_slices",
+        "dcn_data_parallelism",
+    ]
+    one = check("compile_topology_num_slices: true\n", topo="v5e-16")  # read as 1
+    assert errors(one) == [] and one.check.slice is not None and one.check.slice.num_slices == 1
+    assert only(one, "ASAP009").severity == Severity.WARNING
+
+
+@pytest.mark.parametrize(
+    ("body", "slices", "error"),
+    [
+        ("compile_topology_num_slices: 2\n", 2, None),
+        ("num_slices: 2\n", 2, None),  # train.py's count; train_compile also wants compile_topology_num_slices
+        ("compile_topology_num_slices: 2\nnum_slices: 2\n", 2, None),
+        ("compile_topology_num_slices: 2\nnum_slices: -1\n", 2, None),  # -1: not set, as MaxText's default
+        ("compile_topology_num_slices: -1\nnum_slices: 4\n", 4, None),
+        ("compile_topology_num_slices: 2\nnum_slices: 4\n", 4, "disagree"),  # num_slices first, as MaxText
+        ("compile_topology_num_slices: 4\nnum_slices: 1\n", 1, "disagree"),
+        ("num_slices: 0\n", 1, "from 1 to"),
+        ("num_slices: 2.5\n", 1, "fractional part"),
+        ('compile_topology_num_slices: "2."\n', 1, "not an integer"),
+    ],
+)
+def test_num_slices_comes_before_compile_topology_num_slices(check, body, slices, error):
+    """max_utils.get_num_slices: num_slices unless it is -1, else compile_topology_num_slices when it is > 0."""
+    an = check("dcn_data_parallelism: -1\n" + body, topo="v5e-16")
+    assert an.check.slice is not None and an.check.slice.num_slices == slices
+    if error is None:
+        assert errors(an) == [] and an.check.degree("data") == slices
+        return
+    f = only(an, "ASAP005")
+    assert f.severity == Severity.ERROR and error in f.message
+    if error == "disagree":
+        assert f.key == "num_slices" and f.related and "compile_topology_num_slices" in f.related[0].message
+
+
+def test_num_slices_wins_over_the_slice_comment(write):
+    an = analyze(write("c.yml", "# asap: slice=v5e-16 slices=4\nmodel_name: llama2-7b\nnum_slices: 2\n"))
+    assert an.check.slice is not None and an.check.slice.num_slices == 2 and errors(an) == []
+
+
+def test_ignored_sequence_key_that_maxtext_refuses_is_an_error(check):
+    an = check('dcn_sequence_parallelism: "x"\n')
+    assert errors(an) == ["ASAP100"] and only(an, "ASAP100").key == "dcn_sequence_parallelism"
+    assert "ASAP111" in codes(an)
+
+
+def test_override_is_read_as_maxtexts_command_line_reads_it(check):
+    assert parse_override("ici_tensor_parallelism=010,num_slices=yes,ici_fsdp_parallelism='4'") == {
+        "ici_tensor_parallelism": 8,  # OmegaConf.from_cli loads each value as YAML 1.1
+        "num_slices": True,
+        "ici_fsdp_parallelism": "4",
+    }
+    an = check("")
+    cfg = with_overrides(an.config, {"ici_tensor_parallelism": "4", "ici_fsdp_parallelism": 64.0})
+    assert cfg.get("ici_tensor_parallelism") == 4 and cfg.get("ici_fsdp_parallelism") == 64
+
+
+# pydantic's lax int, as pydantic-core implements it (str_as_int, clean_int_str, float_as_int): compared with
+# pydantic itself where it is installed (MaxText 0.2.5 ships pydantic 2.14.4).
+READ_INT_CASES = [
+    *("2", " 2 ", "\u30002\t", "+2", "-2", "-0", "+-2", "--2", "02", "0002", "0-5", "00-5", "-0-5", "1_0", "1__0"),
+    *("_1", "1_", "0_1", "0__1", "2.0", "2.00", "2.", ".0", "0.0", "00.0", "-1.0", "2.5", "1_0.0", "1.0_0", "1e0"),
+    *("0x10", "0b1", "0o1", "١", "２", "²", "2\xa0", "\x1c2", "2 0", "", " ", "9" * 19, "9" * 20, "1" * 4300),
+    *("1" * 4301, "0" * 5000 + "1"),
+    *(2.0, 2.5, -1.0, 0.0, -0.0, 1e20, 9.2e18, 2.0**63, -(2.0**63), float("inf"), float("nan"), 1e-300),
+    *(True, False, None, 7, -(2**70), [2], {"a": 1}),
+]
+
+
+def test_read_int_is_pydantics_int():
+    pydantic = pytest.importorskip("pydantic")
+    adapter = pydantic.TypeAdapter(int)
+    rnd = random.Random(25)
+    fuzz = ["".join(rnd.choice("0123456789_.+- e\u3000") for _ in range(rnd.randint(0, 8))) for _ in range(20000)]
+    for value in [*READ_INT_CASES, *fuzz]:
+        try:
+            expected = adapter.validate_python(value)
+        except pydantic.ValidationError:
+            expected = None
+        n, problem = read_int(value)
+        assert (n, problem is None) == (expected, expected is not None), repr(value)[:60]
+
+
+YAML11_TOKENS = [
+    *("2", "2.0", "2.", "1e0", "1.0e+0", "-1e0", "+2", "0x2", "0o2", "02", "010", "08", "0b10", "1_0", "2:00"),
+    *("1:30.5", "yes", "Yes", "no", "on", "OFF", "y", "n", "~", "null", "", ".inf", "-.Inf", ".nan", "1_0.5", "0_7"),
+    *("-0b1", "-010", "+010", "0.", "-0", "1e20", "0b_", "0x_2", "1__0", "_1", "2_", "1e", ".5", "+.5", "0X2"),
+]
+
+
+def test_yaml11_is_omegaconfs_loader():
+    yaml = pytest.importorskip("yaml")
+
+    class Loader(yaml.SafeLoader):  # OmegaConf's loader (omegaconf/_yaml.py): its float rule, no timestamps
+        pass
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(
+            r"""^(?:[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+(?:_[0-9]+)*(?:[eE][-+]?[0-9]+)
+            |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?|[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+            |[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$""",
+            re.X,
+        ),
+        list("-+0123456789."),
+    )
+    Loader.yaml_implicit_resolvers = {
+        k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+        for k, v in Loader.yaml_implicit_resolvers.items()
+    }
+    rnd = random.Random(11)
+    fuzz = ["".join(rnd.choice("0123456789_.+-eE:xbo") for _ in range(rnd.randint(1, 6))) for _ in range(20000)]
+    for token in [*YAML11_TOKENS, *fuzz]:
+        try:
+            expected = yaml.load(f"k: {token}\n", Loader=Loader)["k"]
+        except (yaml.YAMLError, ValueError):  # PyYAML's int() of `0b_`
+            continue  # MaxText cannot load the file (0b_): ASAP's reading is text, which pydantic refuses
+        got = yaml11(token)
+        nan = isinstance(expected, float) and math.isnan(expected) and isinstance(got, float) and math.isnan(got)
+        assert nan or (got == expected and type(got) is type(expected)), token

@@ -69,6 +69,7 @@ PDBS = "per_device_batch_size"
 YAML, BATCH, NO_EST = DiagCode.INVALID_YAML, DiagCode.BAD_BATCH_SIZE, DiagCode.NO_ESTIMATE
 BIG = DiagCode.DOCUMENT_TOO_LARGE
 SLICE, NOT_FOUND = DiagCode.UNKNOWN_SLICE, DiagCode.BASE_CONFIG_NOT_FOUND
+FSDP, DEGREE = "ici_fsdp_parallelism", DiagCode.INVALID_DEGREE
 SLICE_COMMENT = "# asap: slice=v5e-256 slices="
 NO_TOPOLOGY = BASE.removeprefix("compile_topology: v5e-256\n")  # lines 2-4 after a comment on line 1
 ALIASES = DiagCode.ALIASES_EXPAND_TOO_FAR
@@ -144,6 +145,15 @@ CASES = [
     case("alias-bomb-merged", NO_BATCH + MAPPING_BOMB + "<<: *m5\n", ALIASES, 6, "m2", "1,000 values"),
     case("alias-count", BASE + _aliases_of("[1]", MAX_COLLECTION_ALIASES + 1), ALIASES, 6, "many", "100 aliases"),
     case("alias-depth", BASE + _alias_chain(3), ALIASES, 7, "d2", "levels deep"),
+    # 12. whole numbers MaxText's config refuses (issue 25: what it reads, 4.0, "4", true, is no error)
+    case("degree-text-dot", _with(BASE, FSDP, '"256."'), DEGREE, 4, FSDP, "not an integer"),
+    case("degree-text-hex", _with(BASE, FSDP, '"0x100"'), DEGREE, 4, FSDP, "not an integer"),
+    case("degree-yaml11-0o", _with(BASE, FSDP, "0o400"), DEGREE, 4, FSDP, "not an integer"),
+    case("degree-fraction", _with(BASE, FSDP, "256.5"), DEGREE, 4, FSDP, "fractional"),
+    case("degree-null", _with(BASE, FSDP, "~"), DEGREE, 4, FSDP, "not an integer"),
+    case("slices-text-dot", BASE + 'num_slices: "2."\n', SLICE, 5, "num_slices", "not an integer"),
+    case("slices-disagree", BASE + "compile_topology_num_slices: 2\nnum_slices: 4\n", SLICE, 6, "num_slices",
+         "disagree"),
 ]  # fmt: skip
 
 
@@ -546,3 +556,37 @@ def test_robust_input_model_name_longer_than_any_file_name(
     assert [(f["code"], f["line"]) for f in out["findings"] if f["code"] == "ASAP004"] == [("ASAP004", 1)]
     assert cli(["estimate", str(path), "--json"]) == 0  # priced with base.yml's dimensions
     assert json.loads(capsys.readouterr().out)["mfu"] > 0
+
+
+# -- issue 25 item 8: a whole number MaxText's config converts reaches every consumer as that number ----------------
+@pytest.mark.parametrize("value", ["16.0", '"16"', "' 16 '", "!!str 16"])
+def test_robust_input_converted_degree_reaches_every_consumer_as_the_number(tmp_path: Path, value: str):
+    """MaxText reads `ici_tensor_parallelism: "16"` (and 16.0) as 16 and launches. Every consumer sees 16, as for the
+    config that writes 16: the mesh, the estimate, the hover, an override of the value, the agents' diagnosis and
+    proposals; the only difference is ASAP009's hint."""
+    from server.agents.coordinator import run
+    from server.agents.types import Experiment
+    from server.config import mesh
+    from server.config.resolve import with_overrides
+    from server.presentation.explain import hover
+
+    tp = "ici_tensor_parallelism"
+    plain, spelled = _with(BASE, tp, "16"), _with(BASE, tp, value)
+    (tmp_path / "plain.yml").write_text(plain, encoding="utf-8")
+    path = tmp_path / "c.yml"
+    path.write_text(spelled, encoding="utf-8")
+    a, b = analyze(tmp_path / "plain.yml", plain), analyze(path, spelled)
+    assert [f.code for f in b.diagnostics if f.code != DiagCode.NUMBER_SPELLING] == [f.code for f in a.diagnostics]
+    assert _one(b.diagnostics, DiagCode.NUMBER_SPELLING).span.line == 4
+    assert b.check.mesh_dict() == a.check.mesh_dict() and b.config.get(tp) == 16
+    assert a.estimate is not None and b.estimate is not None and b.estimate.time.step_s == a.estimate.time.step_s
+    over = with_overrides(a.config, {tp: value.strip("'\" ").removeprefix("!!str ")})  # a proposal's or CLI value
+    assert over.get(tp) == 16 and mesh.check(over).degree("tensor") == 16
+    md = hover(b, 4, 0)
+    assert md is not None and "Degree: **16**" in md[0]
+    ra, rb = run(Experiment(tmp_path / "plain.yml", plain), use_kb=False), run(Experiment(path, spelled), use_kb=False)
+    assert ra.diagnosis is not None and rb.diagnosis is not None
+    assert rb.diagnosis.bottleneck == ra.diagnosis.bottleneck
+    assert [(p.ici, p.dcn, p.other_changes) for p in rb.proposals] == [
+        (p.ici, p.dcn, p.other_changes) for p in ra.proposals
+    ]

@@ -21,6 +21,7 @@ class DiagCode(StrEnum):
     MODEL_FILE_OVERRIDE = "ASAP006"
     DOCUMENT_TOO_LARGE = "ASAP007"
     ALIASES_EXPAND_TOO_FAR = "ASAP008"
+    NUMBER_SPELLING = "ASAP009"
     NO_SLICE = "ASAP010"
     PLACEMENT_UNCHECKED = "ASAP099"
     INVALID_DEGREE = "ASAP100"
@@ -115,7 +116,10 @@ _CODES = (
         "Unknown slice or slice count",
         "config loading",
         "The declared TPU slice (`compile_topology`, the `# asap: slice=` comment or the `asap.defaultSlice` "
-        "setting) is not a known slice name, or the slice count is not a whole number >= 1.",
+        "setting) is not a known slice name, or the slice count is not a whole number >= 1, or `num_slices` and "
+        "`compile_topology_num_slices` name different counts beside `compile_topology`: MaxText takes `num_slices` "
+        "first (max_utils.get_num_slices) and builds the mesh for it over the devices of "
+        "`compile_topology_num_slices` slices, which fails.",
         "Certain for `compile_topology`: MaxText's accelerator map raises 'Invalid compile topology' for "
         "names it lacks, and ASAP's slice table follows that map.",
         "Use a name such as `v5e-256`, `v6e-64`, `v5p-512`, `v4-128` or `tpu7x-8`, and a slice count >= 1.",
@@ -159,6 +163,19 @@ _CODES = (
         "Write the values out, or alias the few values you mean to share; a MaxText config needs no nested aliases.",
     ),
     Code(
+        DiagCode.NUMBER_SPELLING,
+        "Whole number written another way",
+        "MaxText pyconfig",
+        "A parallelism degree or slice count is not written as a plain integer, and MaxText converts it: its YAML "
+        'loader (OmegaConf, YAML 1.1) and its pydantic config read 2.0, "2" and " 2 " as 2, `true`, `yes` and '
+        "`on` as 1 (`false`, `no`, `off` as 0), `010` as octal 8 and `2:00` as base 60 (120). ASAP reads the same "
+        "number, so nothing is refused; a hint for a float or text, a warning where the number read is not the "
+        'one written (a boolean, octal, base 60). What MaxText refuses (2.5, "2.", "1e0", "0x10") is an '
+        "ASAP100 or ASAP005 error instead.",
+        "Certain: MaxText's own loading and pydantic's int, checked against MaxText 0.2.5's config step.",
+        "Write the integer (the quick fix writes the number MaxText reads).",
+    ),
+    Code(
         DiagCode.NO_SLICE,
         "No TPU slice declared",
         "config loading",
@@ -185,9 +202,11 @@ _CODES = (
         "Invalid parallelism degree",
         "MaxText pyconfig",
         "A parallelism degree counts devices: it must be a whole number >= 1, or -1 for 'fill the rest'. Zero, "
-        "other negatives and fractions are rejected. A warning for a zero or negative DCN degree on a single slice "
-        "(or without a declared slice) that keeps the DCN product within 1: MaxText never reads the DCN list there, "
-        "so the config launches, and fails once it has more slices.",
+        "other negatives and fractions are rejected, and so is a value MaxText's config cannot read as an integer "
+        '(2.5, "2.", "1e0", "0x10", a list); 2.0, "2" and `true` are read as 2, 2 and 1 (ASAP009). A '
+        "warning for a zero or negative DCN degree on a single slice (or without a declared slice) that keeps the "
+        "DCN product within 1: MaxText never reads the DCN list there, so the config launches, and fails once it "
+        "has more slices.",
         "Certain: a degree counts devices, and MaxText cannot build a mesh from such a value.",
         "Write a whole number >= 1, or -1 on at most one axis per list.",
         ("mesh-validation-layers.md",),

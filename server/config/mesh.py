@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
@@ -26,8 +27,9 @@ from typing import Any
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
+from server.config.integers import INT_KEYS, read_int, spelling
 from server.config.placement import Placement, jax_physical_shape, place
-from server.config.resolve import Config, Value, batch_size_problem
+from server.config.resolve import Config, Value, batch_size_problem, written
 from server.config.slices import MAX_SLICES, Slice, SliceError, parse_slice
 
 
@@ -38,9 +40,10 @@ class Degree:
     axis: Axis
     net: str  # 'ici' or 'dcn'
     key: str
-    raw: Any
+    raw: Any  # the integer MaxText's config reads (2 for 2.0, "2" or true), else the value as written
     value: Value | None
     degree: int | None = None  # resolved (-1 filled); None when invalid or unresolvable
+    problem: str | None = None  # why MaxText's config refuses the value as written (not an integer to pydantic)
 
     @property
     def valid_int(self) -> bool:
@@ -122,33 +125,43 @@ def _finding(cfg: Config, code: str, sev: Severity, msg: str, key: str, **kw: An
     return Finding(code, sev, msg, key, path, span, **kw)
 
 
-def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None, str, list[Finding]]:
-    findings: list[Finding] = []
-    ns_v = cfg.values.get("compile_topology_num_slices")
-    ns_key = "compile_topology_num_slices"
-    if ns_v is None or ns_v.origin == "default":
-        ns_v, ns_key = cfg.values.get("num_slices"), "num_slices"
-    num_slices = _int(ns_v.value) if ns_v is not None else None
-    if (
-        ns_v is not None
-        and ns_v.origin != "default"
-        and (num_slices is None or num_slices == 0 or num_slices < -1 or num_slices > MAX_SLICES)
-    ):
+def _slice_counts(cfg: Config, findings: list[Finding]) -> dict[str, int]:
+    """The slice counts the config sets (`num_slices`, `compile_topology_num_slices`), each as MaxText's config
+    reads it; -1 (MaxText's default: not set) and a count MaxText refuses (reported as ASAP005) are left out."""
+    counts: dict[str, int] = {}
+    for key in ("num_slices", "compile_topology_num_slices"):
+        v = cfg.values.get(key)
+        if v is None or v.origin == "default":
+            continue
+        n, problem = read_int(v.value)
+        if n is not None and (n == -1 or 1 <= n <= MAX_SLICES):
+            if n != -1:
+                counts[key] = n
+            continue
+        why = problem or ("zero" if n == 0 else "negative" if n is not None and n < 0 else f"over {MAX_SLICES}")
         findings.append(
             _finding(
                 cfg,
                 DiagCode.UNKNOWN_SLICE,
                 Severity.ERROR,
-                f"{ns_key} must be a whole number from 1 to {MAX_SLICES} (or -1), got {ns_v.value!r}",
-                ns_key,
+                f"{key} must be a whole number from 1 to {MAX_SLICES} (or -1), got {v.value!r} ({why})",
+                key,
             )
         )
-        num_slices = 1
-    if num_slices is None or num_slices == -1:
-        num_slices = cfg.declared_num_slices or 1
+    return counts
+
+
+def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None, str, list[Finding]]:
+    """The declared slice and its slice count. The count is MaxText's (max_utils.get_num_slices): `num_slices`
+    unless it is -1, else `compile_topology_num_slices` when it is > 0, else the `# asap:` comment's, else 1."""
+    findings: list[Finding] = []
+    counts = _slice_counts(cfg, findings)
+    num_slices = counts.get("num_slices") or counts.get("compile_topology_num_slices") or cfg.declared_num_slices or 1
 
     topo = cfg.values.get("compile_topology")
     if topo is not None and topo.value not in (None, ""):
+        if len(set(counts.values())) > 1:
+            findings.append(_counts_disagree(cfg, counts, str(topo.value)))
         try:
             return parse_slice(str(topo.value), num_slices), "compile_topology", findings
         except SliceError as e:
@@ -203,12 +216,34 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
     return None, "", findings
 
 
+def _counts_disagree(cfg: Config, counts: dict[str, int], topology: str) -> Finding:
+    """ASAP005 at num_slices: it and compile_topology_num_slices name different counts. MaxText takes num_slices
+    for the mesh and compile_topology_num_slices for the devices (train_compile's topology), and the mesh step
+    fails: 'Number of slices N must equal the product of dcn_mesh_shape', or one slice's mesh over several."""
+    ns, ct = counts["num_slices"], counts["compile_topology_num_slices"]
+    f = _finding(
+        cfg,
+        DiagCode.UNKNOWN_SLICE,
+        Severity.ERROR,
+        f"num_slices: {ns} and compile_topology_num_slices: {ct} disagree: MaxText takes num_slices first, so it "
+        f"builds the mesh for {ns} slice{'s' if ns != 1 else ''} over the devices of {ct} slice"
+        f"{'s' if ct != 1 else ''} of {topology}, and the mesh step fails. Set one count, or the same in both.",
+        "num_slices",
+    )
+    other = cfg.values.get("compile_topology_num_slices")
+    if other is not None and other.entry is not None:
+        f.related.append(Related(other.entry.file, other.entry.key_span, f"compile_topology_num_slices: {ct}"))
+    return f
+
+
 def _degrees(cfg: Config, net: str) -> list[Degree]:
+    """Each degree as MaxText's config reads it (server/config/integers.py): 2.0, "2" and true are 2, 2 and 1."""
     out = []
     for a in AXES:
         key = a.ici_key if net == "ici" else a.dcn_key
         v = cfg.values.get(key)
-        out.append(Degree(a, net, key, v.value if v else None, v))
+        n, problem = read_int(v.value if v else None)
+        out.append(Degree(a, net, key, n if problem is None else (v.value if v else None), v, problem=problem))
     return out
 
 
@@ -244,13 +279,13 @@ def _check_values(ds: list[Degree], cfg: Config, findings: list[Finding]) -> boo
         if d.valid_int:
             continue
         ok = False
-        number = isinstance(d.raw, (int, float)) and not isinstance(d.raw, bool)
+        number = d.problem is None and isinstance(d.raw, int)
         what = (
             "zero"
             if number and d.raw == 0
             else "negative; only -1 means 'fill'"
             if number and d.raw < 0
-            else "not a whole number"
+            else f"not a whole number MaxText's config reads: {d.problem or 'not an integer'}"
         )
         findings.append(
             _finding(
@@ -426,8 +461,7 @@ def _check_dcn(chk: MeshCheck) -> None:
         if _check_values(ds, cfg, chk.findings) and _resolve_diloco(chk, sl.num_slices):
             _fill(ds, sl.num_slices, "DCN", cfg, chk.findings)
         return
-    seq = cfg.values.get("dcn_sequence_parallelism")
-    seq_raw = _int(seq.value) if seq is not None else None
+    seq_raw = cfg.get("dcn_sequence_parallelism")  # the integer MaxText reads, None when unset or refused
     product = math.prod(int(d.raw) for d in ds) * (seq_raw if seq_raw is not None else 1)
     negative = [d for d in ds if int(d.raw) < -1]
     if abs(product) > 1 and (single or negative):  # rejected on one slice (and a negative degree on any)
@@ -659,7 +693,19 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
                         preferred=True,
                     )
                 )
-            effect = f"its value {v.value} is NOT applied; " if _int(v.value) not in (1, None) else ""
+            n, problem = read_int(v.value) if key in INT_KEYS else (_int(v.value), None)
+            effect = f"its value {n} is NOT applied; " if n not in (1, None) else ""
+            if problem is not None:  # pydantic reads every key of types.py, an ignored one too, and refuses this
+                findings.append(
+                    _finding(
+                        cfg,
+                        DiagCode.INVALID_DEGREE,
+                        Severity.ERROR,
+                        f"{key} must be a whole number, got {v.value!r} ({problem}): MaxText's config refuses it "
+                        "before it ignores the key.",
+                        key,
+                    )
+                )
             findings.append(
                 _finding(
                     cfg,
@@ -690,12 +736,61 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
             )
 
 
+# A whole number as written: digits with an optional sign. Any other plain scalar MaxText reads as an integer is a
+# YAML 1.1 form (octal 010, base 60 2:00, hex 0x10, binary 0b10, 1_0).
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_NOT_PLAIN = ("'", '"', "!", "&", "*")
+
+
+def _check_spelling(cfg: Config, findings: list[Finding]) -> None:
+    """ASAP009: a whole-number key (a degree, a slice count) MaxText reads as an integer although it is not written
+    as one. A hint for a float (2.0) or text ("2"); a warning where the number read is not the one written: a
+    boolean (true is 1), YAML 1.1's octal (010 is 8) or base 60 (2:00 is 120). The quick fix writes the number
+    MaxText reads. What MaxText refuses is not here: mesh.py's checks report it (ASAP100, ASAP005)."""
+    doc = cfg.document
+    for key, v in cfg.values.items():
+        if key not in INT_KEYS or v.origin not in ("document", "parent"):
+            continue
+        n, problem = read_int(v.value)
+        if n is None or problem is not None:
+            continue
+        e = cfg.entry(key)
+        token = written(doc, e) if doc is not None and e is not None else None
+        shown = token if token is not None else repr(v.value)
+        kind = spelling(v.value)
+        severity = Severity.HINT
+        if kind == "a boolean":
+            severity = Severity.WARNING
+            msg = (
+                f"{key}: {shown} is a boolean (MaxText loads configs as YAML 1.1, where yes, on and true are true), "
+                f"and MaxText's config reads it as the integer {n}: the run uses {key} {n}."
+            )
+        elif kind is not None:
+            msg = f"{key} is written as {kind} ({shown}); MaxText's config reads it as the integer {n}, as ASAP does."
+        elif token is None or token.startswith(_NOT_PLAIN) or _DECIMAL.fullmatch(token):
+            continue  # an integer written as one
+        else:
+            decimal = read_int(token)[0]
+            if decimal == n or (decimal is None and ":" not in token):
+                continue  # 02, +2, 1_0, 0x10, 0b10: the number it says
+            severity = Severity.WARNING
+            form = "a base-60 number" if ":" in token else "an octal number (a leading 0)"
+            msg = f"{key}: {token} is {form} in YAML 1.1, which MaxText loads configs with: the run uses {key} {n}" + (
+                f", not {decimal}." if decimal is not None else "."
+            )
+        fixes = []
+        if e is not None and token is not None and not token.startswith(("!", "&")):  # keep a tag or an anchor
+            fixes.append(Fix(f"Write {key}: {n}", (TextEdit(e.file, e.value_span, str(n)),), preferred=True))
+        findings.append(_finding(cfg, DiagCode.NUMBER_SPELLING, severity, msg, key, fixes=fixes, data={"value": n}))
+
+
 def check(cfg: Config, default_slice: str | None = None) -> MeshCheck:
     """All static mesh checks for a loaded config."""
     if not cfg.is_maxtext or cfg.document is None:  # not MaxText, or YAML that does not parse
         return MeshCheck(cfg, None, "", _degrees(cfg, "ici"), _degrees(cfg, "dcn"))
     sl, source, findings = _resolve_slice(cfg, default_slice)
     chk = MeshCheck(cfg, sl, source, _degrees(cfg, "ici"), _degrees(cfg, "dcn"), findings=findings)
+    _check_spelling(cfg, chk.findings)
     _check_keys(cfg, chk.findings)
     if sl is not None:
         _fill(chk.ici, sl.devices_per_slice, "ICI", cfg, chk.findings)

@@ -22,6 +22,7 @@ from typing import Any
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config import models
+from server.config.integers import INT_KEYS, read_int, reread
 from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
 from server.config.slices import MAX_SLICES
 from server.config.source import (
@@ -130,6 +131,9 @@ def batch_size_problem(pdbs: Any) -> str | None:
 # when it passes, so none of them computes with a value the check refused: an infinite, NaN or subnormal batch
 # size would overflow or divide by zero in each of them.
 CHECKED_KEYS: dict[str, Callable[[Any], str | None]] = {"per_device_batch_size": batch_size_problem}
+# The whole-number keys (mesh degrees, slice counts, server/config/integers.py) are read as MaxText's pydantic
+# `int` reads them: `Config.get` gives the integer (2 for 2.0, "2" or " 2 ", 1 for true) and None for a value
+# pydantic refuses (2.5, "2.", "0x10"), which `problem` describes and mesh.py reports (ASAP100, ASAP005).
 
 
 @dataclass
@@ -155,10 +159,13 @@ class Config:
     def get(self, key: str, default: Any = None) -> Any:
         """The resolved value of `key`, `default` when it is not set. A key of CHECKED_KEYS whose value fails its
         check reads as None (not `default`: the config sets it, to something no consumer may compute with);
-        `raw` and `problem` say what is written and what is wrong with it."""
+        `raw` and `problem` say what is written and what is wrong with it. A whole-number key (INT_KEYS) reads as
+        the integer MaxText reads, None when MaxText refuses its value."""
         v = self.values.get(key)
         if v is None:
             return default
+        if key in INT_KEYS:
+            return read_int(v.value)[0]
         check = CHECKED_KEYS.get(key)
         if check is not None and check(v.value) is not None:
             return None
@@ -171,9 +178,11 @@ class Config:
         return v.value if v is not None else default
 
     def problem(self, key: str) -> str | None:
-        """What the check of a key of CHECKED_KEYS finds wrong with its resolved value (None: set and fine, or
-        not set, or a key without a check)."""
+        """What the check of a key of CHECKED_KEYS, or the reading of a whole-number key, finds wrong with its
+        resolved value (None: set and fine, or not set, or a key without a check)."""
         v = self.values.get(key)
+        if v is not None and key in INT_KEYS:
+            return read_int(v.value)[1]
         check = CHECKED_KEYS.get(key)
         return check(v.value) if v is not None and check is not None else None
 
@@ -426,13 +435,29 @@ def load(
     for src in [*reversed(parents), doc]:
         origin = "document" if src is doc else "parent"
         for key, ent in src.all_entries().items():
-            values[key] = Value(key, ent.value, origin, ent)
+            values[key] = Value(key, _as_loaded(src, ent) if key in INT_KEYS else ent.value, origin, ent)
     cfg.chain_values = values
     _resolve(cfg, {})
     cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span, problem = _asap_comment(doc.lines)
     if problem is not None:
         cfg.findings.append(Finding(DiagCode.UNKNOWN_SLICE, Severity.ERROR, problem[0], None, path, problem[1]))
     return cfg
+
+
+def written(src: YamlSource, ent: Entry) -> str | None:
+    """The scalar token `ent`'s value is written as (quotes, tag and anchor included), None when it is not on a
+    line of its own (brought in by a merge key, or over several lines)."""
+    sp = ent.value_span
+    if ent.merged or sp.line != sp.end_line or not 0 <= sp.line < len(src.lines):
+        return None
+    return src.lines[sp.line][sp.column : sp.end_column].strip()
+
+
+def _as_loaded(src: YamlSource, ent: Entry) -> Any:
+    """A whole-number key's value as MaxText's YAML loader (YAML 1.1) reads the token it is written as: `010` is 8,
+    `yes` true, `2:00` 120, `0o2` text (ruamel's YAML 1.2 reads 10, 'yes', '2:00' and 2)."""
+    token = written(src, ent)
+    return ent.value if token is None else reread(token, ent.value)
 
 
 def _unreadable_config(path: Path, e: SourceReadError) -> Config:
@@ -736,5 +761,5 @@ def parse_override(text: str) -> dict[str, Any]:
         if not re.fullmatch(r"[A-Za-z_]\w*", k):
             raise ValueError(f"not a config key: {k!r}")
         src = parse(f"{k}: {v}\n")
-        out[k] = src.entries[k].value
+        out[k] = _as_loaded(src, src.entries[k]) if k in INT_KEYS else src.entries[k].value  # OmegaConf.from_cli
     return out

@@ -188,3 +188,28 @@ async def test_hover_explains_a_diagnostic_off_any_key(shared: AsapClient, tmp_p
     elsewhere = await doc.hover(4, 3)  # ici_fsdp_parallelism: its own hover, without the link's explanation
     assert elsewhere is not None and "ASAP201" not in elsewhere.contents.value
     doc.close()
+
+
+async def test_degree_maxtext_converts_is_a_hint_with_a_fix(shared: AsapClient, tmp_path: Path):
+    """Issue 25: MaxText's pydantic config reads `ici_tensor_parallelism: "4"` as 4 and launches: a hint (ASAP009),
+    never an error; the hover's degree is 4, and the quick fix writes 4 keeping the comment."""
+    cfg = tmp_path / "quoted.yml"
+    cfg.write_text(
+        'compile_topology: v5e-16\nmodel_name: llama2-7b\nper_device_batch_size: 1\nici_tensor_parallelism: "4"  # tp\n'
+    )
+    doc = Doc(shared, cfg).open()
+    diags = await doc.diagnostics(version=1)
+    hint = by_code(diags, "ASAP009")
+    assert hint.severity == lsp.DiagnosticSeverity.Hint
+    assert [d.code for d in diags if d.severity == lsp.DiagnosticSeverity.Error] == []
+    assert "Degree: **4**" in await hover_md(doc, "ici_tensor_parallelism")
+    actions = await doc.code_actions([hint])
+    assert [a.title for a in actions] == ["Write ici_tensor_parallelism: 4"]
+    change = document_edit(actions[0])
+    assert change.text_document.version == 1
+    after = apply_edits(doc.text, change.edits)
+    assert after == doc.text.replace('"4"  # tp', "4  # tp")
+    v2 = doc.edit(change.edits)
+    diags = await doc.diagnostics(version=v2)
+    assert "ASAP009" not in codes(diags) and [d for d in diags if d.severity == lsp.DiagnosticSeverity.Error] == []
+    doc.close()
