@@ -41,6 +41,7 @@ from server.config import mesh, models
 from server.config.source import too_large
 from server.editor import background, lsp_convert
 from server.editor.contract import CommandError
+from server.editor.protocol import Protocol
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Running, Versioned
 from server.presentation import agent_findings, verification
@@ -106,7 +107,7 @@ class ClientFeatures:
 
 class AsapServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("asap", __version__)
+        super().__init__("asap", __version__, protocol_cls=Protocol)
         self.settings = Settings()
         self.features = ClientFeatures()
         self.docs: dict[str, DocumentState] = {}

@@ -1,6 +1,6 @@
 """The per-document state's bookkeeping of analyses, in process: the latest version wins, an invalidated generation's
-result is dropped, a failure is remembered for its version, and the size limit's one finding; and what closing a
-document drops."""
+result is dropped, a failure is remembered for its version, and the size limit's one finding; and what the server
+lets go of: a closed document's state, a handled notification's future."""
 
 from __future__ import annotations
 
@@ -100,3 +100,12 @@ def test_did_close_drops_the_documents_state_and_its_vetted_fixes(tmp_path: Path
     assert uri not in ls.docs and uri not in code_actions._VETTING
     assert other in code_actions._VETTING  # another document's are its own
     code_actions.forget(other)
+
+
+def test_handled_notifications_leave_no_futures_behind():
+    """Issue 25: pygls kept the future of every notification its generator handlers ran (didOpen, didChange,
+    didSave, didClose, $/setTrace) in its table of requests in flight, never removed: 2.2 futures a saved edit."""
+    ls = AsapServer()
+    for _ in range(50):
+        ls.protocol._handle_notification(lsp.SET_TRACE, lsp.SetTraceParams(value=lsp.TraceValue.Off))
+    assert len(ls.protocol._request_futures) <= 1  # the last one's goes with the next message
