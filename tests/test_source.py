@@ -84,3 +84,21 @@ def test_an_edit_reparses_only_its_piece(monkeypatch):
     src = source.parse(text.replace("key_100: 100", "key_100: 1000"))
     assert calls == ["key_100: 1000\n"]
     assert src.entries["key_100"].value == 1000 and src.entries["key_199"].key_span.line == 199
+
+
+def test_cached_pieces_are_bounded_in_characters_too(monkeypatch):
+    """Issue 25: each edit inside a long list value is a new piece, and a 480 KB one parsed takes 18 MiB: the pieces
+    kept are bounded by their characters as well as by their number (the newest stays, and serves the next edit)."""
+    monkeypatch.setattr(source, "_PIECES", source.OrderedDict())
+    monkeypatch.setattr(source, "_pieces_chars", 0)
+    monkeypatch.setattr(source, "_PIECES_MAX_CHARS", 20_000)
+    big = "big: [" + ", ".join(str(i) for i in range(1500)) + "]\n"  # about 8,900 characters
+    for v in range(6):  # six versions of the list, each edit inside it
+        text = "model_name: llama2-7b\n" + big.replace("[0,", f"[{v},")
+        _same(text)
+        assert sum(map(len, source._PIECES)) == source._pieces_chars <= source._PIECES_MAX_CHARS
+    calls = []
+    real = source._load_entries
+    monkeypatch.setattr(source, "_load_entries", lambda t: calls.append(t) or real(t))
+    assert source.parse(text.replace("llama2-7b", "llama3-8b")).entries["big"].value[0] == 5
+    assert calls == ["model_name: llama3-8b\n"]  # the newest list is still cached

@@ -522,6 +522,10 @@ _TOP_KEY = re.compile(r"""^(?P<key>"[^"\n]*"|'[^'\n]*'|[A-Za-z_][\w.\-]*)[ ]*:(?
 _UNUSUAL = re.compile(r"(?:^|[\s\[{,])[&*][\w-]|<<\s*:|^(?:---|\.\.\.|%)|[\t\x85\u2028\u2029]", re.M)
 _PIECES: OrderedDict[str, list[_Raw]] = OrderedDict()
 _PIECES_MAX = 8192
+# and at most this many characters: a piece's parsed value takes about 38 bytes a character when it is a long list,
+# and each edit inside a 480 KB list value was a new piece kept (18 MiB a version, issue 25). The newest piece stays.
+_PIECES_MAX_CHARS = 1_000_000
+_pieces_chars = 0
 _PIECES_LOCK = threading.Lock()
 
 
@@ -543,10 +547,14 @@ def _parse_piece(piece: str) -> list[_Raw] | None:
     raw = _load_entries(piece)
     if raw is None or len(raw) != 1:
         return None
+    global _pieces_chars
     with _PIECES_LOCK:
+        if piece not in _PIECES:
+            _pieces_chars += len(piece)
         _PIECES[piece] = raw
-        if len(_PIECES) > _PIECES_MAX:
-            _PIECES.popitem(last=False)
+        while len(_PIECES) > 1 and (len(_PIECES) > _PIECES_MAX or _pieces_chars > _PIECES_MAX_CHARS):
+            gone, _ = _PIECES.popitem(last=False)
+            _pieces_chars -= len(gone)
     return raw
 
 
