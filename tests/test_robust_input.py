@@ -590,3 +590,15 @@ def test_robust_input_converted_degree_reaches_every_consumer_as_the_number(tmp_
     assert [(p.ici, p.dcn, p.other_changes) for p in rb.proposals] == [
         (p.ici, p.dcn, p.other_changes) for p in ra.proposals
     ]
+
+
+@pytest.mark.parametrize("written", ["[1, 2]", "{a: 1}", "7", "*a0"])
+@pytest.mark.parametrize("key", ["dtype", "weight_dtype"])
+def test_robust_input_a_dtype_that_is_no_name_is_refused_by_verify(key: str, written: str) -> None:
+    """The fuzz's one internal error (seed 2512051): `dtype: *a0` (a list) made the reference model's dtype lookup
+    raise TypeError (unhashable) while the editor read cached verdicts; verify refuses it at the key instead."""
+    from server.compile.verify import VerifyError, ref_spec
+
+    an = analyze(None, f"a0: &a0 [1, *a0]\ncompile_topology: v5e-16\nmodel_name: llama2-7b\n{key}: {written}\n")
+    with pytest.raises(VerifyError, match=key):
+        ref_spec(an.config, an.check.slice)

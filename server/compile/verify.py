@@ -136,7 +136,7 @@ def ref_spec(cfg: Config, sl: Slice) -> RefSpec:
 
     def dtype(key: str, default: str) -> str:
         v = cfg.get(key, default) or default
-        if v not in JNP_DTYPES:
+        if not isinstance(v, str) or v not in JNP_DTYPES:  # a list or mapping is unhashable: not a dtype either
             raise VerifyError(f"{key}: the reference model compiles {', '.join(JNP_DTYPES)}, not {v!r}")
         return JNP_DTYPES[v]
 

@@ -370,7 +370,7 @@ class BytesPerParam:
 
 def _dtype(cfg: Config, key: str, default: str) -> float:
     v = cfg.get(key, default) or default
-    if v not in DTYPE_BYTES:
+    if not isinstance(v, str) or v not in DTYPE_BYTES:  # a list or mapping is unhashable: not a dtype either
         raise ArithError(key, f"{key}: unknown dtype {v!r}; known: {', '.join(DTYPE_BYTES)}")
     return DTYPE_BYTES[v]
 
