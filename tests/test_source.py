@@ -102,3 +102,14 @@ def test_cached_pieces_are_bounded_in_characters_too(monkeypatch):
     monkeypatch.setattr(source, "_load_entries", lambda t: calls.append(t) or real(t))
     assert source.parse(text.replace("llama2-7b", "llama3-8b")).entries["big"].value[0] == 5
     assert calls == ["model_name: llama3-8b\n"]  # the newest list is still cached
+
+
+def test_the_reused_loaders_keep_nothing_of_earlier_texts():
+    """Issue 25: ruamel's YAML object adds a DocInfo at every load or parse and drops none; the loaders reused for
+    every parse (here and in safe_edits.py's reading of anchors) grew with each version analysed."""
+    from server.config import safe_edits
+
+    for v in range(30):
+        source.parse(f"model_name: llama2-7b\nsteps: {v}\n# v{v}\n", incremental=False)
+        assert safe_edits._read_shape(f"a: &x {v}\nb: *x\n") is not None
+    assert len(source._local.yaml.doc_infos) == 1 and len(safe_edits._local.yaml.doc_infos) == 1

@@ -223,6 +223,7 @@ def _parser() -> YAML:
     y = getattr(_local, "yaml", None)
     if y is None:
         y = _local.yaml = YAML(typ="rt")
+    y.doc_infos.clear()  # ruamel adds one per parse and drops none (as source.py's loader)
     return y
 
 

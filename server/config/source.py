@@ -381,6 +381,7 @@ def _yaml() -> YAML:
         y.Composer = BoundedComposer
         y.Constructor = _Constructor
         y.allow_duplicate_keys = False
+    y.doc_infos.clear()  # ruamel adds one per load and drops none: a reused loader grew with every parse (issue 25)
     return y
 
 
