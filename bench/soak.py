@@ -135,9 +135,14 @@ class Run:
     errors: int = 0
 
 
+def checkpoint(edits: int) -> int:
+    """Every how many edits the RSS is read: a thousand, or a fifth of a short run."""
+    return 1000 if edits >= 2000 else max(1, edits // 5)
+
+
 async def soak(root: Path, label: str, args: argparse.Namespace, workdir: Path) -> Run:
     run = Run(label)
-    every = 1000 if args.edits >= 2000 else max(1, args.edits // 5)
+    every = checkpoint(args.edits)
     report = workdir / "worker.json"
     os.environ[REPORT_ENV] = str(report)
     client = lsp_session.FuzzClient()
@@ -236,8 +241,7 @@ def main() -> None:
     ap.add_argument("--per-visit", type=int, default=10, help="edits between a config's open and close")
     ap.add_argument("--against", metavar="REV", help="also run the code at this git revision, the same way")
     args = ap.parse_args()
-    every = 1000 if args.edits >= 2000 else max(1, args.edits // 5)
-    every_label = f"{every} edits"
+    every_label = f"{checkpoint(args.edits)} edits"
     print(f"soak: {args.edits} edits across {args.configs} configs, {args.per_visit} per visit; "
           f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")  # fmt: skip
     work = Path(tempfile.mkdtemp(prefix="asap-soak-"))
