@@ -567,6 +567,11 @@ class Session:
                     got.append(hover_text(h, *names) if ok else None)
                 if self._background_on(pos.line, doc.uri, fresh.uri):
                     continue  # the agents' diagnosis of another version leads the hover there
+                if any(
+                    str(d.code) in _WHERE_EDITED and d.range.start.line <= pos.line <= d.range.end.line
+                    for d in (*edited, *opened)
+                ):
+                    continue  # a mesh product's error leads the hover on the key it landed on, which the edits decide
                 if None not in got and got[0] != got[1] and "analysing" not in f"{got[0]}{got[1]}":
                     self.tally.add(
                         "sync divergence",
