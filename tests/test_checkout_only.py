@@ -42,7 +42,7 @@ def test_the_real_xprof_fixture_is_in_the_checkout() -> None:
 
 
 def test_the_audit_hook_records_a_read_beside_the_checkout() -> None:
-    beside = ROOT.parent / "shared" / "fixtures" / "probe.json"
+    beside = ROOT.parent.joinpath("shared", "fixtures", "probe.json")
     checkout_guard.take()
     sys.audit("open", str(beside), "r", 0)  # the event `open()` raises, without touching the file
     sys.audit("open", str(ROOT / "README.md"), "r", 0)
@@ -60,4 +60,4 @@ def test_what_lies_beside_the_checkout() -> None:
     assert not checkout_guard.is_outside("/tmp/asap-x/cfg.yml") or ROOT.parent == Path("/tmp")
     assert not checkout_guard.is_outside(ROOT.parent / ".pyenv" / "lib.py")
     assert not checkout_guard.is_outside(Path(sys.prefix) / "lib" / "site.py")  # a venv beside the checkout too
-    assert checkout_guard.is_outside(ROOT.parent / "shared" / "DOMAIN.md") == (ROOT.parent != Path(ROOT.anchor))
+    assert checkout_guard.is_outside(ROOT.parent.joinpath("shared", "DOMAIN.md")) == (ROOT.parent != Path(ROOT.anchor))

@@ -1,8 +1,8 @@
 """No test reads outside the checkout (issue 25 item 1): a user's clone has nothing beside it.
 
 An audit hook (PEP 578) sees every `open`, `os.listdir` and `os.scandir` of the test process and records a path
-that lies next to the checkout (under its parent directory) but not inside it: `../shared/...` on the machine the
-project is developed on, a sibling repository on a user's. The conftest fails the test that did it. Dot
+that lies next to the checkout (under its parent directory) but not inside it: a folder of shared material on the
+machine the project is developed on, a sibling repository on a user's. The conftest fails the test that did it. Dot
 directories beside the checkout are allowed, since a clone in the home directory has `~/.cache`, `~/.pyenv` and
 `~/.local` there, which Python and its libraries read; so is the interpreter's own prefix and import path (a venv
 beside the checkout). A checkout at the file system's root has no "beside".
