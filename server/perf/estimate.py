@@ -13,6 +13,7 @@ from typing import Any
 from server.common.dims import whole_number
 from server.config.mesh import MeshCheck
 from server.config.resolve import Config
+from server.config.xla_flags import XlaFlags
 from server.perf import arith, layout, memory, roofline, steptime, wording
 from server.perf.arith import ArithError, BytesPerParam, Flops, Params, Shape
 from server.perf.layout import Layout
@@ -328,6 +329,10 @@ class Inputs:
     # MaxText's `use_iota_embed`: the token embedding as a one-hot matmul, whose one-hot the compiler can keep
     # (server/perf/memory.py)
     iota_embed: bool = False
+    # The run's XLA flags (LIBTPU_INIT_ARGS / XLA_FLAGS, server/config/xla_flags.py) and where they were read; None:
+    # libtpu's defaults assumed. The overlap of each collective depends on them (server/perf/overlap.py).
+    flags: XlaFlags | None = None
+    flags_source: str = "libtpu defaults assumed"
 
 
 def inputs(cfg: Config) -> Inputs:
@@ -430,6 +435,7 @@ def price(inp: Inputs, lay: Layout, fl: Flops | None = None, memo: dict[Any, Any
         moe_factor=inp.moe_factor,
         moe_dispatch_expert_parallel=inp.moe_dispatch_expert_parallel,
         quant_passes=quant_passes,
+        flags=inp.flags,
     )
     return Estimate(
         lay, inp.shape, inp.params, fl, inp.bpp, inp.remat, mem, st, inp.pdbs, inp.seq, inp.grad_accum, inp.quantization

@@ -6,8 +6,10 @@ A row is keyed by the TPU generation, the mesh-axis group the collective runs ov
 `expert`, `data`, `pipeline`), the collective kind (`all-gather`, `reduce-scatter`, `all-reduce`, `all-to-all`,
 `collective-permute`) and the XLA flag groups it needs (server/config/xla_flags.py names them): `on` lists groups the
 run must turn on (their key flag true), `off` groups it must turn off; a row with neither is libtpu's defaults. Its
-`hidden` is the share of the collective's time the schedule overlaps with compute (0 to 1), `behind` what compute that
-is, `collectives` how many collectives of the compiled modules it summarises, `configs` which compiles.
+`hidden` is the share of the collective's time the compiled schedule issues asynchronously with compute between its
+start and its done (0 to 1), `behind` which compute that is, one of WINDOWS; the step-time model lets that share hide
+behind at most that window's seconds (server/perf/steptime.py), so the figure carries to other sizes. Rows also
+have `collectives` (how many collectives of the compiled modules the row summarises) and `configs` (which compiles).
 
 `lookup` picks the most specific row whose flag requirements the run's flags meet; with no row for the generation it
 takes the same axis and kind on another generation (said in the source), and with none at all the caller's
@@ -24,6 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from server.config.xla_flags import XlaFlags, parse_xla_flags
+
+# What compute a collective's asynchronous share is scheduled behind:
+# - "none": nothing (synchronous, or start and done adjacent);
+# - "matmul": the matmul its data feeds or comes from (collective matmul: XLA's windowed einsum loops);
+# - "layer": the compute of the layer it belongs to (the scan's prefetch of the next layer's weights);
+# - "forward" / "backward": the rest of the forward or backward pass (e.g. the data-parallel all-reduce opt).
+WINDOWS = ("none", "matmul", "layer", "forward", "backward")
 
 TABLE = Path(__file__).resolve().parent / "data" / "overlap.json"
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from server.config.slices import ChipSpec
+from server.config.xla_flags import XlaFlags
 from server.perf import roofline
 from server.perf.arith import BytesPerParam, Flops, Params, Shape
 from server.perf.collectives import Collective, CommPlan, Path, path, price
@@ -497,6 +498,7 @@ def step_time(
     moe_factor: float = 1.0,
     moe_dispatch_expert_parallel: bool = False,
     quant_passes: int = 0,
+    flags: XlaFlags | None = None,
 ) -> StepTime:
     """`memo`: a dict shared across calls with the same arguments but `lay`, on one slice (an enumeration), so
     what depends on only part of the mesh is priced once per value of that part: the layers' compute and memory-bound
