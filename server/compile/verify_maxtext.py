@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -130,13 +131,19 @@ def run(
     timeout_s: float,
     progress: Progress | None = None,
     cancel: CancelToken | None = None,
+    extra_env: dict[str, str] | None = None,
+    keep_hlo: Path | None = None,
 ) -> dict[str, Any]:
     """Run train_compile; {"run": <compiled event like the reference worker's>} or {"error": {...}}, plus
-    "timed_out"/"cancelled" flags and the tail of its output."""
+    "timed_out"/"cancelled" flags and the tail of its output. `extra_env`: variables set in the compile's environment
+    on top of this process' (a run's `LIBTPU_INIT_ARGS`: libtpu's compiler reads its flags there); `keep_hlo`: a file
+    the optimized train-step HLO is copied to before the dump directory goes (bench/overlap_table.py reads its
+    schedule)."""
     with tempfile.TemporaryDirectory(prefix="asap-maxtext-") as tmp:
         dump = Path(tmp) / "hlo"
         env = {
             **os.environ,
+            **(extra_env or {}),
             "JAX_PLATFORMS": "cpu",
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
             # jax 0.12 writes Mosaic kernels' debug locations into a backend-config field an older libtpu cannot
@@ -145,7 +152,7 @@ def run(
             "JAX_MOSAIC_UNZIP_DEBUG_LOCATIONS": os.environ.get("JAX_MOSAIC_UNZIP_DEBUG_LOCATIONS", "false"),
             "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
             "XLA_FLAGS": (
-                os.environ.get("XLA_FLAGS", "")
+                (extra_env or {}).get("XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
                 + f" --xla_dump_to={dump} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*train_step.*"
             ).strip(),
         }
@@ -186,6 +193,9 @@ def run(
         if rc != 0 or memory is None:
             return {**out, "error": _error(text, rc)}
         hlo = train_step_hlo(dump)
+        if hlo is not None and keep_hlo is not None:
+            keep_hlo.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(hlo, keep_hlo)
         collectives: list[dict[str, Any]] = []
         unknown: list[str] = []
         if hlo is not None:

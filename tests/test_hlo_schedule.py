@@ -1,0 +1,299 @@
+"""server/profiles/hlo_schedule.py on hand-written scheduled HLO: which collectives are asynchronous, the compute the
+schedule puts between their halves, their hidden share (computed here by hand from the chip's numbers), window and
+mesh-axis group."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.config.slices import CHIPS, parse_slice
+from server.perf.layout import build
+from server.profiles import hlo_schedule as hs
+
+V5E = CHIPS["v5e"]
+MATMUL = V5E.peak_bf16_flops * V5E.mxu_efficiency  # FLOP/s of one v5e device
+# v5e-16 is a 4x4 torus without wraparound: fsdp 16 spans both axes, each an open line (half of its two directions'
+# links busy): 2 axes x 2 directions x 45 GB/s x 0.5; a ring step is at least 1 us, 3 steps on a line of 4.
+FSDP_BW = 2 * 2 * V5E.ici_link_bw * 0.5
+STEPS = 3
+MESH = [("fsdp", 16)]
+
+
+def layout():
+    return build(parse_slice("v5e-16"), {"fsdp": 16})
+
+
+def all_gather_s(nbytes: float) -> float:
+    return max(nbytes * 15 / 16 / FSDP_BW, STEPS * 1e-6)
+
+
+def permute_s(nbytes: float) -> float:
+    return max(nbytes / FSDP_BW, STEPS * 1e-6)
+
+
+def dot_s(m: int, k: int, n: int) -> float:
+    flops = 2 * m * k * n
+    nbytes = 2 * (m * k + k * n + m * n)
+    return max(flops / MATMUL, nbytes / V5E.hbm_bw)
+
+
+FUSED_DOT = """
+%fused_dot (p0: bf16[1024,4096], p1: bf16[4096,4096]) -> bf16[1024,4096] {
+  %p0 = bf16[1024,4096]{1,0} parameter(0)
+  %p1 = bf16[4096,4096]{1,0} parameter(1)
+  ROOT %dot.1 = bf16[1024,4096]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def module(entry_body: str, extra: str = "") -> str:
+    return (
+        "HloModule m, is_scheduled=true\n"
+        + FUSED_DOT
+        + extra
+        + "\nENTRY %main (x: bf16[1024,4096], w: bf16[4096,4096]) -> bf16[16384,4096] {\n"
+        + "  %x = bf16[1024,4096]{1,0} parameter(0)\n"
+        + "  %w = bf16[4096,4096]{1,0} parameter(1)\n"
+        + entry_body
+        + "}\n"
+    )
+
+
+AG_START = (
+    "  %ags = (bf16[1024,4096]{1,0}, bf16[16384,4096]{1,0}) all-gather-start(%x), channel_id=1, "
+    "replica_groups=[1,16]<=[16], dimensions={0}, use_global_device_ids=true\n"
+)
+AG_DONE = "  ROOT %agd = bf16[16384,4096]{1,0} all-gather-done(%ags)\n"
+DOT_A = "  %fa = bf16[1024,4096]{1,0} fusion(%x, %w), kind=kOutput, calls=%fused_dot\n"
+DOT_B = "  %fb = bf16[1024,4096]{1,0} fusion(%fa, %w), kind=kOutput, calls=%fused_dot\n"
+
+
+def only(text: str) -> hs.Scheduled:
+    sch = hs.schedule(text, layout(), MESH)
+    assert len(sch.collectives) == 1, [c.name for c in sch.collectives]
+    return sch.collectives[0]
+
+
+def test_schedule_all_gather_hidden_by_two_dots_between_its_halves() -> None:
+    c = only(module(AG_START + DOT_A + DOT_B + AG_DONE))
+    gathered = 16384 * 4096 * 2
+    assert c.kind == "all-gather" and c.asynchronous and c.group == "fsdp" and c.count == 1
+    assert c.between == ("fa", "fb")
+    assert c.seconds == pytest.approx(all_gather_s(gathered))
+    assert c.compute_s == pytest.approx(2 * dot_s(1024, 4096, 4096))
+    # by hand: 2 x 2*1024*4096*4096 FLOPs at 187.15 TFLOP/s = 367 us behind 134 MB x 15/16 at 90 GB/s = 1.40 ms
+    assert c.hidden == pytest.approx(2 * 2 * 1024 * 4096 * 4096 / MATMUL / (gathered * 15 / 16 / FSDP_BW))
+    assert 0.25 < c.hidden < 0.28
+    assert c.window == "forward"  # outside any loop, and no op of the backward pass between
+
+
+def test_schedule_synchronous_collective_hides_nothing() -> None:
+    sync = (
+        "  %ag = bf16[16384,4096]{1,0} all-gather(%x), channel_id=1, replica_groups=[1,16]<=[16], dimensions={0}, "
+        "use_global_device_ids=true\n"
+    )
+    c = only(module(sync + DOT_A + "  ROOT %t = (bf16[16384,4096]{1,0}, bf16[1024,4096]{1,0}) tuple(%ag, %fa)\n"))
+    assert not c.asynchronous and c.hidden == 0.0 and c.window == "none"
+    assert c.seconds == pytest.approx(all_gather_s(16384 * 4096 * 2))
+
+
+def test_schedule_start_directly_followed_by_done_hides_nothing() -> None:
+    c = only(module(DOT_A + AG_START + AG_DONE))
+    assert c.asynchronous and c.between == () and c.hidden == 0.0 and c.window == "none"
+
+
+def test_schedule_backward_compute_between_is_the_backward_window() -> None:
+    bwd = DOT_A.replace("\n", ', metadata={op_name="jit(train_step)/transpose(jvp())/dot_general"}\n')
+    c = only(module(AG_START + bwd + AG_DONE))
+    assert c.window == "backward" and c.backward_s == pytest.approx(c.compute_s) and c.hidden > 0
+
+
+T = "(bf16[1024,4096], bf16[4096,4096], bf16[1024,4096], u32[])"
+TL = "(bf16[1024,4096]{1,0}, bf16[4096,4096]{1,0}, bf16[1024,4096]{1,0}, u32[])"
+RING = ",".join(f"{{{i},{(i + 1) % 16}}}" for i in range(16))
+LOOP_BODY = f"""
+%wide.windowed_dot_general_body_ag.1 (p: {T}) -> {T} {{
+  %p = {TL} parameter(0)
+  %lhs = bf16[1024,4096]{{1,0}} get-tuple-element(%p), index=0
+  %rhs = bf16[4096,4096]{{1,0}} get-tuple-element(%p), index=1
+  %i = u32[] get-tuple-element(%p), index=3
+  %cps = (bf16[1024,4096]{{1,0}}, bf16[1024,4096]{{1,0}}, u32[], u32[]) collective-permute-start(%lhs), channel_id=2,
+  source_target_pairs={{{RING}}}
+  %acc = bf16[1024,4096]{{1,0}} fusion(%lhs, %rhs), kind=kOutput, calls=%fused_dot
+  %cpd = bf16[1024,4096]{{1,0}} collective-permute-done(%cps)
+  %one = u32[] constant(1)
+  %next = u32[] add(%i, %one)
+  ROOT %out = {TL} tuple(%cpd, %rhs, %acc, %next)
+}}
+
+%wide.windowed_dot_general_cond_ag.1 (q: {T}) -> pred[] {{
+  %q = {TL} parameter(0)
+  %j = u32[] get-tuple-element(%q), index=3
+  %n = u32[] constant(4)
+  ROOT %lt = pred[] compare(%j, %n), direction=LT
+}}
+""".replace(",\n  source_target_pairs", ", source_target_pairs")
+
+LOOP = (
+    "  %zero = u32[] constant(0)\n"
+    f"  %init = {TL} tuple(%x, %w, %x, %zero)\n"
+    f"  %loop = {TL} while(%init), "
+    "condition=%wide.windowed_dot_general_cond_ag.1, body=%wide.windowed_dot_general_body_ag.1, "
+    'backend_config={"known_trip_count":{"n":"4"}}\n'
+)
+
+
+def test_schedule_collective_matmul_loop_permutes_hide_behind_the_matmul() -> None:
+    text = module(LOOP + "  ROOT %r = bf16[1024,4096]{1,0} get-tuple-element(%loop), index=2\n", LOOP_BODY)
+    c = only(text)
+    assert c.kind == "collective-permute" and c.count == 4 and c.window == "matmul" and c.group == "fsdp"
+    assert c.seconds == pytest.approx(permute_s(1024 * 4096 * 2))
+    assert c.compute_s == pytest.approx(dot_s(1024, 4096, 4096))
+    assert c.hidden == pytest.approx(min(1.0, dot_s(1024, 4096, 4096) / permute_s(1024 * 4096 * 2)))
+
+
+def test_schedule_loop_between_halves_counts_its_body_times_its_trips() -> None:
+    text = module(AG_START + LOOP + AG_DONE, LOOP_BODY)
+    sch = hs.schedule(text, layout(), MESH)
+    ag = next(c for c in sch.collectives if c.kind == "all-gather")
+    assert ag.between == ("zero", "init", "loop")
+    assert ag.compute_s == pytest.approx(4 * dot_s(1024, 4096, 4096) + 4 * 8 / V5E.hbm_bw, rel=1e-6)
+    assert ag.window == "forward"
+
+
+ACF = """
+%fused_computation.ag (a0: bf16[1024,4096]) -> bf16[16384,4096] {
+  %a0 = bf16[1024,4096]{1,0} parameter(0)
+  ROOT %all-gather.7 = bf16[16384,4096]{1,0} all-gather(%a0), channel_id=5, GROUPS
+}
+
+%async_collective_fusion.9 (c0: bf16[1024,4096], c1: bf16[4096,4096], c2: bf16[16384,4096]) -> OUT {
+  %c0 = bf16[1024,4096]{1,0} parameter(0)
+  %c1 = bf16[4096,4096]{1,0} parameter(1)
+  %c2 = bf16[16384,4096]{1,0} parameter(2)
+  %dot.9 = bf16[1024,4096]{1,0} dot(%c0, %c1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tuple.9 = (bf16[1024,4096]{1,0}, bf16[16384,4096]{1,0}) tuple(%dot.9, %c2)
+}
+
+%fused_computation.done (d0: bf16[16384,4096]) -> bf16[16384,4096] {
+  ROOT %d0 = bf16[16384,4096]{1,0} parameter(0)
+}
+""".replace("GROUPS", "replica_groups=[1,16]<=[16], dimensions={0}, use_global_device_ids=true").replace(
+    "OUT", "(bf16[1024,4096], bf16[16384,4096])"
+)
+
+
+def test_schedule_async_collective_fusion_is_matched_through_its_continuation() -> None:
+    body = (
+        "  %async-collective-start = bf16[16384,4096]{1,0} fusion(%x), kind=kCustom, calls=%fused_computation.ag\n"
+        "  %fusion.9 = (bf16[1024,4096]{1,0}, bf16[16384,4096]{1,0}) fusion(%x, %w, %async-collective-start), "
+        "kind=kOutput, calls=%async_collective_fusion.9\n"
+        "  ROOT %async-collective-done = bf16[16384,4096]{1,0} fusion(%fusion.9#1), kind=kCustom, "
+        "calls=%fused_computation.done\n"
+    )
+    c = only(module(body, ACF))
+    assert c.name == "async-collective-start" and c.kind == "all-gather" and c.asynchronous
+    assert c.between == ("fusion.9",)
+    # the continuation's dot, and its bytes: x and w in, the dot's result out; the gathered buffer passes through
+    flops_s = 2 * 1024 * 4096 * 4096 / MATMUL
+    assert c.compute_s == pytest.approx(flops_s)
+    assert c.hidden == pytest.approx(flops_s / all_gather_s(16384 * 4096 * 2))
+
+
+SC = """
+%called_computation.1 (s0: bf16[1024,4096]) -> bf16[16384,4096] {
+  %s0 = bf16[1024,4096]{1,0} parameter(0)
+  ROOT %all-gather.195 = bf16[16384,4096]{1,0} all-gather(%s0), channel_id=8, MESH_GROUPS
+}, execution_thread="sparsecore"
+
+%async_computation.47 () -> ((), s32[8]) {
+  ROOT %cc = ((), s32[8]{0}) custom-call(), custom_call_target="SparseCoreCollective", CALLED
+}, execution_thread="sparsecore"
+""".replace(
+    "MESH_GROUPS", "replica_groups=mesh['fsdp'=16] {'fsdp'}, dimensions={0}, use_global_device_ids=true"
+).replace("CALLED", "called_computations={%called_computation.1}")
+
+
+def test_schedule_sparsecore_offload_is_asynchronous_and_marked() -> None:
+    name = "all-gather.195.cloned.1.call"
+    body = (
+        f'  %{name}-start = ((), (), s32[8]{{0}}) async-start(), async_execution_thread="sparsecore", '
+        "calls=%async_computation.47\n"
+        f"  %{name}-update = ((), (), s32[8]{{0}}) async-update(%{name}-start, %x)\n"
+        + DOT_A
+        + f"  ROOT %{name}-done = bf16[16384,4096]{{1,0}} async-done(%{name}-update)\n"
+    )
+    c = only(module(body, SC))
+    assert c.sparsecore and c.asynchronous and c.kind == "all-gather" and c.group == "fsdp"
+    assert c.between == ("fa",)
+    assert c.compute_s == pytest.approx(dot_s(1024, 4096, 4096))
+
+
+def test_schedule_collectives_in_flight_share_the_compute_between() -> None:
+    second = (
+        "  %ags2 = (bf16[1024,4096]{1,0}, bf16[16384,4096]{1,0}) all-gather-start(%w), channel_id=3, "
+        "replica_groups=[1,16]<=[16], dimensions={0}, use_global_device_ids=true\n"
+    )
+    body = (
+        AG_START
+        + second.replace("%w)", "%x)")
+        + DOT_A
+        + "  %agd2 = bf16[16384,4096]{1,0} all-gather-done(%ags2)\n"
+        + AG_DONE
+    )
+    sch = hs.schedule(module(body), layout(), MESH)
+    a, b = sch.collectives
+    assert a.compute_s == pytest.approx(dot_s(1024, 4096, 4096) / 2)
+    assert b.compute_s == pytest.approx(dot_s(1024, 4096, 4096) / 2)
+
+
+def test_schedule_instruction_over_several_lines_is_one_instruction() -> None:
+    kernel = (
+        '  %k = bf16[1024,4096]{1,0} custom-call(%x), custom_call_target="tpu_custom_call", '
+        'frontend_attributes={kernel_metadata={\n"xprof_metadata":"{\\"block_q\\": 512}"\n}}, '
+        'metadata={op_name="jit(train_step)/jvp()/pallas_call"}\n'
+    )
+    c = only(module(AG_START + kernel + AG_DONE))
+    assert c.between == ("k",)
+    assert c.compute_s == pytest.approx(2 * 1024 * 4096 * 2 / V5E.hbm_bw)
+
+
+def test_aggregate_weights_hidden_share_by_seconds_times_executions() -> None:
+    def fake(seconds: float, count: int, compute: float, window: str) -> hs.Scheduled:
+        op = hs.parse_collective(AG_START.strip())
+        assert op is not None
+        s = hs.Scheduled("c", "all-gather", "main", count, True, False, op, ("fsdp",), "fsdp", seconds, compute)
+        s.window = window
+        return s
+
+    rows = hs.aggregate([fake(1.0, 2, 0.5, "layer"), fake(2.0, 1, 2.0, "forward"), fake(1.0, 1, 0.0, "none")])
+    (row,) = rows
+    # (0.5 x 1 x 2 + 1.0 x 2 x 1 + 0 x 1 x 1) / (1 x 2 + 2 x 1 + 1 x 1) = 3 / 5
+    assert row.hidden == pytest.approx(0.6)
+    assert row.behind == "forward"  # 2 hidden seconds behind the forward pass, 1 behind the layer
+    assert (row.collectives, row.executions) == (3, 4)
+
+
+@pytest.mark.parametrize(
+    ("axes", "group"),
+    [
+        (("fsdp",), "fsdp"),
+        (("fsdp_transpose",), "fsdp"),
+        (("tensor", "tensor_sequence"), "tensor"),
+        (("fsdp", "expert"), "fsdp+expert"),
+        (("data", "fsdp"), "data"),
+        (("stage",), "pipeline"),
+        ((), "none"),
+    ],
+)
+def test_step_group_names_the_step_models_groups(axes: tuple[str, ...], group: str) -> None:
+    assert hs.step_group(axes) == group
+
+
+def test_step_group_of_mixed_axes_is_the_largest() -> None:
+    assert hs.step_group(("fsdp", "tensor"), {"fsdp": 4, "tensor": 8}) == "tensor"
+
+
+def test_schedule_of_junk_is_empty() -> None:
+    assert hs.schedule("not hlo at all", layout(), MESH).collectives == []
+    assert hs.schedule(module("  %bad = ((( all-gather-start(\n"), layout(), MESH).collectives == []
