@@ -91,6 +91,7 @@ CASES = [
     ("ASAP008", HEAD + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}' if i else 'x'] * 10)}]\n" for i in range(6)),
      (0, 3)),
     ("ASAP009", HEAD + 'ici_tensor_parallelism: "1"\n', (0, 3)),
+    ("ASAP011", "# XLA_FLAGS='--xla_tpu_scoped_vmem_limit_kib=big'\n" + HEAD, (1, 3)),
     ("ASAP105", HEAD + "dcn_data_parallelism: 2\n", (3, 23)),
     ("ASAP106", HEAD + "ici_tensor_parallelism: 64\n", (0, 3)),
     ("ASAP120", HEAD + "ici_fsdp_parallelism: -1\n", (3, 22)),

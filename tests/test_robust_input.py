@@ -602,3 +602,83 @@ def test_robust_input_a_dtype_that_is_no_name_is_refused_by_verify(key: str, wri
     an = analyze(None, f"a0: &a0 [1, *a0]\ncompile_topology: v5e-16\nmodel_name: llama2-7b\n{key}: {written}\n")
     with pytest.raises(VerifyError, match=key):
         ref_spec(an.config, an.check.slice)
+
+
+# -- the run's XLA flags (issue 26 item 1): a comment, --xla-flags and asap.xlaFlags never raise ------------------
+JUNK_FLAGS = [
+    "--",
+    "- = -- =",
+    "--=1 ---x --9lives=1 --a==b",
+    "--xla_tpu_scoped_vmem_limit_kib=" + "9" * 5000,  # int() refuses over 4,300 digits
+    "--xla_tpu_pcie_bandwidth_multiplier=1e999 --xla_unknown=1e999",  # infinity is no JSON number
+    "--xla_x=\x00\x01\x7f --\u200fxla_rtl=1 --xla_tab=1\t--xla_nbsp=1\u00a0--xla_ideographic=1\u3000x",
+    '\'"`$(rm -rf /)` ${HOME} --xla_quote="a b"',
+    "--xla_tpu_enable_data_parallel_all_reduce_opt " * 3000,  # one flag, repeated: one problem
+]
+
+
+@pytest.mark.parametrize("flags", JUNK_FLAGS, ids=range(len(JUNK_FLAGS)))
+def test_robust_input_xla_flags_junk_through_every_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: str
+) -> None:
+    """Junk as the config's comment is ASAP011 warnings on that line, at most MAX_REPORTED; as --xla-flags it is the
+    `xla_flags` problems of a valid JSON document; the estimate is made either way."""
+    from server.config.run_flags import MAX_REPORTED
+
+    comment = f"# LIBTPU_INIT_ARGS={flags}\n"
+    an = analyze(None, comment + BASE)
+    said = [f for f in an.diagnostics if f.code == DiagCode.XLA_FLAGS_PROBLEM]
+    if any(f.code == DiagCode.INVALID_YAML for f in an.diagnostics):  # YAML refuses control characters anywhere
+        assert said == [] and any(c in flags for c in "\x00\x01\x7f")
+    else:
+        assert said and len(said) <= MAX_REPORTED and {f.span.line for f in said} == {0}
+        assert an.estimate is not None
+    path = tmp_path / "c.yml"
+    path.write_text(BASE, encoding="utf-8")
+    status = cli(["estimate", str(path), "--json", "--xla-flags", flags])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    doc = json.loads(out.out)["xla_flags"]  # strict JSON: no Infinity
+    assert doc["source"] == "cli" and doc["problems_total"] >= 1 and len(doc["problems"]) <= MAX_REPORTED
+    assert cli(["estimate", str(path), "--xla-flags", flags]) == 0
+    assert "XLA flags: from --xla-flags" in capsys.readouterr().out
+
+
+def test_robust_input_xla_flags_huge_strings_are_cut_and_say_so(tmp_path: Path) -> None:
+    from server.config.run_flags import MAX_FLAGS_CHARS, FlagSource, read_comment
+
+    huge = "--xla_tpu_enable_async_collective_fusion_fuse_all_gather=true " + "--xla_filler=1 " * 200_000
+    src = FlagSource.given("setting", huge)
+    assert src is not None and src.truncated and len(src.text) == MAX_FLAGS_CHARS
+    an = analyze(None, BASE, flags=src)
+    rf = an.config.run_flags
+    assert rf.flags is not None and rf.flags.enabled() == {"cf_for_all_gather": True}
+    assert rf.to_json()["problems"][-1]["message"].startswith(f"longer than {MAX_FLAGS_CHARS:,} characters")
+    assert len(rf.hover_line()) < 300  # one line, whatever the string
+    comment = read_comment([f"# XLA_FLAGS={huge}"])
+    assert comment is not None and comment.truncated and len(comment.text) <= MAX_FLAGS_CHARS
+    assert len(comment.tokens) == len(comment.text.split())
+
+
+def test_robust_input_xla_flags_undecodable_bytes_on_the_command_line(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 on the command line arrive as lone surrogates (Python's surrogateescape): printed
+    and hashed as replacement characters, not a UnicodeEncodeError (exit status 3)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.yml"
+    path.write_text(BASE, encoding="utf-8")
+    for extra in ([b"--json"], []):
+        r = subprocess.run(
+            [sys.executable, "-m", "server.cli.main", "estimate", str(path).encode(), b"--xla-flags",
+             b"--xla_x=\xe9\xff --xla_tpu_enable_data_parallel_all_reduce_opt=tr\xc3", *extra],
+            capture_output=True, cwd=ROOT, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        out = r.stdout.decode("utf-8")
+        if extra:
+            doc = json.loads(out)["xla_flags"]
+            assert doc["unknown"][0]["name"] == "xla_x" and "\ufffd" in doc["unknown"][0]["value"]
+            assert "expects true or false" in doc["problems"][0]["message"]
+        else:
+            assert "XLA flags: from --xla-flags: data_parallel_overlap=tr\ufffd" in out

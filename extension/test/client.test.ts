@@ -109,10 +109,13 @@ beforeEach(() => {
   vscode.window.showWarningMessage.mockClear();
 });
 
+const XLA_FLAGS = '--xla_tpu_enable_data_parallel_all_reduce_opt=true --xla_tpu_scoped_vmem_limit_kib=98304';
+
 describe.skipIf(process.platform === 'win32')('AsapClient', () => {
   it('starts `<python> -m server` for YAML files with the asap settings', async () => {
     const py = fakePython('ok', 0);
-    Object.assign(settings, { python: py, defaultSlice: 'v5e-256' });
+    // asap.xlaFlags (a flags string that starts with --) reaches the server as it is, like every asap setting
+    Object.assign(settings, { python: py, defaultSlice: 'v5e-256', xlaFlags: XLA_FLAGS });
     const { client, log } = makeClient();
     await client.start();
 
@@ -128,7 +131,9 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
       { scheme: 'untitled', language: 'yaml' },
     ]);
     expect(clientOptions.synchronize).toEqual({ configurationSection: 'asap' });
-    expect(clientOptions.initializationOptions).toEqual({ settings: { python: py, defaultSlice: 'v5e-256' } });
+    expect(clientOptions.initializationOptions).toEqual({
+      settings: { python: py, defaultSlice: 'v5e-256', xlaFlags: XLA_FLAGS },
+    });
     expect(lc.instances[0].start).toHaveBeenCalledOnce();
     expect(log.lines).toContain(`info Starting the ASAP server: ${py} -m server (cwd unset)`);
     expect(vscode.window.showErrorMessage).not.toHaveBeenCalled();

@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +79,15 @@ def _shape_key() -> str:
 
 def cache_key(exp: Experiment, an: Analysis, backend: str) -> str:
     """Everything a result depends on: ASAP's build (its version and code) and the document's shape, the backend,
-    the config's path and its and its parents' text, the slice override, the profile files (path, size, mtime) and
-    the knowledge content."""
+    the config's path and its and its parents' text, the slice override, the XLA flags priced under, the profile
+    files (path, size, mtime) and the knowledge content."""
     from server.kb.store import content_hash, kb_dir
     from server.profiles import profile_link
 
     h = hashlib.sha256(f"{build_key()}|{backend}|{exp.config.resolve()}|{exp.slice}|{exp.workspace}".encode())
     h.update(_shape_key().encode())  # a stored document of another shape is analysed again, not read as this one
     h.update((exp.text or "").encode())
+    h.update(an.config.run_flags.key().encode())  # the XLA flags priced under: --xla-flags, comment or setting
     for p in an.config.chain:
         with contextlib.suppress(OSError):
             h.update(p.read_bytes())
@@ -115,8 +117,8 @@ def run_report(
     from server.common import store
 
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
-    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace, exp.profile_search_paths)
-    an = analyze(exp.config, text, default_slice=exp.slice)
+    exp = replace(exp, text=text)
+    an = analyze(exp.config, text, default_slice=exp.slice, flags=exp.xla_flags)
     backend = "offline" if llm == "off" else "auto"
     key = cache_key(exp, an, backend)
     try:
@@ -205,10 +207,10 @@ def run(
     the offline engine, offline on any failure). `client`: an anthropic client to use (tests)."""
     t0 = time.perf_counter()
     text = exp.text if exp.text is not None else exp.config.read_text(encoding="utf-8")
-    exp = Experiment(exp.config, text, exp.slice, exp.profile, exp.workspace, exp.profile_search_paths)
+    exp = replace(exp, text=text)
     if progress:
         progress("checking the config")
-    an = analyze(exp.config, text, default_slice=exp.slice)
+    an = analyze(exp.config, text, default_slice=exp.slice, flags=exp.xla_flags)
     notes: list[str] = []
     findings = [
         {"code": f.code, "severity": f.severity.label, "message": f.message, "key": f.key, "line": f.span.line + 1}
@@ -271,6 +273,7 @@ def run(
         report if an.config.is_maxtext else None,
         cal.note if cal else None,
         notes,
+        an.config.run_flags.to_json() if an.config.is_maxtext else None,
     )
 
 

@@ -248,6 +248,53 @@ class EstimateView(_Doc):
     sources: EstimateSources
 
 
+# -- the run's XLA flags (server/config/run_flags.py RunFlags.to_json) --------------------------------------
+FlagValue = Annotated[bool | int | float | str, WithJsonSchema({"type": ["boolean", "number", "string"]})]
+
+
+class XlaFlagGroupView(_Doc):
+    """One of MaxText's flag groups the flags set: its key flag's value (None: not stated, libtpu's default) and
+    every flag of it the string sets."""
+
+    library_constant: str | None
+    key: str | None
+    key_value: FlagValue | None
+    flags: dict[str, FlagValue]
+
+
+class XlaFlagUnknown(_Doc):
+    name: str
+    value: FlagValue
+
+
+class XlaFlagProblem(_Doc):
+    """A token not read as written, a flag given twice, or a string cut short; `line` and `column` (1-based) for a
+    config comment's."""
+
+    OMIT_IF_NONE = frozenset({"line", "column"})
+    message: str
+    token: str | None
+    line: int | SkipJsonSchema[None] = _absent()
+    column: int | SkipJsonSchema[None] = _absent()
+
+
+class XlaFlagsView(_Doc):
+    """The XLA flags the estimates are priced under and where they were read: `source` cli (--xla-flags), comment
+    (`# LIBTPU_INIT_ARGS=...` in the config, on `lines`), setting (asap.xlaFlags) or libtpu_defaults (none
+    stated); the groups set, the unknown flags (kept), the repeated ones and the problems (at most 20 listed)."""
+
+    source: str
+    described: str
+    lines: list[int]
+    variables: list[str]
+    text: str | None
+    groups: dict[str, XlaFlagGroupView]
+    unknown: list[XlaFlagUnknown]
+    repeated: list[str]
+    problems: list[XlaFlagProblem]
+    problems_total: int
+
+
 # -- the profile (server/profiles/profile.py Report.to_json) ----------------------------------------------
 class StepOutlier(_Doc):
     step: str
@@ -501,6 +548,7 @@ class AnalysisReport(_Doc):
     mesh: MeshDegrees | None  # None: no slice, or the mesh does not launch on it
     findings: list[ConfigFinding]
     estimate: EstimateView | None
+    xla_flags: XlaFlagsView | None = None  # None: not a MaxText config (or a document from before the flags)
     profile: ProfileView | None
     diagnosis: DiagnosisView | None
     calibration: str | None

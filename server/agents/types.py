@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from server.agents.report import AnalysisReport
+from server.config.run_flags import FlagSource
 from server.perf.estimate import Estimate
 from server.profiles.profile import Report
 
@@ -24,6 +25,7 @@ class Experiment:
     profile: Path | None = None
     workspace: Path | None = None
     profile_search_paths: tuple[Path, ...] = ()  # asap.profileSearchPaths / --profile-search-path
+    xla_flags: FlagSource | None = None  # --xla-flags / asap.xlaFlags (the config's own comment is in its text)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class Result:
     profile: Report | None = None
     calibration: str | None = None
     notes: list[str] = field(default_factory=list)
+    xla_flags: dict[str, Any] | None = None  # RunFlags.to_json(): the flags the estimates were priced under
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -130,6 +133,7 @@ class Result:
             "mesh": self.mesh,
             "findings": self.findings,
             "estimate": self.estimate.to_json() if self.estimate else None,
+            "xla_flags": self.xla_flags,
             "profile": None if self.profile is None else self.profile.to_json(),
             "diagnosis": self.diagnosis.to_json() if self.diagnosis else None,
             "calibration": self.calibration,

@@ -23,6 +23,7 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity
 from server.config.mesh import check
 from server.config.resolve import Config, load, parse_override, with_overrides
+from server.config.run_flags import CLI_HOW, FlagSource
 from server.config.source import YamlSyntaxError, read_text
 from server.perf.enumeration import top_alternatives
 from server.perf.estimate import EstimateError, estimate
@@ -107,7 +108,13 @@ def _analysed(
     if isinstance(overrides, CliError):
         return overrides
     path, text = read
-    return path, text, analyze(path, text, default_slice=args.slice), overrides
+    return path, text, analyze(path, text, default_slice=args.slice, flags=_flags_arg(args)), overrides
+
+
+def _flags_arg(args: argparse.Namespace) -> FlagSource | None:
+    """`--xla-flags` as the run's flags (None when not given; `--xla-flags ""` states none: libtpu's defaults,
+    over the config's comment)."""
+    return FlagSource.given("cli", getattr(args, "xla_flags", None))
 
 
 def _mesh_arg(text: str | None) -> dict[str, Any] | CliError:
@@ -152,7 +159,8 @@ def _check_one(args: argparse.Namespace, name: str) -> tuple[Analysis, dict[str,
     if isinstance(read, CliError):
         return read
     try:
-        an = offered_fixes(analyze(*read, default_slice=args.slice), read[1], default_slice=args.slice)
+        an = analyze(*read, default_slice=args.slice, flags=_flags_arg(args))
+        an = offered_fixes(an, read[1], default_slice=args.slice)
         return an, (an.to_json() if args.json else render.check(an))
     except Exception as e:  # this file's failure is reported with it; the other files are not affected
         return internal_error(e, args.debug, name)
@@ -170,7 +178,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if isinstance(overrides, CliError):
         return fail(args, overrides)
     path, text = read
-    cfg = load(path, text)
+    cfg = load(path, text, flags=_flags_arg(args))
     if overrides:
         cfg = with_overrides(cfg, overrides)
     chk = check(cfg, args.slice)
@@ -191,6 +199,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                 f.to_json() | ({"override": o} if o else {}) for f, o in zip(findings, about, strict=True)
             ]
             doc["overrides"] = overrides
+            doc["xla_flags"] = cfg.run_flags.to_json()
             _print_json(doc)
         else:
             for f, o in zip(findings, about, strict=True):
@@ -203,11 +212,13 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     ranked = top_alternatives(cfg, est, args.top) if args.top else None
     if args.json:
         doc = est.to_json()
+        doc["xla_flags"] = cfg.run_flags.to_json()
         if ranked is not None:
             doc["alternatives"] = [r.to_json() for r in ranked]
         _print_json(doc)
     else:
         print(render.estimate(path, est))
+        print(f"  {cfg.run_flags.hover_line(CLI_HOW)}")
         if ranked is not None:
             print(render.alternatives(est.layout.slice.name, ranked))
     return 0 if est.memory.launches else 1  # tight is a warning, as in check and analyze
@@ -240,7 +251,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
         read = _read_config(args.config)
         if isinstance(read, CliError):
             return fail(args, read)
-        an = analyze(*read)
+        an = analyze(*read, flags=_flags_arg(args))
 
     def progress(msg: str, frac: float | None) -> None:
         if not args.json and sys.stderr.isatty():
@@ -271,7 +282,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         return fail(args, read)
     path, text = read
     search = tuple(Path(p) for p in args.profile_search_path or [])
-    exp = Experiment(path, text, args.slice, Path(args.profile) if args.profile else None, Path.cwd(), search)
+    profile = Path(args.profile) if args.profile else None
+    exp = Experiment(path, text, args.slice, profile, Path.cwd(), search, _flags_arg(args))
     if args.json or not sys.stderr.isatty():
         doc, _ = run_report(exp, args.llm)
     else:
@@ -279,12 +291,13 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         with Console(stderr=True).status("analyzing") as status:
             doc, _ = run_report(exp, args.llm, progress=lambda m: status.update(m))
-    doc = _cached_verdicts(doc, path, text, args.slice)
+    doc = _cached_verdicts(doc, path, text, args.slice, exp.xla_flags)
     if args.plot:
         from server.presentation.roofline_chart import write
 
         try:
-            write(doc, Path(args.plot), analyze(path, text, default_slice=args.slice), args.plot_theme)
+            an = analyze(path, text, default_slice=args.slice, flags=exp.xla_flags)
+            write(doc, Path(args.plot), an, args.plot_theme)
         except ValueError as e:
             return fail(args, CliError("usage", f"--plot: {e}"))
     if args.json:
@@ -297,7 +310,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _cached_verdicts(doc: AnalysisReport, path: Path, text: str, slice_name: str | None) -> AnalysisReport:
+def _cached_verdicts(
+    doc: AnalysisReport, path: Path, text: str, slice_name: str | None, flags: FlagSource | None = None
+) -> AnalysisReport:
     """The report with the TPU compiler's verdicts ASAP's cache keeps for its proposals (from `asap verify
     --proposals` or the editor's Verify, with $ASAP_MAXTEXT_PYTHON's MaxText when set): a proposal the compiler
     rejected is withdrawn and its cached replacements take its place, as the editor shows it. Compiles nothing."""
@@ -307,7 +322,7 @@ def _cached_verdicts(doc: AnalysisReport, path: Path, text: str, slice_name: str
         return doc
     try:
         advice = verification.verify_advice(
-            analyze(path, text, default_slice=slice_name),
+            analyze(path, text, default_slice=slice_name, flags=flags),
             doc,
             slice_name,
             maxtext_python=os.environ.get("ASAP_MAXTEXT_PYTHON") or None,

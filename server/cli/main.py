@@ -1,9 +1,9 @@
 """`asap` command line: the same analysis as the editor, for terminals and CI.
 
-    asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256]
-    asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json]
+    asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256] [--xla-flags FLAGS]
+    asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json] [--xla-flags FLAGS]
     asap profile PATH [--config CONFIG.yml] [--json]
-    asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json]
+    asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json] [--xla-flags FLAGS]
     asap verify CONFIG.yml [CONFIG.yml ...] [--mesh k=v,...] [--proposals [--ray [ADDRESS]]] [--slice NAME] [--json]
     asap outcome CONFIG.yml --profile PATH [--experiment ID --proposal N] [--json]
     asap stats [--json]
@@ -56,6 +56,15 @@ SHARED_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "json": ("--json", {"action": "store_true", "help": "machine-readable output (see README)"}),
     "slice": ("--slice", {"metavar": "NAME", "help": "slice to assume when the config declares none"}),
     "maxtext-path": ("--maxtext-path", {"metavar": "PATH", "action": MaxTextPathAction, "help": MAXTEXT_PATH_HELP}),
+    "xla-flags": (
+        "--xla-flags",
+        {
+            "metavar": "FLAGS",
+            "help": 'the run\'s LIBTPU_INIT_ARGS / XLA_FLAGS, written --xla-flags="--xla_a=true --xla_b=1" (with `=`: '
+            "the value starts with --); over the config's `# LIBTPU_INIT_ARGS=...` comment (default: that comment, "
+            "else libtpu's defaults)",
+        },
+    ),
 }
 
 
@@ -95,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate the sharding mesh of MaxText configs for their TPU slice")
     c.add_argument("configs", nargs="+", metavar="CONFIG.yml")
     add_shared(c, "json", "slice", "maxtext-path", slice="slice to assume when a config declares none (e.g. v5e-256)")
+    add_shared(c, "xla-flags")
     c.set_defaults(func=cmd_check)
     e = sub.add_parser("estimate", help="roofline, memory, collectives, step time and MFU of a config on its slice")
     e.add_argument("config", metavar="CONFIG.yml")
@@ -103,14 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_shared(e, "slice", "json")
     e.add_argument("--top", type=int, default=0, metavar="N", help="also list the N fastest valid meshes of the slice")
-    add_shared(e, "maxtext-path")
+    add_shared(e, "maxtext-path", "xla-flags")
     e.set_defaults(func=cmd_estimate)
     pr = sub.add_parser("profile", help="KPIs, top ops, collectives and bottleneck verdict of an XProf profile")
     pr.add_argument("path", metavar="PATH", help="a .xplane.pb, a run directory, or a directory of exported tool JSON")
     pr.add_argument(
         "--config", metavar="CONFIG.yml", help="compare with this config's declared slice, mesh and estimate"
     )
-    add_shared(pr, "json", "maxtext-path")
+    add_shared(pr, "json", "maxtext-path", "xla-flags")
     pr.set_defaults(func=cmd_profile)
     an = sub.add_parser("analyze", help="diagnose a config (and its profile) and propose up to three better meshes")
     an.add_argument("config", metavar="CONFIG.yml")
@@ -123,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where <run_name>/tensorboard/plugins/profile may be (repeatable; like asap.profileSearchPaths)",
     )
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
-    add_shared(an, "maxtext-path", "json")
+    add_shared(an, "maxtext-path", "json", "xla-flags")
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
     an.set_defaults(func=cmd_analyze)
@@ -218,6 +228,21 @@ def _add_debug(p: argparse.ArgumentParser) -> None:
                 _add_debug(sub)
 
 
+def _joined(argv: list[str], option: str) -> list[str]:
+    """`option VALUE` as `option= VALUE`: argparse takes a value that starts with `-` for an option of its own
+    (`--xla-flags "--xla_x=true"` would be "expected one argument"), and a flags string always does."""
+    out: list[str] = []
+    it = iter(argv)
+    for arg in it:
+        if arg == "--":  # the rest is positional, as argparse reads it
+            out += [arg, *it]
+            break
+        nxt = next(it, None) if arg == option else None
+        # a space first: argparse drops an explicit value of exactly `--` (flags strings are split at spaces anyway)
+        out.append(f"{arg}= {nxt}" if nxt is not None else arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status (the module's docstring). Exceptions do not escape: an unexpected one
     is exit status 3 with a one-line message (the traceback with --debug)."""
@@ -228,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     log.addHandler(notes)  # the stores' notices (a file moved aside, a store in memory) and other warnings
     try:
         try:
-            args = build_parser().parse_args(argv)
+            args = build_parser().parse_args(_joined(argv, "--xla-flags"))
         except UsageError as e:
             e.parser.print_usage(sys.stderr)
             wants_json = argparse.Namespace(json=SHARED_FLAGS["json"][0] in argv)

@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from server.common.findings import Finding, Severity
 from server.config.axes import mesh_label
+from server.config.run_flags import CLI_HOW, name_groups, summary_line
 from server.perf import roofline, wording
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from server.agents.report import AnalysisReport, NothingFitsView
+    from server.agents.report import AnalysisReport, NothingFitsView, XlaFlagsView
     from server.kb.records import Record
     from server.kb.store import Result
     from server.perf.enumeration import Alternative
@@ -59,6 +60,14 @@ def check(an: Analysis) -> str:
     warnings = sum(f.severity == Severity.WARNING for f in an.diagnostics)
     out.append(f"{rel}: {errors} error(s), {warnings} warning(s)")
     return "\n".join(out)
+
+
+def xla_flags_line(view: XlaFlagsView) -> str:
+    """The flags the analysis was priced under, in one line (the hover's, with the command line's advice)."""
+    if view.source == "libtpu_defaults":
+        return summary_line(None, [], [], 0, CLI_HOW)
+    named = name_groups((name, g.key, g.key_value) for name, g in view.groups.items())
+    return summary_line(view.described, named, [u.name for u in view.unknown], view.problems_total, CLI_HOW)
 
 
 # -- asap estimate -------------------------------------------------------------------------------------------
@@ -212,6 +221,8 @@ def analysis(doc: AnalysisReport) -> None:
             f"estimate: step {est.time.step_s * 1e3:,.0f} ms, MFU {est.mfu:.1%}, {est.bottleneck}-bound, "
             f"HBM {est.memory.total_bytes / 2**30:.1f} of {wording.gib(est.memory.usable_bytes)} GiB usable"
         )
+    if doc.xla_flags is not None:
+        con.print(xla_flags_line(doc.xla_flags), markup=False)
     d = doc.diagnosis
     if d:
         con.print(f"\n[bold]Diagnosis[/bold] ({d.source}): [bold]{d.bottleneck}[/bold], confidence {d.confidence:.0%}")

@@ -23,6 +23,7 @@ class DiagCode(StrEnum):
     ALIASES_EXPAND_TOO_FAR = "ASAP008"
     NUMBER_SPELLING = "ASAP009"
     NO_SLICE = "ASAP010"
+    XLA_FLAGS_PROBLEM = "ASAP011"
     PLACEMENT_UNCHECKED = "ASAP099"
     INVALID_DEGREE = "ASAP100"
     ICI_PRODUCT_MISMATCH = "ASAP101"
@@ -185,6 +186,17 @@ _CODES = (
         "Add `compile_topology: v5e-256` (and `compile_topology_num_slices` for multislice), a comment "
         "`# asap: slice=v5e-256`, or set `asap.defaultSlice`.",
         ("mesh-validation-layers.md",),
+    ),
+    Code(
+        DiagCode.XLA_FLAGS_PROBLEM,
+        "XLA flags not read as written",
+        "config loading",
+        "A `# LIBTPU_INIT_ARGS=...` or `# XLA_FLAGS=...` comment states the run's XLA flags, and part of it is not "
+        "what libtpu would read: a token that is not a flag, a value of the wrong kind (`=maybe` for a boolean), "
+        "or a flag given twice (absl keeps the last value). The estimate is priced under the rest; flags ASAP does "
+        "not know are kept and listed, not reported.",
+        "Certain: absl's flag syntax (what libtpu parses the string with), at the token the message is about.",
+        "Write each flag as `--name=value`, once, inside one quoted string; or remove the token.",
     ),
     Code(
         DiagCode.PLACEMENT_UNCHECKED,

@@ -24,6 +24,7 @@ from server.common.findings import Finding, Fix, Related, Severity, Span, TextEd
 from server.config import models
 from server.config.integers import INT_KEYS, read_int, reread
 from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
+from server.config.run_flags import FlagSource, RunFlags, comment_findings, read_comment, resolve_flags
 from server.config.slices import MAX_SLICES
 from server.config.source import (
     Entry,
@@ -155,6 +156,11 @@ class Config:
     chain_values: dict[str, Value] = field(default_factory=dict, repr=False)
     reader: Reader | None = field(default=None, repr=False, compare=False)
     model_findings: list[Finding] = field(default_factory=list, repr=False)
+    # The run's XLA flags (server/config/run_flags.py): the document's `# LIBTPU_INIT_ARGS=...` comment, and the
+    # flags the estimate is priced under (the command line's or the setting's, by precedence; libtpu's defaults
+    # when none is stated). with_overrides' copies keep them, so every estimate of this config sees them.
+    flags_comment: FlagSource | None = None
+    run_flags: RunFlags = field(default_factory=RunFlags)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The resolved value of `key`, `default` when it is not set. A key of CHECKED_KEYS whose value fails its
@@ -402,9 +408,12 @@ def load(
     text: str | None = None,
     reader: Reader = _read_file,
     maxtext_path: Path | str | None = None,
+    flags: FlagSource | None = None,
 ) -> Config:
     """Load a config (the document's text may come from an editor buffer). `maxtext_path`: a MaxText checkout
-    whose models/ folder to read model files from (default: models.default_maxtext_path())."""
+    whose models/ folder to read model files from (default: models.default_maxtext_path()). `flags`: the run's
+    XLA flags from the command line or the editor setting, weighed against the document's comment by
+    server/config/run_flags.py's PRECEDENCE."""
     if text is None:
         if path is None:
             raise ValueError("load() needs a path or a text")
@@ -441,6 +450,9 @@ def load(
     cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span, problem = _asap_comment(doc.lines)
     if problem is not None:
         cfg.findings.append(Finding(DiagCode.UNKNOWN_SLICE, Severity.ERROR, problem[0], None, path, problem[1]))
+    cfg.flags_comment = read_comment(doc.lines)
+    cfg.run_flags = resolve_flags(flags, cfg.flags_comment)
+    cfg.findings += comment_findings(cfg.flags_comment, path)
     return cfg
 
 

@@ -25,6 +25,7 @@ returned in `problems`, and a known flag whose value does not parse is kept with
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, fields
 from typing import Literal
@@ -448,19 +449,43 @@ def _typed(text: str, kind: FlagKind | None) -> tuple[FlagValue, str | None]:
         return text, None
     if kind == "bool":
         b = _as_bool(text)
-        return (text, f"expects true or false, got {text!r}") if b is None else (b, None)
+        return (text, f"expects true or false, got {_short(text)}") if b is None else (b, None)
     if kind == "int":
-        return (int(text), None) if _INT.match(text) else (text, f"expects a whole number, got {text!r}")
+        n = _whole(text)
+        return (n, None) if n is not None else (text, f"expects a whole number, got {_short(text)}")
     if kind == "float":
-        return (float(text), None) if _FLOAT.match(text) else (text, f"expects a number, got {text!r}")
+        x = _number(text)
+        return (x, None) if x is not None else (text, f"expects a number, got {_short(text)}")
     low = text.lower()
     if low in ("true", "false"):
         return low == "true", None
-    if _INT.match(text):
-        return int(text), None
-    if _FLOAT.match(text):
-        return float(text), None
-    return text, None
+    n = _whole(text)
+    if n is not None:
+        return n, None
+    x = _number(text)
+    return (x, None) if x is not None else (text, None)
+
+
+# Longer numbers are kept as text: int() refuses over 4,300 digits (Python's int_max_str_digits) and no flag takes
+# a value near this many.
+_MAX_DIGITS = 40
+
+
+def _whole(text: str) -> int | None:
+    return int(text) if len(text) <= _MAX_DIGITS and _INT.match(text) else None
+
+
+def _number(text: str) -> float | None:
+    """A finite decimal (1e999 overflows to infinity, which is no JSON number), else None."""
+    if len(text) > _MAX_DIGITS or not _FLOAT.match(text):
+        return None
+    x = float(text)
+    return x if math.isfinite(x) else None
+
+
+def _short(text: str) -> str:
+    """A value as a message quotes it: a huge one cut to its first 40 characters."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + f"... ({len(text):,} characters)"
 
 
 def parse_xla_flags(text: str | None) -> XlaFlags:
@@ -477,7 +502,7 @@ def parse_xla_flags(text: str | None) -> XlaFlags:
         body = token[2:] if token.startswith("--") else token[1:]
         name, eq, value_text = body.partition("=")
         if not _NAME.match(name):
-            problems.append(FlagProblem(token, position, f"not a flag name: {name!r}"))
+            problems.append(FlagProblem(token, position, f"not a flag name: {_short(name)}"))
             continue
         value: FlagValue
         text_value: str | None

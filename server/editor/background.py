@@ -54,6 +54,7 @@ def experiment(ls: AsapServer, uri: str, text: str) -> Experiment:
         None,
         ls.workspace_root(uri),
         tuple(Path(p) for p in s.profile_search_paths),
+        s.flags,
     )
 
 

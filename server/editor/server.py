@@ -180,7 +180,7 @@ class AsapServer(LanguageServer):
     def analyze_text(self, uri: str, source: str) -> Analysis:
         """Pure: analyze one snapshot of a document's text (safe to run in a worker thread)."""
         path = Path(p) if (p := to_fs_path(uri)) else None
-        return analyze(path, source, self.read, self.settings.default_slice)
+        return analyze(path, source, self.read, self.settings.default_slice, self.settings.flags)
 
     def too_large(self, doc: TextDocument) -> Finding | None:
         """The one diagnostic of a document over the size limit (None: within it), worked out once a version."""

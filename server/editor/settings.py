@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 from pydantic.alias_generators import to_camel
 
 from server.common import pg_store
+from server.config.run_flags import FlagSource
 
 log = logging.getLogger("asap")
 
@@ -40,8 +41,11 @@ class Settings(BaseModel):
     store: StrictStr | None = Field(default=None, repr=False)
     # asap.verifyCluster: "HOST:PORT" of a Ray cluster's head; Verify runs its compiles there (background.py)
     verify_cluster: StrictStr | None = None
+    # asap.xlaFlags: the run's LIBTPU_INIT_ARGS / XLA_FLAGS string, priced under when a config's own
+    # `# LIBTPU_INIT_ARGS=...` comment states none (server/config/run_flags.py); blank: libtpu's defaults
+    xla_flags: StrictStr | None = None
 
-    @field_validator("default_slice", "kb_path", "store", "verify_cluster", mode="after")
+    @field_validator("default_slice", "kb_path", "store", "verify_cluster", "xla_flags", mode="after")
     @classmethod
     def _blank_is_unset(cls, v: str | None) -> str | None:
         return (v.strip() or None) if v is not None else None
@@ -75,6 +79,11 @@ class Settings(BaseModel):
                 continue
             values[key] = raw[key]
         return cls.model_validate(values)
+
+    @property
+    def flags(self) -> FlagSource | None:
+        """asap.xlaFlags as a source of the run's flags (None: blank)."""
+        return FlagSource.given("setting", self.xla_flags)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """The settings as logged ("settings: Settings(...)"): the store's URL without its password."""

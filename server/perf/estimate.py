@@ -364,6 +364,8 @@ def inputs(cfg: Config) -> Inputs:
         mt,
         cfg.get("moe_dispatch_no_expert_sharding", False) is True,
         cfg.get("use_iota_embed", False) is True,
+        flags=cfg.run_flags.flags,
+        flags_source=cfg.run_flags.describe(),
     )
 
 

@@ -17,6 +17,7 @@ from server.common.findings import Finding, Severity, Span
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS
 from server.config.placement import jax_physical_shape
 from server.config.slices import GB, SOURCES, Slice
+from server.config.xla_flags import parse_xla_flags
 from server.perf.estimate import Estimate, step_tokens
 from server.perf.memory import RUNTIME_RESERVE, usable_hbm
 from server.perf.wording import gib, readable_source
@@ -61,6 +62,9 @@ def hover(an: Analysis, line: int, column: int, findings: Sequence[Finding] | No
     info = diagnostic_md([f for f in found if f.severity >= Severity.INFORMATION], line, column)
     here = {f.code for f in found if _covers(f.span, line, column)}
     key = _key_md(an, line, column, here, short=urgent is not None)
+    flags = an.config.run_flags.hover_line()
+    if info is not None and ESTIMATE in here and (key is None or flags not in key[0]):  # what the estimate assumed
+        info = (f"{info[0]}\n\n{flags}", info[1])
     parts = [p for p in (urgent, key, info) if p is not None]
     if not parts:
         return None
@@ -75,6 +79,9 @@ def _key_md(
     above); `short` (an error above already takes room): the explanation's first lines only."""
     if _within(an.config.declared_slice_span, line, column):
         return _slice_md(an), an.config.declared_slice_span  # type: ignore[return-value]
+    flags = _flags_md(an, line)
+    if flags is not None:
+        return flags
     key = key_at(an, line, column)
     if key is None or an.config.document is None:
         return None
@@ -445,8 +452,35 @@ def _estimate_md(an: Analysis) -> str:
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
             f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms not hidden by compute)",
             f"- HBM per chip {e.memory.total / GIB:.1f} of {gib(e.memory.usable)} GiB usable ({e.memory.verdict})",
+            f"- {an.config.run_flags.hover_line()}",
         ]
     )
+
+
+def _flags_md(an: Analysis, line: int) -> tuple[str, Span] | None:
+    """On a `# LIBTPU_INIT_ARGS=...` comment line: what ASAP read from the config's flags comments (the groups,
+    with the constant of MaxText's flag library each mirrors, and the flags it does not know, kept)."""
+    src, doc = an.config.flags_comment, an.config.document
+    if src is None or doc is None or line not in src.lines or not 0 <= line < len(doc.lines):
+        return None
+    rf = an.config.run_flags
+    out = [f"**{' / '.join(src.variables)}** — {rf.hover_line()}"]
+    if rf.source is not src:  # another source wins (the command line's): this comment is not what was priced
+        out.append(f"- This comment is not used: {rf.describe()} takes precedence.")
+    flags = parse_xla_flags(src.text) if rf.source is not src else rf.flags
+    if flags is not None:
+        groups = [(n, g) for n, g in flags.groups().items() if g.is_set]
+        if groups:
+            out.append(
+                "- Groups: "
+                + ", ".join(f"{n} (`{g.library_constant}`)" if g.library_constant else n for n, g in groups[:12])
+                + (f" and {len(groups) - 12} more" if len(groups) > 12 else "")
+            )
+        if flags.unknown:
+            shown = ", ".join(f"`--{u.name}`" for u in flags.unknown[:10])
+            more = f" and {len(flags.unknown) - 10} more" if len(flags.unknown) > 10 else ""
+            out.append(f"- Not in MaxText's flag library (kept, not modelled): {shown}{more}")
+    return "\n".join(out), Span(line, 0, line, len(doc.lines[line]))
 
 
 def _shares(parts: dict[str, float], step_s: float) -> str:

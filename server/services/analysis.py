@@ -12,6 +12,7 @@ from server.common.findings import Finding, Related, Severity
 from server.config import resolve as config_mod
 from server.config.mesh import MeshCheck, check
 from server.config.resolve import Config, Reader
+from server.config.run_flags import FlagSource
 from server.config.safe_edits import static_checks, vet_fix
 from server.perf import wording
 from server.perf.estimate import Estimate, EstimateError, estimate
@@ -66,9 +67,11 @@ def analyze(
     text: str | None = None,
     reader: Reader | None = None,
     default_slice: str | None = None,
+    flags: FlagSource | None = None,
 ) -> Analysis:
-    """Analyze a config file (or an editor buffer's `text` for it)."""
-    cfg = config_mod.load(path, text, reader) if reader else config_mod.load(path, text)
+    """Analyze a config file (or an editor buffer's `text` for it). `flags`: the run's XLA flags from the command
+    line or the editor setting (the config's own comment is read from `text`; server/config/run_flags.py)."""
+    cfg = config_mod.load(path, text, reader, flags=flags) if reader else config_mod.load(path, text, flags=flags)
     chk = check(cfg, default_slice)
     findings = [*cfg.findings, *chk.findings] if cfg.is_maxtext else []
     findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))

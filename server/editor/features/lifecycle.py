@@ -10,6 +10,7 @@ from typing import ClassVar
 from lsprotocol import types as lsp
 
 from server import __version__
+from server.editor import background
 from server.editor.contract import CommandError
 from server.editor.server import AsapServer, ClientFeatures
 from server.editor.settings import Settings
@@ -41,6 +42,7 @@ async def initialized(ls: AsapServer, params: lsp.InitializedParams) -> None:
         await _pull_settings(ls)
         if ls.settings != before:  # documents opened meanwhile were analysed with the old settings
             ls.reanalyze_all()
+            _rerun_agents(ls, before)
 
 
 def _no_command_errors(record: logging.LogRecord) -> bool:
@@ -56,12 +58,22 @@ def shutdown(ls: AsapServer, params: None) -> None:
 
 
 async def did_change_configuration(ls: AsapServer, params: lsp.DidChangeConfigurationParams) -> None:
+    before = ls.settings
     settings = params.settings.get("asap") if isinstance(params.settings, dict) else None
     if settings is not None:
         ls.settings = Settings.from_client(settings)
     else:
         await _pull_settings(ls)
     ls.reanalyze_all()
+    _rerun_agents(ls, before)
+
+
+def _rerun_agents(ls: AsapServer, before: Settings) -> None:
+    """The agents again for every open document when asap.xlaFlags changed: their diagnosis and proposals are priced
+    under the flags, and they otherwise run only on open, save and Analyze."""
+    if ls.settings.xla_flags != before.xla_flags:
+        for uri in list(ls.workspace.text_documents):
+            background.start(ls, uri, "agents")
 
 
 def _warm_up() -> None:
