@@ -265,3 +265,16 @@ def test_xla_flags_long_input_reads_every_flag() -> None:
     text = " ".join(f"--flag_{i}={i}" for i in range(20000))
     flags = parse_xla_flags(text)
     assert len(flags.unknown) == 20000 and flags.unknown[-1].value == 19999
+
+
+def test_xla_flags_collective_matmul_threshold_reads_as_on_or_off() -> None:
+    # MaxText's DISABLE_COLLECTIVE_MATMUL raises the windowed-einsum threshold past any operand: off; a small one
+    # keeps it on; unstated, libtpu's default holds (not in enabled()); a threshold that does not parse says nothing.
+    off = parse_xla_flags("--xla_jf_spmd_threshold_for_windowed_einsum_mib=1000000")
+    assert off.enabled() == {"collective_matmul": False}
+    assert off.collective_matmul.key_value == 1000000  # the group keeps the value as written
+    assert parse_xla_flags("--xla_jf_spmd_threshold_for_windowed_einsum_mib=0").enabled() == {"collective_matmul": True}
+    assert "collective_matmul" not in parse_xla_flags("--xla_tpu_enable_data_parallel_all_reduce_opt=true").enabled()
+    assert parse_xla_flags("--xla_jf_spmd_threshold_for_windowed_einsum_mib=big").enabled() == {
+        "collective_matmul": "big"
+    }

@@ -88,6 +88,11 @@ _SC_BASE = (
     "xla_sc_disable_megacore_partitioning",
 )
 
+# XLA runs an einsum as a windowed einsum (collective matmul) when its operands pass
+# `xla_jf_spmd_threshold_for_windowed_einsum_mib`; MaxText's DISABLE_COLLECTIVE_MATMUL sets 1000000. A threshold above
+# any device's HBM (96 GiB on tpu7x) leaves no einsum that qualifies: collective matmul is off from here up.
+COLLECTIVE_MATMUL_OFF_MIB = 128 * 1024
+
 # One entry per `XlaFlags` group field, in the field order. The library's flags first, in its order; flags that
 # only recipes set are added after them, each commented with where it was seen.
 GROUP_SPECS: tuple[GroupSpec, ...] = (
@@ -275,7 +280,13 @@ GROUP_SPECS: tuple[GroupSpec, ...] = (
             "xla_tpu_sdc_check_repeat_count",
         ),
     ),
-    GroupSpec("collective_matmul", "DISABLE_COLLECTIVE_MATMUL", ("xla_jf_spmd_threshold_for_windowed_einsum_mib",)),
+    # Its key is a size threshold, not a boolean: XlaFlags.enabled() reads it as on or off (COLLECTIVE_MATMUL_OFF_MIB).
+    GroupSpec(
+        "collective_matmul",
+        "DISABLE_COLLECTIVE_MATMUL",
+        ("xla_jf_spmd_threshold_for_windowed_einsum_mib",),
+        key="xla_jf_spmd_threshold_for_windowed_einsum_mib",
+    ),
     # `xla_tpu_enable_megacore_fusion`: tpu-recipes' v5p MaxDiffusion launches, next to the library's flag.
     GroupSpec(
         "megacore_fusion",
@@ -392,8 +403,13 @@ class XlaFlags:
         return {f.name: getattr(self, f.name) for f in fields(self) if isinstance(getattr(self, f.name), FlagGroup)}
 
     def enabled(self) -> dict[str, FlagValue]:
-        """The groups whose key flag the string states, with its value (False for a feature turned off)."""
-        return {name: g.key_value for name, g in self.groups().items() if g.key_value is not None}
+        """The groups whose key flag the string states, with its value (False for a feature turned off; collective
+        matmul's threshold read as on or off, COLLECTIVE_MATMUL_OFF_MIB)."""
+        out = {name: g.key_value for name, g in self.groups().items() if g.key_value is not None}
+        threshold = out.get("collective_matmul")
+        if isinstance(threshold, (int, float)) and not isinstance(threshold, bool):
+            out["collective_matmul"] = threshold < COLLECTIVE_MATMUL_OFF_MIB
+        return out
 
     def set_groups(self) -> tuple[str, ...]:
         """The names of the groups the string sets any flag of."""
