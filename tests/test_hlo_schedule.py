@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server.config.slices import CHIPS, parse_slice
-from server.perf.layout import build
+from server.perf.layout import Layout, build
 from server.profiles import hlo_schedule as hs
 
 V5E = CHIPS["v5e"]
@@ -19,7 +19,7 @@ STEPS = 3
 MESH = [("fsdp", 16)]
 
 
-def layout():
+def layout() -> Layout:
     return build(parse_slice("v5e-16"), {"fsdp": 16})
 
 
@@ -297,3 +297,24 @@ def test_step_group_of_mixed_axes_is_the_largest() -> None:
 def test_schedule_of_junk_is_empty() -> None:
     assert hs.schedule("not hlo at all", layout(), MESH).collectives == []
     assert hs.schedule(module("  %bad = ((( all-gather-start(\n"), layout(), MESH).collectives == []
+
+
+def test_schedule_multislice_program_all_reduce_over_the_slice_is_the_data_axis() -> None:
+    """A 2-slice program is compiled per slice (num_partitions 16 of 32 devices): its gradient all-reduce over the
+    slice's 16 devices goes on across the slices over DCN, priced on fsdp's links and data's DCN."""
+    text = module(
+        "  %ar = bf16[4096,4096]{1,0} all-reduce(%w), channel_id=4, replica_groups={{0,1,2,3,4,5,6,7,8,9,10,11,12,13,"
+        "14,15}}, use_global_device_ids=true, to_apply=%add\n" + AG_START + AG_DONE,
+        "\n%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
+        "  ROOT %s = bf16[] add(%a, %b)\n}\n",
+    ).replace("is_scheduled=true", "is_scheduled=true, num_partitions=16")
+    lay = build(parse_slice("v5e-16", 2), {"fsdp": 16}, {"data": 2})
+    ar, ag = hs.schedule(text, lay).collectives
+    assert (ar.kind, ar.group, ar.axes) == ("all-reduce", "data", ("data", "fsdp"))
+    nbytes = 4096 * 4096 * 2
+    # ICI: an all-reduce moves twice the array's 15/16 over fsdp's links; DCN: the device's 1/16 share, twice (one
+    # round of pairwise exchange between 2 slices), at the chip's DCN bandwidth
+    ici = max(2 * nbytes * 15 / 16 / FSDP_BW, 2 * STEPS * 1e-6)
+    assert ar.seconds == pytest.approx(ici + 2 * nbytes / 16 / V5E.dcn_bw)
+    assert not ar.asynchronous and ar.hidden == 0.0
+    assert (ag.group, ag.axes) == ("fsdp", ("fsdp",))

@@ -127,6 +127,7 @@ class Module:
     instructions: dict[str, Instruction]
     lines: dict[str, str]  # instruction name -> its text
     mesh: tuple[tuple[str, int], ...]
+    num_partitions: int | None = None  # the header's: a multi-slice program is compiled per slice
 
     def shape(self, name: str) -> Shape | None:
         base, _, index = name.partition("#")
@@ -200,7 +201,8 @@ def parse_module(text: str) -> Module:
             if ins is not None:
                 instructions.setdefault(ins.name, ins)
                 lines.setdefault(ins.name, line)
-    return Module(comps, instructions, lines, _named_mesh(text))
+    partitions = re.search(r"\bnum_partitions=(\d+)", text[: text.find("\n")] if "\n" in text else text)
+    return Module(comps, instructions, lines, _named_mesh(text), int(partitions.group(1)) if partitions else None)
 
 
 def _named_mesh(text: str) -> tuple[tuple[str, int], ...]:
@@ -652,9 +654,19 @@ def _price(op: CollectiveOp, kind: str, axes: tuple[str, ...], lay: Layout) -> f
 def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = None) -> Schedule:
     """Every collective one step of the scheduled module `text` runs, with its hidden share and window, on the
     layout `lay` (its slice's chip and links). `mesh`: the jax Mesh as (axis, size) pairs in order (device ids are
-    positions in it); by default the one the module's mesh-form replica groups name."""
+    positions in it); by default the one the module's mesh-form replica groups name, else the layout's
+    (`layout_mesh`)."""
     module = parse_module(text)
-    mesh_t = tuple(mesh) if mesh else module.mesh
+    # A multi-slice program is compiled per slice (num_partitions: one slice's devices): its replica groups number
+    # the slice's devices only, and a collective over the DCN axes is the one over its ICI axes that the runtime
+    # carries on across slices. Which ones do is not in the text; an all-reduce over every device of the slice is
+    # taken to (the gradients' and the loss' reduction over the data axis: within a slice, sharded weights' gradients
+    # are reduce-scattered, not all-reduced).
+    total = math.prod(lay.degree(a.name) for a in AXES)
+    per_slice = bool(module.num_partitions and lay.slice.num_slices > 1 and module.num_partitions < total)
+    dcn_axes = tuple(a.mesh_axis for a in AXES if lay.dcn.get(a.name, 1) > 1) if per_slice else ()
+    fallback = tuple((a.mesh_axis, lay.ici.get(a.name, 1)) for a in AXES) if per_slice else layout_mesh(lay)
+    mesh_t = tuple(mesh) if mesh else module.mesh or fallback
     sizes = dict(mesh_t)
     costs = Costs(module, Chip.of(lay.slice.chip))
     out = Schedule(mesh=mesh_t)
@@ -674,6 +686,8 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
                 if kind not in ROW_KINDS:
                     continue
                 axes = collective_mesh_axes(op, mesh_t)
+                if dcn_axes and kind == "all-reduce" and (op.group_size or 0) >= (module.num_partitions or 0):
+                    axes = tuple(a.mesh_axis for a in AXES if a.mesh_axis in axes or a.mesh_axis in dcn_axes)
                 s = Scheduled(
                     half.name,
                     kind,
@@ -728,6 +742,12 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
     for s in out.collectives:
         s.window = _window(s, module, costs)
     return out
+
+
+def layout_mesh(lay: Layout) -> tuple[tuple[str, int], ...]:
+    """The jax Mesh MaxText builds for a layout: every axis in its order, ICI x DCN devices (a module whose replica
+    groups are all in iota form, as a multi-slice one's are, names none)."""
+    return tuple((a.mesh_axis, lay.degree(a.name)) for a in AXES)
 
 
 def _backward_loop(module: Module, line: str) -> bool:
@@ -817,7 +837,8 @@ def aggregate(colls: Iterable[Scheduled]) -> list[Row]:
         for c in cs:
             if c.hidden > 0:
                 windows[c.window] = windows.get(c.window, 0.0) + c.hidden * c.seconds * c.count
-        behind = max(windows, key=lambda w: windows[w]) if windows else "none"
+        # a share that rounds to nothing in the table (3 decimals) is behind nothing
+        behind = max(windows, key=lambda w: windows[w]) if windows and hidden >= 0.0005 else "none"
         rows.append(
             Row(
                 group,
