@@ -339,7 +339,14 @@ def test_axis_hover_prices_its_collectives():
     md = hover(an, 5, 3)
     assert md is not None and "Collectives (tensor group, estimate)" in md[0] and "exposed" in md[0]
     fsdp = hover(an, 4, 3)
-    assert fsdp is not None and "hidden behind compute" in fsdp[0]
+    assert fsdp is not None and an.estimate is not None
+    # hidden or exposed as the overlap model priced it (the measured table's rows, or the model's assumptions)
+    exposed = an.estimate.time.exposed_by_axis.get("fsdp", 0.0)
+    assert ("hidden behind compute" in fsdp[0]) == (exposed == 0) and ("ms exposed" in fsdp[0]) == (exposed > 0)
+    # it says whether the share hidden was measured on the compiler (the overlap table) or assumed
+    measured = {t.source.startswith("measured") for t in an.estimate.time.overlap if t.axis == "fsdp"}
+    basis = {frozenset({True}): "measured overlap", frozenset({False}): "assumed overlap"}
+    assert f"({basis.get(frozenset(measured), 'overlap partly measured')})" in fsdp[0]
 
 
 def test_tensor_split_below_the_mxu_side_slows_the_matmuls() -> None:

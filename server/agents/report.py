@@ -203,14 +203,27 @@ class Roofline(_Doc):
     points: list[RooflinePoint]
 
 
+class OverlapTermView(_Doc):
+    """One collective term of the step (or host offload's copies one way) and what the overlap model exposes of it
+    (server/perf/steptime.py OverlapTerm)."""
+
+    axis: str  # the mesh-axis group (`host` for host offload)
+    kind: str  # all-gather, reduce-scatter, all-reduce, all-to-all, collective-permute; device-to-host, host-to-device
+    seconds: Number  # as if nothing overlapped
+    hidden: Number  # share run asynchronously, 0 to 1
+    window: str  # the compute it hides behind: none, matmul, layer, forward, backward
+    window_s: Number  # that compute's seconds (shared by every term behind it)
+    exposed_s: Number
+    source: str  # measured (the overlap table's row and versions) or assumed
+
+
 class Assumptions(_Doc):
     mxu_efficiency: Number
     attention_efficiency: Number
     hbm_efficiency: Number
-    tp_overlap: Number
     memory_bound_factor: Number
     roofline_overlap: Number
-    overlap_model: str
+    overlap: list[OverlapTermView]
 
 
 class EstimateSources(_Doc):

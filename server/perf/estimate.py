@@ -268,12 +268,11 @@ class Estimate:
                 "mxu_efficiency": sl.chip.mxu_efficiency,
                 "attention_efficiency": steptime.ATTENTION_EFFICIENCY,
                 "hbm_efficiency": steptime.HBM_EFFICIENCY,
-                "tp_overlap": steptime.TP_OVERLAP,
                 "memory_bound_factor": steptime.MEMORY_BOUND_FACTOR,
                 "roofline_overlap": roofline.OVERLAP,
-                "overlap_model": "FSDP collectives hide behind each layer's compute; tensor/context/expert "
-                "collectives are exposed (TP_OVERLAP hidden); the data-parallel all-reduce is exposed; compute "
-                "and memory-bound ops add; host offload hides behind each layer's compute",
+                # per collective term (and host offload's copies): the share hidden, behind which compute, what
+                # stays exposed, and whether the share was measured on the compiler or assumed (server/perf/overlap.py)
+                "overlap": [t.to_json() for t in self.time.overlap],
             },
             "sources": {"chip": {k: v for k, v in sl.chip.sources.items()}, "formulas": FORMULAS},
         }

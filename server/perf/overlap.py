@@ -9,7 +9,9 @@ run must turn on (their key flag true), `off` groups it must turn off; a row wit
 `hidden` is the share of the collective's time the compiled schedule issues asynchronously with compute between its
 start and its done (0 to 1), `behind` which compute that is, one of WINDOWS; the step-time model lets that share hide
 behind at most that window's seconds (server/perf/steptime.py), so the figure carries to other sizes. Rows also
-have `collectives` (how many collectives of the compiled modules the row summarises) and `configs` (which compiles).
+have `collectives` (how many collectives of the compiled modules the row summarises), `configs` (which compiles) and,
+where the table states it, `seconds` (those collectives' time per step as ASAP prices them, summed over the compiles:
+the weight that mixes the rows of the kinds one modelled collective compiles to, server/perf/steptime.py).
 
 `lookup` picks the most specific row whose flag requirements the run's flags meet; with no row for the generation it
 takes the same axis and kind on another generation (said in the source), and with none at all the caller's
@@ -45,6 +47,7 @@ class Overlap:
     behind: str
     source: str
     measured: bool
+    seconds: float = 0.0  # the row's `seconds` (0: not stated, or an assumption)
 
     def to_json(self) -> dict[str, Any]:
         return {"hidden": self.hidden, "behind": self.behind, "source": self.source, "measured": self.measured}
@@ -61,6 +64,7 @@ class Row:
     behind: str
     collectives: int
     configs: tuple[str, ...]
+    seconds: float = 0.0  # per step, summed over the compiles (0: the table does not state it)
 
     def applies(self, flags: XlaFlags) -> bool:
         """Whether the run's flags meet this row's requirements (groups turned on, groups turned off)."""
@@ -90,6 +94,7 @@ def _row(d: dict[str, Any]) -> Row:
         str(d.get("behind", "")),
         int(d.get("collectives", 0)),
         tuple(d.get("configs", ())),
+        max(0.0, float(d.get("seconds", 0.0))),
     )
 
 
@@ -133,4 +138,4 @@ def lookup(
         f"measured: {Path(tab.path).name} {best.generation}/{axis}/{kind} under {flags_label}{where}, "
         f"{best.collectives} collectives in {', '.join(best.configs) or 'the compiled modules'} ({tab.label()})"
     )
-    return Overlap(best.hidden, best.behind, source, True)
+    return Overlap(best.hidden, best.behind, source, True, best.seconds)

@@ -1,18 +1,33 @@
 """Step time and MFU: compute, HBM and communication time of one training step on one mesh,
 combined by an explicit overlap model.
 
-Overlap model (what hides what):
-- FSDP weight all-gathers and gradient reduce-scatters are issued asynchronously inside the
-  layer scan (XLA prefetches the next layer's weights): per layer they hide behind that layer's
-  compute, and only the excess is exposed. So do the MoE weight collectives over the expert axis
-  (the dense weights' gathers over fsdp x expert, the capacity path's expert-weight gathers).
-- Tensor, context and expert collectives sit on the layer's critical path (their results feed
-  the next matmul); TP_OVERLAP of them is hidden (none by default): MoE's token dispatch and
-  combine are such.
-- The data-parallel gradient all-reduce runs after the backward scan: exposed.
-- Matmuls, attention and memory-bound ops (norms, activations, optimizer update) run one after
-  another on a TensorCore: their times add.
-- Pipeline parallelism adds the bubble (stages-1)/(microbatches+stages-1).
+Overlap model (what hides what): every collective term (the collectives of one kind over one mesh-axis group)
+takes from the measured overlap table (server/perf/overlap.py, compiled MaxText train steps under the run's XLA
+flags) the share `hidden` of its time the compiled schedule runs asynchronously, and the compute it runs behind
+(its window); the rows of the kinds the compiler turns it into (collective matmul's permutes, a tensor all-reduce's
+all-gather and reduce-scatter: _compiled_kinds) mix by their time. That share hides behind at most the window's
+seconds:
+    exposed = t x (1 - hidden) + max(0, t x hidden - window)
+Terms behind the same window share it (they wait for the same compute). The windows, per step:
+- "layer": the layers' compute (matmuls, attention, memory-bound work): the scan prefetches the next layer's
+  weights and reduce-scatters the last layer's gradients while a layer computes;
+- "matmul": the matmuls the collective feeds (collective matmul's windowed einsums): tensor-parallel collectives
+  the layer's weight matmuls, context-parallel ones attention, the expert all-to-all the MLP matmuls;
+- "forward" / "backward": the layers' compute of that pass (the backward with its recompute);
+- "none": nothing.
+The data-parallel gradient all-reduce runs once a step, after the last microbatch's gradients: its windows are
+that microbatch's. Where the table has no row the model assumes what it always did (ASSUMED_*): FSDP weight
+all-gathers and gradient reduce-scatters (and MoE's weight collectives over the expert axis: the dense weights'
+gathers over fsdp x expert, the capacity path's expert-weight gathers) hide behind the layer's compute; tensor,
+context, expert (MoE's token dispatch and combine) and pipeline collectives and the data-parallel all-reduce are
+exposed. StepTime.overlap records each term's figures and where they came from.
+
+Host offload: offloaded activations go to host memory during the forward pass and come back during the backward
+pass, over the chip's PCIe link, which a tpu7x chip's two devices share; a layer's copy out hides only behind the
+forward pass' compute, its copy back only behind the backward pass' (ASSUMED_HOST_*).
+
+Matmuls, attention and memory-bound ops (norms, activations, optimizer update) run one after another on a
+TensorCore: their times add. Pipeline parallelism adds the bubble (stages-1)/(microbatches+stages-1).
 
 The global constants below are the model's only calibration; each is justified where it stands
 and none is fitted per configuration (bench/mfu_references.py shows how they do).
@@ -23,11 +38,11 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from server.config.slices import ChipSpec
 from server.config.xla_flags import XlaFlags
-from server.perf import roofline
+from server.perf import overlap, roofline
 from server.perf.arith import BytesPerParam, Flops, Params, Shape
 from server.perf.collectives import Collective, CommPlan, Path, path, price
 from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, WEIGHT_SHARDING, Layout
@@ -42,10 +57,16 @@ from server.perf.remat import RematPolicy
 ATTENTION_EFFICIENCY = 0.4
 # Fraction of HBM bandwidth that fused memory-bound kernels sustain.
 HBM_EFFICIENCY = 0.8
-# Share of tensor/context/expert collective time hidden behind matmuls. MaxText does not turn on XLA's
-# collective matmul (windowed einsums) by default, so these collectives wait for their producer and
-# block their consumer: none hidden.
-TP_OVERLAP = 0.0
+# What the overlap table is taken to say where it has no row for a collective term (overlap.lookup's `assumed`):
+# (hidden share, window), the model as it stood before the table. The scan's weight prefetch and gradient
+# reduce-scatters are asynchronous behind the layer's compute:
+ASSUMED_PREFETCH = (1.0, "layer")
+# Tensor, context, expert and pipeline collectives and the data-parallel gradient all-reduce: exposed. (The TPU
+# compiler's defaults do run collective matmul, issue 26; the table says how much that hides, this does not guess.)
+ASSUMED_EXPOSED = (0.0, "none")
+# Host offload's copies are asynchronous: out behind the forward pass' compute, back behind the backward pass'.
+ASSUMED_HOST_OUT = (1.0, "forward")
+ASSUMED_HOST_IN = (1.0, "backward")
 # Elementwise traffic per token per layer in the forward pass, in units of hidden elements:
 # two RMSNorms (read+write: 2D each), two residual adds (3D each), rotary on q and k, the gated
 # activation (read the n_in MLP inputs, write one). The backward pass moves about twice that.
@@ -94,6 +115,45 @@ LAYER_WEIGHT_PURPOSES = frozenset(
 _SECONDS = operator.attrgetter("seconds")
 
 
+class OverlapTerm(NamedTuple):  # a tuple: the cost model makes one per term of every mesh it prices
+    """One collective term of a step (the collectives of one kind over one mesh-axis group, or host offload's copies
+    one way) and what the overlap model exposes of it: `seconds` as if nothing overlapped, the `hidden` share the
+    schedule runs asynchronously, the `window` it runs behind (overlap.WINDOWS) and that window's compute in seconds
+    (shared by every term behind it), the `exposed_s` left on the critical path, and where `hidden` comes from."""
+
+    axis: str
+    kind: str
+    seconds: float
+    hidden: float
+    window: str
+    window_s: float
+    exposed_s: float
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "axis": self.axis,
+            "kind": self.kind,
+            "seconds": self.seconds,
+            "hidden": self.hidden,
+            "window": self.window,
+            "window_s": self.window_s,
+            "exposed_s": self.exposed_s,
+            "source": self.source,
+        }
+
+
+def exposed_seconds(seconds: float, hidden: float, window_s: float, pool_s: float | None = None) -> float:
+    """What stays on the critical path of a term of `seconds` whose `hidden` share runs behind `window_s` of compute:
+    the synchronous share, and whatever of the asynchronous share outlasts the window. When other terms wait behind
+    the same window, `pool_s` is the asynchronous seconds of them all (this one's included): what outlasts the window
+    is exposed in proportion to each one's asynchronous seconds."""
+    async_s = seconds * hidden
+    pool_s = async_s if pool_s is None else pool_s
+    over = pool_s - window_s
+    return seconds * (1.0 - hidden) + (over * async_s / pool_s if over > 0 else 0.0)
+
+
 @dataclass
 class StepTime:
     compute_s: float  # matmuls and attention at their roofline bound
@@ -106,6 +166,12 @@ class StepTime:
     points: list[roofline.Point] = field(default_factory=list)
     comm_by_axis: dict[str, float] = field(default_factory=dict)
     exposed_by_axis: dict[str, float] = field(default_factory=dict)
+    _overlap: _Overlap | None = None
+
+    @property
+    def overlap(self) -> list[OverlapTerm]:
+        """Per collective term and host offload's copies: what the overlap model hid and exposed, and why."""
+        return self._overlap.records() if self._overlap is not None else []
 
     def bottleneck(self) -> tuple[str, float, dict[str, float]]:
         """What the step waits on most (compute, HBM or communication), the margin to the runner-up
@@ -122,6 +188,12 @@ class _Work:
     compute: float
     compute_logits: float
     ew: roofline.Point
+    # The overlap windows' compute, per microbatch (all layers): the forward pass' share of the layers' compute and
+    # memory-bound work (the rest is the backward pass', recompute included), the weight matmuls, the MLP's, attention.
+    forward: float = 0.0
+    matmuls: float = 0.0
+    mlp: float = 0.0
+    attention: float = 0.0
 
 
 def _work(
@@ -174,6 +246,7 @@ def _work(
         "mlpwo": mlp_dim / tp,
     }
     compute = 0.0
+    forward = mlp = 0.0  # the forward pass' share of the layers' time, the MLP matmuls' (_Work)
     # Grouped matmuls (megablox/tokamax gmm, the dropless path) visit every m-tile of the routed rows once,
     # plus one more visit for each group boundary that falls inside a tile: between tiles_m and
     # tiles_m + groups - 1 visits (src/maxtext/kernels/megablox/backend.py:159@e591f30cb). Routing puts
@@ -214,11 +287,19 @@ def _work(
         pt = roofline.point(k, flops * s.layers, nbytes * s.layers, chip, eff, HBM_EFFICIENCY)
         points.append(pt)
         compute += pt.seconds
+        # one of the point's passes is the forward (the MoE output matmul's extra run is in the backward)
+        again = wo_again if k == "mlpwo" and flops > 0 else 0.0
+        forward += pt.seconds * (1.0 - again / flops if flops > 0 else 1.0) / passes_fwd[k]
+        if k in ("mlpwi", "mlpwo"):
+            mlp += pt.seconds
+    matmuls = compute
     attn_flops = fl.per_layer_forward["attention"] / n * passes_fwd["attention"] * s.layers
     attn_bytes = tokens * s.head_dim * (2 * s.q_heads + 2 * s.kv_heads) / tp * ACT_BYTES * passes_fwd["attention"]
     pt = roofline.point("attention", attn_flops, attn_bytes * s.layers, chip, ATTENTION_EFFICIENCY, HBM_EFFICIENCY)
     points.append(pt)
     compute += pt.seconds
+    attention = pt.seconds
+    forward += pt.seconds / passes_fwd["attention"]
     logit_flops = fl.logits_forward / n * 3
     logit_bytes = (s.emb * s.vocab / tp * ACT_BYTES + tokens * (s.emb + s.vocab / tp) * ACT_BYTES) * 3
     pt = roofline.point("logits", logit_flops, logit_bytes, chip, chip.mxu_efficiency, HBM_EFFICIENCY)
@@ -243,6 +324,7 @@ def _work(
     # gradient the input and the output's gradient (Qwix/AQT quantize on the fly; quantizations.py). Each cast
     # is memory-bound: a read for the scale (absmax), a read and a narrow write (QUANTIZE_BYTES per element).
     ew_all = ew  # the memory-bound work the step waits on: elementwise, MoE's permutes, the quantized casts
+    forward += ew.seconds / (3 + (1 if rec else 0))  # the forward pass moves a third of it (a quarter with remat)
     if s.moe and s.moe_tile > 0:
         # The dropless path sorts each token's top_k copies into expert order and back (moe.py permute/unpermute:
         # a gather of tokens x top_k rows of emb, written once; after the experts a gather of them back and the
@@ -260,6 +342,7 @@ def _work(
         )
         points.append(permute)
         ew_all = roofline.Point(ew.name, 0.0, ew.bytes + permute.bytes, ew.seconds + permute.seconds, ew.bound)
+        forward += permute.seconds / permute_passes
     if quant_passes:
         elems = sum(2 * tokens * io_dims[k] + 2 * layer_w_local[k] for k in layer_w_local) * quant_passes / 3
         elems += sum(tokens * io_dims[k] / 2 + layer_w_local[k] for k in layer_w_local if k in rec)
@@ -268,9 +351,11 @@ def _work(
         )
         points.append(quant)
         ew_all = roofline.Point(ew.name, 0.0, ew_all.bytes + quant.bytes, ew_all.seconds + quant.seconds, ew.bound)
+        # the forward pass casts in one of the quantized passes (about: each pass casts two operands)
+        forward += quant.seconds / (quant_passes + (1 if rec else 0))
     points.append(ew)
 
-    return _Work(tuple(points), compute, compute_logits, ew_all)
+    return _Work(tuple(points), compute, compute_logits, ew_all, forward, matmuls, mlp, attention)
 
 
 def _state_traffic(
@@ -481,6 +566,212 @@ def _stage_activations(st: _Step, stages: int) -> list[Spec]:
     return [("collective-permute", "stage activations", count, st.tokens * st.s.emb * ACT_BYTES)]
 
 
+# The overlap table's axis for a plan's axis group where the table has no row of its own: a MoE model's dense weights
+# gathered over fsdp x expert are the scan's FSDP prefetch (_moe_weight_axis).
+_TABLE_AXIS = {"fsdp+expert": "fsdp"}
+
+
+def _compiled_kinds(axis: str, kind: str, collective_matmul: bool) -> tuple[str, ...]:
+    """The collective kinds the TPU compiler turns a modelled collective into, its own first. A matmul fed by an
+    all-gather or feeding a reduce-scatter runs, while collective matmul is on (libtpu's default; off when the flags
+    raise `xla_jf_spmd_threshold_for_windowed_einsum_mib` past any operand), as a windowed einsum: collective-permutes
+    in a loop. A tensor-parallel all-reduce of activations compiles to an all-gather and a reduce-scatter, or to such
+    loops. Compiled (issue 26, bench/overlap_table.py's cached modules, llama2-7b 2 layers, libtpu 0.0.52): fsdp 16
+    on v5p moves 15.6 ms of its 19.4 ms of FSDP traffic as permutes behind their matmuls and 3.1 ms as synchronous
+    all-gathers; fsdp 4 x tensor 4 on v5e moves 14.9 of 37.3 ms of tensor traffic as permutes, the rest as
+    all-gathers and reduce-scatters."""
+    kinds = [kind]
+    if axis == "tensor" and kind == "all-reduce":
+        kinds += ["all-gather", "reduce-scatter"]
+    if collective_matmul and axis not in ("data", "pipeline") and {"all-gather", "reduce-scatter"} & set(kinds):
+        kinds.append("collective-permute")
+    return tuple(kinds)
+
+
+def _table_overlap(
+    generation: str, axis: str, kind: str, flags: XlaFlags | None, assumed: tuple[float, str], tab: overlap.Table
+) -> overlap.Overlap:
+    """The overlap table's answer for a term of the plan: the rows of the kinds it compiles to (_compiled_kinds) on
+    its axis group (else on the group that stands for it, _TABLE_AXIS): its own kind's row alone as it is; rows of
+    other kinds mixed by their seconds (the share hidden weighted by time; the window that hides the most), or, where
+    the table states no time to weigh them by, the assumption; with no row, the assumption."""
+    if kind == "all-reduce" and assumed == ASSUMED_PREFETCH:
+        # the routed experts' gradient all-reduce of the dropless path without expert parallelism
+        # (_moe_routed_over_fsdp): no compiled case has it, and the table's all-reduce rows over fsdp are the small
+        # all-reduces of other programs (norm scales, the loss)
+        why = f"assumed: no compiled case has the routed experts' all-reduce over {axis}"
+        return overlap.Overlap(*assumed, why, False)
+    collective_matmul = (flags or overlap.DEFAULT_FLAGS).enabled().get("collective_matmul") is not False
+    kinds = _compiled_kinds(axis, kind, collective_matmul)
+    for a in [axis, _TABLE_AXIS[axis]] if axis in _TABLE_AXIS else [axis]:
+        found = [(k, ov) for k in kinds if (ov := overlap.lookup(generation, a, k, flags, assumed, tab)).measured]
+        if not found:
+            continue
+        if [k for k, _ in found] == [kind]:
+            return found[0][1]
+        if any(ov.seconds <= 0 for _, ov in found):
+            # a row of another kind does not say how much of the term it covers (fsdp 16 on v5p: synchronous
+            # all-gathers beside hidden permutes), and without their time the rows cannot be weighed: the assumption
+            named = ", ".join(k for k, _ in found)
+            return overlap.Overlap(
+                *assumed, f"assumed: the table's rows for {named} over {a} state no time to weigh them by", False
+            )
+        total = sum(ov.seconds for _, ov in found)
+        hidden = sum(ov.hidden * ov.seconds for _, ov in found) / total
+        behind: dict[str, float] = {}
+        for _, ov in found:
+            if ov.hidden > 0:
+                behind[ov.behind] = behind.get(ov.behind, 0.0) + ov.hidden * ov.seconds
+        window = max(behind, key=lambda w: behind[w]) if behind else "none"
+        parts = ", ".join(f"{k} {ov.hidden:.2f} behind {ov.behind} ({ov.seconds / total:.0%})" for k, ov in found)
+        source = f"measured: {kind} as compiled, by time: {parts}; {found[0][1].source.removeprefix('measured: ')}"
+        return overlap.Overlap(hidden, window, source, True, total)
+    return overlap.lookup(generation, axis, kind, flags, assumed, tab)
+
+
+def _host_offload(
+    s: Shape,
+    chip: ChipSpec,
+    tokens: float,
+    offloaded: frozenset[str],
+    windows: dict[str, float],
+    lookup: Callable[[str, str, tuple[float, str]], overlap.Overlap],
+) -> tuple[OverlapTerm, ...]:
+    """Host offload's copies of a step (`tokens` per device, all microbatches): every layer's offloaded tensors go to
+    host memory during the forward pass and come back during the backward pass, over the chip's PCIe link, which the
+    chip's devices share (ChipSpec.pcie_bw is per chip: a tpu7x device gets half). A copy runs in its own pass: its
+    hidden share hides behind at most that pass' compute, layer by layer (every layer the same, so the step's sums)."""
+    dims = tensor_dims(s, offloaded)
+    if dims <= 0:
+        return ()
+    one_way = tokens * s.layers * dims * ACT_BYTES / (chip.pcie_bw / chip.devices_per_chip)
+    out = []
+    for kind, assumed, during in (
+        ("device-to-host", ASSUMED_HOST_OUT, "forward"),
+        ("host-to-device", ASSUMED_HOST_IN, "backward"),
+    ):
+        ov = lookup("host", kind, assumed)
+        window = ov.behind if ov.behind in overlap.WINDOWS else "none"
+        window_s = min(windows[window], windows[during])
+        exposed = exposed_seconds(one_way, ov.hidden, window_s)
+        out.append(OverlapTerm("host", kind, one_way, ov.hidden, window, window_s, exposed, ov.source))
+    return tuple(out)
+
+
+# How the overlap model reads a term (the collectives of one kind over one axis group, the scan's weight traffic apart
+# from the rest): its key, the table's answer, the window it hides behind, and the pool of terms sharing that window
+# (whether it runs once a step, the window's key in the step's windows).
+_How = tuple[tuple[str, str, bool], overlap.Overlap, str, tuple[bool, str]]
+
+
+class _Priced(NamedTuple):
+    """A priced group (one axis' collectives from one `add` of step_time) as the overlap model reads it."""
+
+    seconds: float  # its collectives' seconds, summed from 0.0 in order
+    axis: str
+    sync_s: float  # the seconds of its terms' synchronous shares
+    hidden: tuple[tuple[tuple[bool, str], float], ...]  # per window pool, its terms' asynchronous seconds
+    terms: tuple[tuple[float, _How], ...]  # per term, its seconds and how the model reads it
+
+
+def _read(
+    colls: tuple[Collective, ...], moe: bool, lookup: Callable[[str, str, tuple[float, str]], overlap.Overlap]
+) -> _Priced:
+    """One priced group's terms, each with how the overlap model reads it (overlap.lookup, once per memo)."""
+    total = 0.0
+    by_term: dict[tuple[str, str, bool], float] = {}
+    for c in colls:
+        total += c.seconds
+        prefetch = c.axis == "fsdp" or (moe and c.axis in MOE_WEIGHT_AXES and c.purpose in LAYER_WEIGHT_PURPOSES)
+        tk = (c.axis, c.kind, prefetch)
+        by_term[tk] = by_term.get(tk, 0.0) + c.seconds
+    terms = []
+    sync = 0.0
+    hidden: dict[tuple[bool, str], float] = {}
+    for tk, secs in by_term.items():
+        axis, kind, prefetch = tk
+        ov = lookup(axis, kind, ASSUMED_PREFETCH if prefetch else ASSUMED_EXPOSED)
+        window = ov.behind if ov.behind in overlap.WINDOWS else "none"
+        # the data-parallel all-reduce runs once, after the last microbatch; collective matmul's window is the
+        # matmuls the collective feeds (module docstring)
+        pool = (axis == "data", f"matmul:{axis}" if window == "matmul" and axis in ("context", "expert") else window)
+        terms.append((secs, (tk, ov, window, pool)))
+        sync += secs * (1.0 - ov.hidden)
+        if ov.hidden > 0:
+            hidden[pool] = hidden.get(pool, 0.0) + secs * ov.hidden
+    return _Priced(total, colls[0].axis if colls else "", sync, tuple(hidden.items()), tuple(terms))
+
+
+def _window_s(windows: dict[str, float], pool: tuple[bool, str], grad_accum: int) -> float:
+    """A pool's window in seconds: the step's, or the last microbatch's for what runs once a step."""
+    return windows[pool[1]] / grad_accum if pool[0] else windows[pool[1]]
+
+
+class _Overlap(NamedTuple):
+    """What the overlap model read of a step, kept to write StepTime.overlap's records when asked (an enumeration
+    prices thousands of meshes and reads the records of a few)."""
+
+    host: tuple[OverlapTerm, ...]
+    groups: tuple[_Priced, ...]
+    windows: dict[str, float]
+    grad_accum: int
+
+    def records(self) -> list[OverlapTerm]:
+        """Host offload's copies, then one record per term, in plan order."""
+        terms: dict[tuple[str, str, bool], list[Any]] = {}  # term key -> [seconds, how]
+        for g in self.groups:
+            for secs, how in g.terms:
+                t = terms.get(how[0])
+                if t is None:
+                    terms[how[0]] = [secs, how]
+                else:
+                    t[0] += secs
+        pools: dict[tuple[bool, str], float] = {}
+        for secs, (_, ov, _, pool) in terms.values():
+            pools[pool] = pools.get(pool, 0.0) + secs * ov.hidden
+        out = list(self.host)
+        for secs, ((axis, kind, _), ov, window, pool) in terms.values():
+            window_s = _window_s(self.windows, pool, self.grad_accum)
+            exposed = exposed_seconds(secs, ov.hidden, window_s, pools[pool])
+            out.append(OverlapTerm(axis, kind, secs, ov.hidden, window, window_s, exposed, ov.source))
+        return out
+
+
+def _exposure(
+    groups: tuple[_Priced, ...], windows: dict[str, float], host: tuple[OverlapTerm, ...], grad_accum: int
+) -> tuple[float, dict[str, float], dict[str, float], float, _Overlap]:
+    """The overlap model on a step's priced groups of collectives (module docstring): the collectives' total
+    seconds, the seconds per axis in plan order, the exposed seconds per axis (those above 0), the exposed total, and
+    what the terms' records are written from. What outlasts a pool's window is exposed in proportion to each term's
+    asynchronous seconds (exposed_seconds, summed per axis: the enumeration runs this for every mesh)."""
+    comm = 0.0
+    by_axis: dict[str, float] = {}
+    exposed: dict[str, float] = {}
+    pools: dict[tuple[bool, str], dict[str, float]] = {}  # pool -> axis -> asynchronous seconds
+    for total, axis, sync, hidden, _ in groups:
+        comm += total
+        if axis in by_axis:
+            by_axis[axis] += total
+            exposed[axis] += sync
+        else:
+            by_axis[axis] = 0.0 + total
+            exposed[axis] = 0.0 + sync
+        for pool, h in hidden:
+            per = pools.get(pool)
+            if per is None:
+                pools[pool] = {axis: h}
+            else:
+                per[axis] = per.get(axis, 0.0) + h
+    for pool, per in pools.items():
+        pool_s = sum(per.values())
+        over = pool_s - _window_s(windows, pool, grad_accum)
+        if over > 0:
+            for axis, h in per.items():
+                exposed[axis] += over * h / pool_s
+    made = _Overlap(host, groups, windows, grad_accum)
+    return comm, by_axis, {k: v for k, v in exposed.items() if v > 0}, sum(exposed.values()), made
+
+
 def step_time(
     s: Shape,
     p: Params,
@@ -499,16 +790,29 @@ def step_time(
     moe_dispatch_expert_parallel: bool = False,
     quant_passes: int = 0,
     flags: XlaFlags | None = None,
+    table: overlap.Table | None = None,
 ) -> StepTime:
     """`memo`: a dict shared across calls with the same arguments but `lay`, on one slice (an enumeration), so
     what depends on only part of the mesh is priced once per value of that part: the layers' compute and memory-bound
     work per (tensor, expert) degrees, the scanned state's per weight-sharding degree, each axis group's path per its
     links (Layout.links), the collectives over it per the path's numbers and the degrees they read. `moe_factor`:
     arith.moe_compute_factor (the capacity path's capacity factor, which sizes its dispatch and combine);
-    `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding` (_moe_weights_over_expert)."""
+    `moe_dispatch_expert_parallel`: MaxText's `moe_dispatch_no_expert_sharding` (_moe_weights_over_expert).
+    `flags`: the run's XLA flags (None: libtpu's defaults), which pick the overlap table's rows; `table`: the overlap
+    table (default the committed one, overlap.table())."""
     if memo is None:
         memo = {}
     chip = lay.slice.chip
+    tab = table if table is not None else overlap.table()
+
+    def lookup(axis: str, kind: str, assumed: tuple[float, str]) -> overlap.Overlap:
+        """The overlap of `kind` over `axis` under the run's flags, once per memo (slice, flags and table fixed)."""
+        k = ("overlap", axis, kind, assumed)
+        ov = memo.get(k)
+        if ov is None:
+            ov = memo[k] = _table_overlap(chip.generation, axis, kind, flags, assumed, tab)
+        return ov
+
     st = memo.get("step")  # the same for every mesh (`memo`)
     if st is None:
         st = memo["step"] = _Step(
@@ -547,15 +851,23 @@ def step_time(
                 quant_passes,
             )
         scan, opt = _state_traffic(s, p, bpp, chip, shards_w)
-        # -- host offload: offloaded tensors go to host memory in the forward pass and come back for the
-        # backward pass, over PCIe, asynchronously: only what a layer's compute cannot hide is exposed.
-        layer_compute = (work.compute + work.ew.seconds) / s.layers  # per microbatch
-        offload_layer = 2 * tokens * tensor_dims(s, remat.offloaded) * ACT_BYTES / chip.pcie_bw
-        offload_exposed = max(0.0, offload_layer - layer_compute) * s.layers * grad_accum
+        # the overlap windows' compute, per step (all microbatches; module docstring)
+        layers_s = (work.compute + work.ew.seconds) * grad_accum
+        forward_s = work.forward * grad_accum
+        windows = {
+            "none": 0.0,
+            "layer": layers_s,
+            "forward": forward_s,
+            "backward": layers_s - forward_s,
+            "matmul": work.matmuls * grad_accum,
+            "matmul:context": work.attention * grad_accum,
+            "matmul:expert": work.mlp * grad_accum,
+        }
+        host = _host_offload(s, chip, tokens * grad_accum, remat.offloaded, windows, lookup)
         compute_total = (work.compute + work.compute_logits) * grad_accum
-        hbm_total = work.ew.seconds * grad_accum + scan.seconds + opt.seconds + offload_exposed
-        hit = memo[key] = ((*work.points, scan, opt), layer_compute, compute_total, hbm_total)
-    points, layer_compute, compute_total, hbm_total = hit
+        hbm_total = work.ew.seconds * grad_accum + scan.seconds + opt.seconds + sum(t.exposed_s for t in host)
+        hit = memo[key] = ((*work.points, scan, opt), windows, host, compute_total, hbm_total)
+    points, windows, host, compute_total, hbm_total = hit
 
     # -- communication ----------------------------------------------------------------------------
     plan = CommPlan()
@@ -571,25 +883,31 @@ def step_time(
     if priced is None:
         priced = memo["collectives"] = {}
 
+    # the priced groups this mesh's plan is made of, in order (`priced`'s values: their collectives and terms)
+    made_of: list[tuple[tuple[Collective, ...], _Priced]] = []
+    moe = s.moe
+
     def add(axis: str, build: Callable[..., list[Spec]], *degrees: int) -> None:
         """Append the collectives `build` lists, priced on `axis`' path (none when the mesh has no such group, or for
         a zero count or size). Memoised on the axis, what collectives.price reads of its path (_Group.numbers), `build`
         and `degrees`, all `build` reads of the mesh: the Collective objects are shared by the plans of every mesh
-        with those (nothing changes a priced Collective)."""
+        with those (nothing changes a priced Collective), and so is what the overlap model makes of them."""
         g = groups.get(axis)
         if g is None:
             return
         key = (axis, g.numbers, build, degrees)
         hit = priced.get(key)
         if hit is None:
-            hit = priced[key] = tuple(
+            colls = tuple(
                 price(Collective(axis, kind, purpose, count, nbytes), g.path, dcn_bw)
                 for kind, purpose, count, nbytes in build(st, *degrees)
                 if count > 0 and nbytes > 0
             )
-        collectives.extend(hit)
+            hit = priced[key] = (colls, _read(colls, moe, lookup))
+        if hit[0]:
+            collectives.extend(hit[0])
+            made_of.append(hit)
 
-    moe = s.moe
     if not moe:
         add("fsdp", _dense_weights, tp)
         embed_axis = "fsdp"
@@ -609,34 +927,12 @@ def step_time(
     add("pipeline", _stage_activations, stages)
 
     # -- overlap and step -------------------------------------------------------------------------
-    # the layer scan's weight traffic (FSDP's, and MoE's over the expert axis) hides behind the layer's compute.
-    # One pass over the collectives: per axis, the seconds in order (what plan.seconds(axis) sums), their running
-    # total from 0.0 (plan.by_axis()) and that of the hidden ones.
-    hidden: dict[str, float] = {}
-    by_axis: dict[str, float] = {}
-    on_axis: dict[str, list[float]] = {}
-    for coll in collectives:
-        axis = coll.axis
-        secs = coll.seconds
-        if axis in on_axis:
-            on_axis[axis].append(secs)
-            by_axis[axis] += secs
-        else:
-            on_axis[axis] = [secs]
-            by_axis[axis] = 0.0 + secs
-        if axis == "fsdp" or (moe and axis in MOE_WEIGHT_AXES and coll.purpose in LAYER_WEIGHT_PURPOSES):
-            if axis in hidden:
-                hidden[axis] += secs
-            else:
-                hidden[axis] = 0.0 + secs
-    pool = sum(hidden.values())
-    over = max(0.0, pool / s.layers / grad_accum - layer_compute) * s.layers * grad_accum
-    exposed = {axis: over * secs / pool for axis, secs in hidden.items()} if pool > 0 else {"fsdp": 0.0}
-    for axis in ("tensor", "context", "expert", "pipeline"):
-        rest = sum(on_axis.get(axis, ())) - hidden.get(axis, 0.0)
-        exposed[axis] = exposed.get(axis, 0.0) + rest * (1 - TP_OVERLAP)
-    exposed["data"] = sum(on_axis.get("data", ()))
-    exposed_total = sum(exposed.values())
+    # The same for every mesh with these degrees and priced collectives: once per memo.
+    ekey = ("exposure", key, *map(id, made_of))  # (`priced`'s values live as long as memo: their ids are theirs)
+    hit_e = memo.get(ekey)
+    if hit_e is None:
+        hit_e = memo[ekey] = _exposure(tuple(h[1] for h in made_of), windows, host, grad_accum)
+    comm_s, by_axis, exposed_by_axis, exposed_total, made = hit_e
     busy = compute_total + hbm_total + exposed_total
     m = microbatches or stages
     bubble = busy * (stages - 1) / (m + stages - 1) if stages > 1 else 0.0
@@ -644,12 +940,13 @@ def step_time(
     return StepTime(
         compute_total,  # compute_s
         hbm_total,  # hbm_s
-        sum(map(_SECONDS, collectives)),  # comm_s
+        comm_s,  # comm_s (the collectives as if nothing overlapped)
         exposed_total,  # exposed_comm_s
         bubble,  # bubble_s
         busy + bubble,  # step_s
         plan,  # comm
         list(points),
         by_axis,  # comm_by_axis
-        {k: v for k, v in exposed.items() if v > 0},  # exposed_by_axis
+        exposed_by_axis,  # exposed_by_axis
+        made,  # _overlap
     )

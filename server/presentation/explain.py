@@ -542,7 +542,14 @@ def _axis_traffic(an: Analysis, axis: str) -> list[str]:
         if exposed == 0
         else f"{exposed * 1e3:,.0f} ms exposed (not hidden by compute: {exposed / e.time.step_s:.0%} of the step)"
     )
-    return [f"- Collectives ({group} group, estimate): {kinds}, {total * 1e3:,.0f} ms per step over {link}; {hidden}"]
+    # whether how much hides was measured on the compiler (the overlap table) or assumed (server/perf/overlap.py)
+    terms = [t for t in e.time.overlap if t.axis == group]
+    n = sum(t.source.startswith("measured") for t in terms)
+    basis = "assumed overlap" if n == 0 else "measured overlap" if n == len(terms) else "overlap partly measured"
+    return [
+        f"- Collectives ({group} group, estimate): {kinds}, {total * 1e3:,.0f} ms per step over {link}; {hidden} "
+        f"({basis})"
+    ]
 
 
 def profile_hover(result: ProfileResult, line: int, column: int) -> tuple[str, Span] | None:
