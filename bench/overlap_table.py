@@ -73,6 +73,8 @@ VARIANTS: dict[str, str] = {
         "--xla_tpu_enable_async_collective_fusion_fuse_all_reduce=false "
         "--xla_tpu_enable_async_collective_fusion_fuse_reduce_scatter=false"
     ),
+    # continuation (async collective) fusion for all-gathers, as MaxText's 128b.sh sets it (CF_FOR_ALL_GATHER)
+    "cf_all_gather": _recipe_groups("maxtext_v5e_128b.txt", ("cf_for_all_gather",)),
     # MaxText's DISABLE_COLLECTIVE_MATMUL
     "no_cm": "--xla_jf_spmd_threshold_for_windowed_einsum_mib=1000000",
     # tpu-recipes' tpu7x launches (deepseek3-671b): SparseCore collective offload, its group's flags as set there
@@ -87,6 +89,19 @@ VARIANTS: dict[str, str] = {
         ),
     ),
     "layer_sched": _recipe_groups(_TPU7X, ("layer_scheduler", "latency_hiding_scheduler")),
+    # the layer scheduler needs the SparseCore collective aggregator: the recipe's offload and scheduler groups together
+    "sc_layer_sched": _recipe_groups(
+        _TPU7X,
+        (
+            "sparsecore_offload_base",
+            "sparsecore_offload_all_gather",
+            "sparsecore_offload_reduce_scatter",
+            "sparsecore_offload_all_reduce",
+            "sparsecore_offload_tuning",
+            "layer_scheduler",
+            "latency_hiding_scheduler",
+        ),
+    ),
     "host_offload_pcie": _recipe_groups(_TPU7X, ("host_offload", "pcie_bandwidth")),
 }
 
@@ -124,12 +139,12 @@ class Case:
             f"model_name: {self.model}",
             f"per_device_batch_size: {self.pdbs}",
             f"max_target_length: {self.seq}",
-            "remat_policy: full",
+            f"remat_policy: {self.keys.get('remat_policy', 'full')}",
             "dataset_type: synthetic",
         ]
         lines += [f"ici_{a}_parallelism: {d}" for a, d in {"fsdp": 1, **self.mesh}.items()]
         lines += [f"dcn_{a}_parallelism: {d}" for a, d in self.dcn.items()]
-        lines += [f"{k}: {_yaml(v)}" for k, v in self.keys.items()]
+        lines += [f"{k}: {_yaml(v)}" for k, v in self.keys.items() if k != "remat_policy"]
         return "\n".join(lines) + "\n"
 
     def overrides(self) -> dict[str, Any]:
@@ -155,9 +170,11 @@ _SLICES = {"v5e": "v5e-16", "v5p": "v5p-32", "v6e": "v6e-16", "tpu7x": "tpu7x-16
 def _cases() -> tuple[Case, ...]:
     out: list[Case] = []
     for gen, sl in _SLICES.items():
-        fsdp_variants: tuple[str, ...] = ("defaults", "no_acf", "no_cm") if gen == "v5e" else ("defaults",)
+        fsdp_variants: tuple[str, ...] = ("defaults", "cf_all_gather")
+        if gen == "v5e":
+            fsdp_variants += ("no_acf", "no_cm")
         if gen == "tpu7x":
-            fsdp_variants = ("defaults", "sc_offload", "layer_sched", "no_cm")
+            fsdp_variants += ("sc_offload", "layer_sched", "sc_layer_sched", "no_cm")
         out.append(Case(f"{gen} {DENSE} 2L fsdp16", sl, DENSE, 2, {"fsdp": 16}, variants=fsdp_variants))
         tp_variants: tuple[str, ...] = ("defaults", "no_cm", "no_acf") if gen in ("v5e", "tpu7x") else ("defaults",)
         out.append(
@@ -219,7 +236,10 @@ def compile_case(case: Case, variant: str, python: str | None, only_cached: bool
     vers = verify_maxtext.versions(python) if python else _cached_versions()
     hlo_path, meta_path = _paths(case, variant, vers)
     if hlo_path.exists() and meta_path.exists():
-        return gzip.open(hlo_path, "rt").read(), {**json.loads(meta_path.read_text()), "cached": True}
+        with gzip.open(hlo_path, "rt") as f:
+            return f.read(), {**json.loads(meta_path.read_text()), "cached": True}
+    if meta_path.exists():  # libtpu refused the flags: that is the measurement
+        return None, {**json.loads(meta_path.read_text()), "cached": True}
     if only_cached or python is None:
         return None, {"error": "not compiled (no MaxText environment, or --only-cached)"}
     cfg_dir = CACHE / "configs"
@@ -235,7 +255,13 @@ def compile_case(case: Case, variant: str, python: str | None, only_cached: bool
     seconds = time.perf_counter() - t0
     if "run" not in out or not raw.exists():
         err = out.get("error") or {"kind": "timeout" if out.get("timed_out") else "compile", "message": out.get("tail")}
-        return None, {"error": err, "compile_s": seconds}
+        meta = {"error": err, "compile_s": round(seconds, 1), "versions": vers, "flags": VARIANTS[variant]}
+        refusal = ("FAILED_PRECONDITION", "INVALID_ARGUMENT")
+        if any(r in str(err.get("message")) for r in refusal):  # libtpu refuses these flags here: keep the answer
+            meta["refused"] = True
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            meta_path.write_text(json.dumps(meta, indent=1))
+        return None, meta
     text = raw.read_text()
     with gzip.open(hlo_path, "wt") as f:
         f.write(text)
@@ -274,10 +300,17 @@ _STRIP = (
 )
 
 
-def program_digest(text: str) -> str:
-    """The module text's hash with names, ids and metadata stripped: equal for programs that differ only there."""
+_SC_SIZE = re.compile(r'"program_size":"\d+"')
+
+
+def program_digest(text: str, sparsecore: bool = True) -> str:
+    """The module text's hash with names, ids and metadata stripped: equal for programs that differ only there.
+    `sparsecore=False` also strips the size of each SparseCore offload's program (flags that tune the offloaded
+    collectives' SparseCore code change only that in the TensorCore's module)."""
     for rx, repl in _STRIP:
         text = rx.sub(repl, text)
+    if not sparsecore:
+        text = _SC_SIZE.sub("", text)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -333,6 +366,12 @@ def build_table(results: dict[tuple[str, str], tuple[Case, hlo_schedule.Schedule
                 changed = meta["digest"] != dmeta["digest"]
                 before, after = counts(dsch), counts(sch)
                 what = _what(before, after, dsch, sch) if changed else "the same program as libtpu's defaults"
+                if changed and meta["tc_digest"] == dmeta["tc_digest"]:
+                    n = sum(1 for c in sch.collectives if c.sparsecore)
+                    what = (
+                        f"only the SparseCore programs of its {n} offloaded collectives differ (their program_size); "
+                        "the TensorCore schedule and every collective are as with libtpu's defaults"
+                    )
                 effects.append(
                     {
                         "generation": gen,
@@ -408,6 +447,7 @@ def main() -> int:
     print(f"MaxText environment: {python or 'none (cached dumps only)'}; versions {vers}")
     results: dict[tuple[str, str], tuple[Case, hlo_schedule.Schedule, dict[str, Any]]] = {}
     compile_times: list[float] = []
+    refused: list[tuple[Case, str, str]] = []
     for case in CASES:
         if args.filter and args.filter not in case.name:
             continue
@@ -417,14 +457,33 @@ def main() -> int:
             text, meta = compile_case(case, variant, python, args.only_cached)
             if text is None:
                 print(f"\n== {case.name} [{variant}]: {meta.get('error')}")
+                if meta.get("refused"):
+                    refused.append((case, variant, str(meta["error"].get("message", ""))))
                 continue
             if not meta.get("cached"):
                 compile_times.append(meta["compile_s"])
             meta["digest"] = program_digest(text)
+            meta["tc_digest"] = program_digest(text, sparsecore=False)
             sch = analyse(case, text)
             results[(case.name, variant)] = (case, sch, meta)
             print_case(case, variant, sch, meta, args.details)
     table = build_table(results)
+    for case, variant, message in refused:
+        on, off = groups_of(variant)
+        reason = re.split(r"(?:FAILED_PRECONDITION|INVALID_ARGUMENT): ", message, maxsplit=1)[-1].split(". Please")[0]
+        what = "libtpu refuses to compile it: " + reason
+        table["flag_effects"].append(
+            {
+                "generation": case.generation,
+                "flags": variant,
+                "groups_on": on,
+                "groups_off": off,
+                "config": case.name,
+                "changes_program": False,
+                "refused": True,
+                "what": what,
+            }
+        )
     print("\n== table rows")
     for r in table["rows"]:
         flags = "+".join(r["on"]) + ("" if not r["off"] else " without " + "+".join(r["off"]))

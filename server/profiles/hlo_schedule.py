@@ -111,6 +111,7 @@ STEP_GROUPS = ("fsdp", "tensor", "context", "expert", "data", "pipeline", "fsdp+
 # all-to-all an all-to-all, to the cost model).
 ROW_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _ROW_KIND = {"all-reduce-scatter": "reduce-scatter", "ragged-all-to-all": "all-to-all"}
+_REDUCING = ("all-reduce", "reduce-scatter")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -659,9 +660,11 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
     module = parse_module(text)
     # A multi-slice program is compiled per slice (num_partitions: one slice's devices): its replica groups number
     # the slice's devices only, and a collective over the DCN axes is the one over its ICI axes that the runtime
-    # carries on across slices. Which ones do is not in the text; an all-reduce over every device of the slice is
-    # taken to (the gradients' and the loss' reduction over the data axis: within a slice, sharded weights' gradients
-    # are reduce-scattered, not all-reduced).
+    # carries on across slices. Which ones do is not in the text; a reduction (all-reduce, reduce-scatter) over every
+    # device of the slice is taken to: the gradients and the loss are reduced over the data axis too, and a 2-slice
+    # program has no other collective that could (compiled: v5e, v5p, v6e all-reduce the gradients over the slice
+    # and slice out the shard, tpu7x reduce-scatters them on the SparseCores; their 1-slice programs reduce-scatter
+    # them in collective-matmul loops). Gathers stay within the slice (the weights are replicated over data).
     total = math.prod(lay.degree(a.name) for a in AXES)
     per_slice = bool(module.num_partitions and lay.slice.num_slices > 1 and module.num_partitions < total)
     dcn_axes = tuple(a.mesh_axis for a in AXES if lay.dcn.get(a.name, 1) > 1) if per_slice else ()
@@ -686,7 +689,7 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
                 if kind not in ROW_KINDS:
                     continue
                 axes = collective_mesh_axes(op, mesh_t)
-                if dcn_axes and kind == "all-reduce" and (op.group_size or 0) >= (module.num_partitions or 0):
+                if dcn_axes and kind in _REDUCING and (op.group_size or 0) >= (module.num_partitions or 0):
                     axes = tuple(a.mesh_axis for a in AXES if a.mesh_axis in axes or a.mesh_axis in dcn_axes)
                 s = Scheduled(
                     half.name,
