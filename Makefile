@@ -10,13 +10,30 @@ STAMP := $(VENV)/.installed-stamp
 EXT := extension
 EXT_STAMP := $(EXT)/node_modules/.installed-stamp
 EXT_BUNDLE := $(EXT)/dist/extension.js
+# MaxText's own environment (`make maxtext-env`): the tests marked for it compile MaxText's train step there, and
+# bench/memory_vs_compiler.py compares with that program. Python 3.12 (pyenv's 3.12.1 where the machine has it) and
+# maxtext[tpu]: about 7 minutes and 2.8 GB, so `make test` never builds it; it only uses it when it is there.
+# MAXTEXT_VENV=PATH names another environment (`make maxtext-env MAXTEXT_VENV=PATH` adopts an existing one: pip finds
+# the pinned version installed and the stamp is written).
+MAXTEXT_VENV ?= .venv-maxtext
+MAXTEXT_VERSION := 0.2.5
+MAXTEXT_BASE_PYTHON ?= $(or $(wildcard $(HOME)/.pyenv/versions/3.12.1/bin/python),python3.12)
+MAXTEXT_STAMP := $(MAXTEXT_VENV)/.installed-stamp-$(MAXTEXT_VERSION)
+# what `make test` hands pytest: the environment's Python once installed (a value already in the shell wins)
+MAXTEXT_TEST_PYTHON := $(if $(wildcard $(MAXTEXT_STAMP)),$(abspath $(MAXTEXT_VENV))/bin/python)
 
-.PHONY: demo test lint typecheck pytest vitest e2e vsix venv ext bench clean sysdeps
+.PHONY: demo test lint typecheck pytest vitest e2e vsix venv ext bench clean sysdeps maxtext-env
 
 venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,compile,team]'
+	touch $@
+
+maxtext-env: $(MAXTEXT_STAMP)
+$(MAXTEXT_STAMP):
+	test -x $(MAXTEXT_VENV)/bin/python || $(MAXTEXT_BASE_PYTHON) -m venv $(MAXTEXT_VENV)
+	$(MAXTEXT_VENV)/bin/python -m pip install -q --disable-pip-version-check 'maxtext[tpu]==$(MAXTEXT_VERSION)'
 	touch $@
 
 ext: $(EXT_BUNDLE)
@@ -66,8 +83,10 @@ sysdeps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
 
 # ASAP_REQUIRE_SERVERS=1: a test whose server cannot start fails instead of skipping (tests/support/servers.py).
+# ASAP_MAXTEXT_PYTHON: the tests marked for MaxText's environment run where `make maxtext-env` installed it.
 pytest: $(STAMP) sysdeps
-	ASAP_REQUIRE_SERVERS=1 $(PY) -m pytest -q -rs
+	ASAP_REQUIRE_SERVERS=1 $(if $(MAXTEXT_TEST_PYTHON),ASAP_MAXTEXT_PYTHON="$${ASAP_MAXTEXT_PYTHON:-$(MAXTEXT_TEST_PYTHON)}") \
+	  $(PY) -m pytest -q -rs
 
 vitest: $(EXT_STAMP)
 	npm --prefix $(EXT) test --silent

@@ -124,6 +124,8 @@ class EstimateMemory(_Doc):
     headroom_bytes: int
     fits: bool
     verdict: str  # fits | tight | does not fit
+    # components counted in full that the compiler may not keep (the estimate errs high there), one line each
+    uncertain: list[str]
 
 
 class StepTime(_Doc):

@@ -93,6 +93,7 @@ def estimate(path: Path, est: Estimate) -> str:
         *(f"    {k:<12} {gib(round(v))}" for k, v in mem.components.items()),
         f"    {'total':<12} {gib(round(mem.total))} of {wording.gib(mem.usable)} GiB usable "
         f"({'fits' if mem.fits else 'DOES NOT FIT'})",
+        *(f"    an upper bound: {note}" for note in mem.uncertain_notes()),
         "  time per step:",
         f"    compute {t.compute_s * 1e3:.1f} ms, HBM {t.hbm_s * 1e3:.1f} ms, "
         f"communication {t.comm_s * 1e3:.1f} ms ({t.exposed_comm_s * 1e3:.1f} ms exposed), "

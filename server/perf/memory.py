@@ -86,10 +86,15 @@ TILE_LANES = 128
 ROW_MAJOR_UPDATE_FILL = 7 / 8
 # Components live in only one phase of the step; the others are live throughout it. The gradients are allocated by the
 # backward pass (none is live at the loss: buffer assignments above), the logits and the gathered head only around
-# the loss, so the peak is the larger of the two phases.
-LOSS_PHASE = ("logits", "output_head", "head_gradient")
-BACKWARD_PHASE = ("gradients", "temporaries")
-_ONE_PHASE = frozenset(LOSS_PHASE + BACKWARD_PHASE)
+# the loss, so the peak is the largest of the phases. Between the forward's last write of an offloaded stack and the
+# backward's first read (OFFLOAD_PHASE: the loss' forward, before any head gradient exists) the compiler may relay
+# the stack through HBM (`offload_relayout`), beside the logits, the final hidden state and the gathered head
+# (llama3.1-8b recipe on v6e-256: copy-start{0} and copy.757, bf16[32,4,8192,4096] each, live with the logits
+# fusion.418{1} bf16[4,8192,128256] and the gathered head all-gather.17 at the step's peak, 25.86 GiB at once).
+LOSS_PHASE = ("logits", "output_head", "output_head_gradient", "head_gradient")
+OFFLOAD_PHASE = ("logits", "output_head", "offload_relayout")
+BACKWARD_PHASE = ("gradients", "gradient_padding", "temporaries")
+_ONE_PHASE = frozenset(LOSS_PHASE + OFFLOAD_PHASE + BACKWARD_PHASE)
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
 # HBM in this model (v5p 32B, `minimal` remat), so an error needs more than that.
@@ -177,10 +182,14 @@ def kept_activations(s: Shape, remat: RematPolicy, tokens: float) -> float:
 
 
 def all_dims(s: Shape) -> float:
-    """Elements per token of every tensor of a layer (the backward working set)."""
+    """Elements per token of every tensor of a layer in its backward (the working set): its emb-wide and attention
+    tensors once, and the MLP's intermediates (its n_in input projections and their product) twice, the recomputed
+    forward's and their gradients, which the MLP's backward holds at once (llama3-8b on v6e-16, fsdp 16, pdbs 2 at 8k,
+    num_vocab_tiling 4, remat full: eight bf16[2,8192,14336]-sized buffers live in a layer's backward, the
+    intermediates, their gradients and transposed copies, fusion.626 to fusion.694)."""
     q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
     mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
-    return float(3 * s.emb + 2 * q + 2 * kv + s.n_mlp_in * mlp + mlp)
+    return float(3 * s.emb + 2 * q + 2 * kv + 2 * (s.n_mlp_in + 1) * mlp)
 
 
 # bf16 [rows, emb] buffers of a MoE layer's expert-parallel dispatch live in its backward: the routed rows received,
@@ -188,6 +197,10 @@ def all_dims(s: Shape) -> float:
 # 2048 tokens, top 8: bf16[131072,2048] and bf16[131072,2,1024] buffers; deepseek3 32 experts, expert 4: bf16[65536,
 # 7168] and bf16[65536,2,3584]).
 DISPATCH_BUFFERS = 4
+# Without expert parallelism (no all-to-all: the tokens are only sorted by expert), three at the routed rows: the sorted
+# rows, the grouped matmul's output and one gradient (DeepSeek-V3 on v5p-1024, fsdp 512, pdbs 6 at 8k, top 8: gmm.17,
+# custom-call.708 and .709, bf16[393216,7168] each, live at once in a MoE layer's backward).
+SORTED_BUFFERS = 3
 
 
 def moe_dispatch(s: Shape, lay: Layout, tokens: float) -> float:
@@ -196,17 +209,89 @@ def moe_dispatch(s: Shape, lay: Layout, tokens: float) -> float:
     expert group landing on one shard, `local rows x min(expert, experts / top_k)` (moe.py get_ragged_buffer_size with
     the default `ragged_buffer_factor: -1`), and the grouped matmuls run over all of it: DISPATCH_BUFFERS emb-wide
     buffers and the expert MLP's (n_in + 1) mlp-wide ones at that many rows, less the balanced rows' MLP that
-    all_dims counts already. None without expert parallelism (the tokens are only sorted) or on the dense path."""
+    all_dims counts already. Without expert parallelism the tokens are only sorted: SORTED_BUFFERS emb-wide copies
+    at the routed rows. None on the dense path."""
     return _moe_dispatch(s, lay.degree("expert"), tokens)
 
 
 def _moe_dispatch(s: Shape, ep: int, tokens: float) -> float:
-    if not s.moe or s.moe_tile <= 0 or ep <= 1:
+    if not s.moe or s.moe_tile <= 0:
         return 0.0
     routed = tokens * s.experts_per_tok
     rows = routed * min(ep, s.experts / max(1, s.experts_per_tok))
     mlp = (s.n_mlp_in + 1) * s.moe_mlp
-    return (rows * (DISPATCH_BUFFERS * s.emb + mlp) - routed * mlp) * ACT_BYTES
+    buffers = DISPATCH_BUFFERS if ep > 1 else SORTED_BUFFERS
+    return (rows * (buffers * s.emb + mlp) - routed * mlp) * ACT_BYTES
+
+
+# Host offload (remat `custom` with `offload`, `qkv_proj_offloaded`, `minimal_offloaded`): the forward writes each
+# layer's offloaded tensors into a stack in host memory ([layers, batch, seq, ...] one a tensor, dynamic-update-slices
+# into memory space S(5)) and the backward reads them back a layer at a time (dynamic-slices), so one layer's worth is
+# on the device while it is computed (the working set counts it). But where the forward writes a stack in another
+# layout than
+# the backward reads it, the compiler copies the whole stack to the device, relays it there and copies it back
+# (copy-start, copy, copy-start of the host stack, one stack at a time): twice the stack in HBM. Seen for the emb-wide
+# stacks of dense layers, the layer input and out_proj, written seq-minor ({2,3,1,0}) and read emb-minor ({3,2,1,0}):
+# MaxText's llama3.1-8b recipe on v6e-256 (pdbs 4 at 8k: copy-start{0} and copy.757, bf16[32,4,8192,4096] each, 16
+# GiB at once beside the logits, the step's peak) and DeepSeek-V3's three dense layers on v5p-1024 (bf16[3,6,8192,7168]
+# on the device in both layouts); not for the head-split q/k/v stacks, nor for the MoE layers' stacks, written
+# emb-minor (DeepSeek-V3: bf16[58,6,8192,7168]{3,2,1,0} only on the host). Whether layouts differ is the compiler's
+# layout assignment, which the model cannot know: it counts the relayout wherever a dense layer offloads these tensors
+# (an upper bound, said in Memory.uncertain).
+OFFLOAD_RELAYOUT_TENSORS = frozenset({"decoder_layer_input", "out_proj"})
+
+
+def offload_relayout(s: Shape, remat: RematPolicy, tokens: float, tp: int = 1) -> float:
+    """Bytes of the largest offloaded emb-wide stack of the dense layers, twice (its copy on the device and the
+    relaid copy); 0 when no such tensor is offloaded. The layer input is stacked once per scan iteration (a Gemma 2
+    pair: one), out_proj once per decoder layer; a device's stack holds emb / tp of each token (MaxText's
+    `activation_embed` axis is `tensor`)."""
+    off = remat.offloaded & OFFLOAD_RELAYOUT_TENSORS
+    if not off:
+        return 0.0
+    dense = s.layers - s.routed_layers
+    if dense <= 0:
+        return 0.0
+    per_iteration = scan_iterations(s) / s.layers
+    stacked = max(dense * (per_iteration if t == "decoder_layer_input" else 1.0) for t in off)
+    return 2 * stacked * tokens * s.emb / max(1, tp) * ACT_BYTES
+
+
+# The TPU stores an array in (8, 128) tiles, its minor dimension in whole 128-lane rows (TILE_LANES), so a dimension of
+# fewer than 128 elements laid out minor takes 128 lanes. The float32 gradient of a scanned weight whose output is the
+# embed dimension (the MLP's and the experts' wo, [mlp, emb]; the attention's output projection, [heads, head_dim, emb])
+# is computed as x^T.dy with emb minor, so where FSDP shards emb below 128 a device it is padded: DeepSeek-V3 on
+# v5p-1024 (fsdp 512, emb 7168: 14 a device) accumulates the routed experts' wo gradient as f32[58,256,2048,14]
+# {3,2,1,0}, 14,848 MiB for 1,624 MiB of values, while its wi gradients, mlp minor, are not padded
+# (f32[58,256,14,2048], 1,856 MiB). The weights and their bf16 casts are laid out unpadded (the parameter
+# f32[256,58,2048,14] is 1.70 GB). The compiler may lay a gradient out with another dimension minor (llama3.1-8b on
+# v6e-256, emb 16 a device: its wo gradient f32[32,14336,16]{1,2,0}, unpadded), which the model cannot know: it counts
+# the padding of every emb-output gradient (an upper bound, said in Memory.uncertain).
+
+
+def emb_output_params(s: Shape) -> tuple[float, float]:
+    """Parameters of the scanned weights whose output (minor) dimension is the embed dimension: (each layer's attention
+    output projection and dense or shared-expert wo, the routed experts' wo)."""
+    out_proj = s.q_heads * s.head_dim * s.emb
+    dense = s.layers - s.routed_layers
+    shared = s.shared_experts * s.moe_mlp * s.emb if s.moe else 0.0
+    routed = s.routed_layers * s.experts * s.moe_mlp * s.emb if s.moe else 0.0
+    return dense * (out_proj + s.mlp * s.emb) + s.routed_layers * (out_proj + shared), routed
+
+
+def _padding(local: float) -> float:
+    """Padded bytes per byte of values for a minor dimension of `local` elements in 128-lane rows."""
+    fill = row_major_fill(local)
+    return 1 / fill - 1 if 0 < fill < 1 else 0.0
+
+
+def gradient_padding(s: Shape, bpp: BytesPerParam, shards: float, ev: float, ep: int) -> float:
+    """Bytes the emb-output weights' gradients take beyond their values when the embed dimension a device holds is
+    laid out minor in whole 128-lane rows: emb / ev, and for the routed experts, whose embed dimension the expert axis
+    does not split (MaxText's `embed_no_exp`), emb / (ev / ep); 0 when it fills them."""
+    other, routed = emb_output_params(s)
+    per_param = bpp.grads / max(1.0, shards)
+    return per_param * (other * _padding(s.emb / max(1.0, ev)) + routed * _padding(s.emb * ep / max(1.0, ev)))
 
 
 def row_major_fill(width: float) -> float:
@@ -234,6 +319,15 @@ def usable_hbm(hbm_bytes: float, compiler_limit: float | None) -> float:
     return compiler_limit if compiler_limit is not None else hbm_bytes * (1 - RUNTIME_RESERVE)
 
 
+def _peak(c: dict[str, float]) -> float:
+    """The components live throughout the step plus the largest of the phases (LOSS_PHASE, OFFLOAD_PHASE when an
+    offloaded stack is relaid, BACKWARD_PHASE)."""
+    loss = sum([c.get(k, 0.0) for k in LOSS_PHASE])
+    offload = sum([c.get(k, 0.0) for k in OFFLOAD_PHASE]) if c.get("offload_relayout") else 0.0
+    backward = sum([c.get(k, 0.0) for k in BACKWARD_PHASE])
+    return sum([v for k, v in c.items() if k not in _ONE_PHASE]) + max(loss, offload, backward)
+
+
 @dataclass(frozen=True)
 class Memory:
     components: dict[str, float]  # bytes per chip
@@ -241,17 +335,30 @@ class Memory:
     # what the TPU compiler lets one program use per device (slices.ChipSpec.compiler_hbm_bytes, measured);
     # None: the capacity less RUNTIME_RESERVE
     compiler_limit: float | None = None
+    # components the model cannot know the compiler keeps, counted in full (the estimate errs high there): (the
+    # component, why it is an upper bound)
+    uncertain: tuple[tuple[str, str], ...] = ()
+
+    def uncertain_notes(self) -> list[str]:
+        """One line a component counted in full that the compiler may not keep: its name, bytes and why."""
+        return [f"{k} ({self.components.get(k, 0.0) / 2**30:.2f} GiB): {why}" for k, why in self.uncertain]
 
     @cached_property
     def total(self) -> float:
         """Peak bytes: the model state, weight casts and kept activations are live throughout the step; the loss'
-        buffers (LOSS_PHASE) and the backward pass' (BACKWARD_PHASE: the gradients and one layer's working set)
-        are not live at once, so the larger of the two phases counts. Computed once: `components` is never changed
-        after construction (an enumeration reads it of each mesh several times, and many meshes share a Memory)."""
-        c = self.components
-        loss = sum([c.get(k, 0.0) for k in LOSS_PHASE])
-        backward = sum([c.get(k, 0.0) for k in BACKWARD_PHASE])
-        return sum([v for k, v in c.items() if k not in _ONE_PHASE]) + max(loss, backward)
+        buffers (LOSS_PHASE), an offloaded stack's relayout (OFFLOAD_PHASE) and the backward pass' (BACKWARD_PHASE:
+        the gradients and one layer's working set) are not live at once, so the largest phase counts. Computed once:
+        `components` is never changed after construction (an enumeration reads it of each mesh several times, and
+        many meshes share a Memory)."""
+        return _peak(self.components)
+
+    @cached_property
+    def certain_total(self) -> float:
+        """The peak without the components the compiler may not keep (`uncertain`): what the step needs for sure."""
+        if not self.uncertain:
+            return self.total
+        drop = {k for k, _ in self.uncertain}
+        return _peak({k: (0.0 if k in drop else v) for k, v in self.components.items()})
 
     @property
     def usable(self) -> float:
@@ -263,11 +370,12 @@ class Memory:
 
     @cached_property
     def verdict(self) -> str:
-        """'fits', 'tight' (within TIGHT_BAND of the usable HBM) or 'does not fit'. Decided once, like `total`."""
+        """'fits', 'tight' (within TIGHT_BAND of the usable HBM, or over it only by components the compiler may not
+        keep: the estimate cannot decide) or 'does not fit'. Decided once, like `total`."""
         low, high = TIGHT_BAND
         if self.total <= low * self.usable:
             return "fits"
-        return "tight" if self.total <= high * self.usable else "does not fit"
+        return "tight" if self.certain_total <= high * self.usable else "does not fit"
 
     @property
     def launches(self) -> bool:
@@ -288,6 +396,7 @@ class Memory:
             "headroom_bytes": round(self.headroom),
             "fits": self.fits,
             "verdict": self.verdict,
+            "uncertain": self.uncertain_notes(),
         }
 
 
@@ -395,21 +504,30 @@ def memory_on(
     rows = s.emb / ev
     allreduce_path = rows < (TIED_HEAD_ALLREDUCE_ROWS if s.tied_embedding else HEAD_ALLREDUCE_ROWS)
     tied_loop = s.tied_embedding and not allreduce_path and ev > TIED_HEAD_LOOP_DEVICES
+    # Without data parallelism one logits-sized buffer outlives the loss. On the reduce-scatter path, the head's
+    # gradient is reduce-scattered over fsdp in a loop the compiler schedules after the layers' backward, which reads
+    # it (llama3-8b on v6e-16, fsdp 16: the logits' gradient live through the whole backward scan; fsdp 4 x tensor 4:
+    # bf16[8,2048,32064] beside the float32 layer gradients at the backward's peak; `default` on v5p-32, fsdp 16). On
+    # the all-reduce path, the forward logits, from which the compiler recomputes their gradient inside the head's
+    # weight-gradient dot, when it schedules that dot after the layers' backward, as it did in both compiles whose
+    # remat policy offloads to the host (llama3.1-8b recipe on v6e-256, fsdp 256: fusion.418{1} bf16[4,8192,128256]
+    # live from the loss to the backward's end; DeepSeek-V3 on v5p-1024, fsdp 512: multiply_convert_fusion.1
+    # bf16[6,8192,129280] alike) and in none of the three that keep everything on the device (llama3.1-8b on
+    # v5e-256, fsdp 256, pdbs 1 and 2, with and without use_iota_embed: within 1% of the compiler without it, 5% and
+    # 15% over with it). With data parallelism the gradient is also reduced over
+    # `data`, right after the loss (`default` on v5p-32, data 2 x fsdp 8, and v5e-8, data 2 x fsdp 4: the buffer dies
+    # within a few instructions). Nor with vocabulary tiling, whose custom VJP finishes the head's gradient before the
+    # layers' backward (num_vocab_tiling 4 on v6e-16 fsdp 16: no logits buffer live at the backward's peak). A tied
+    # table's head gradient in a loop (TIED_HEAD_LOOP_DEVICES) is finished right after the loss: nothing carried
+    # either.
+    carried = logit_buf if vocab_tiles <= 1 and data == 1 and not tied_loop else 0.0
+    if allreduce_path and not remat.offloaded:
+        carried = 0.0
     if allreduce_path:
-        logits, heads, carried = logit_buf, 2 * head, 0.0
+        # the gathered head and its whole gradient, all-reduced
+        logits, head_allreduced = logit_buf, head
     else:
-        # Without data parallelism the second logits-sized buffer outlives the loss: the head's gradient is
-        # reduce-scattered over fsdp in a loop the compiler schedules after the layers' backward, which reads it
-        # (llama3-8b on v6e-16, fsdp 16: the logits' gradient live through the whole backward scan; fsdp 4 x tensor 4:
-        # bf16[8,2048,32064] beside the float32 layer gradients at the backward's peak; `default` on v5p-32, fsdp 16).
-        # With data parallelism the gradient is also reduced over `data`, right after the loss (`default` on v5p-32,
-        # data 2 x fsdp 8, and v5e-8, data 2 x fsdp 4: the buffer dies within a few instructions). Nor with vocabulary
-        # tiling, whose custom VJP finishes the head's gradient before the layers' backward (num_vocab_tiling 4 on
-        # v6e-16 fsdp 16: no logits buffer live at the backward's peak).
-        # A tied table's head gradient in a loop (TIED_HEAD_LOOP_DEVICES) is finished right after the loss: nothing
-        # carried either.
-        logits, heads = LOGITS_BUFFERS * logit_buf, head
-        carried = logit_buf if vocab_tiles <= 1 and data == 1 and not tied_loop else 0.0
+        logits, head_allreduced = LOGITS_BUFFERS * logit_buf, 0.0
     # A tied table's head gradient in a loop: its two bf16 accumulators, allocated at the step's start, live at the
     # loss.
     head_grad = 2 * s.vocab * s.emb / ev * ACT_BYTES / max(1, tp) if tied_loop else 0.0
@@ -427,20 +545,52 @@ def memory_on(
     # the rematerialised forward and the backward scans to slice from (buffer assignment of the same compile:
     # bf16[layers, ...] beside every float32 weight stack). None when the weights already are bf16.
     casts = s.layers * p.per_layer() * ACT_BYTES / shards if bpp.weights > ACT_BYTES else 0.0
+    relayout_offloaded = offload_relayout(s, remat, tokens, tp)
+    padding = gradient_padding(s, bpp, shards, ev, ep)
+    uncertain: list[tuple[str, str]] = []
+    if padding:
+        uncertain.append(
+            (
+                "gradient_padding",
+                f"the float32 gradients of the weights whose output is the embed dimension ({s.emb / ev:g} a device) "
+                "padded to whole 128-lane tile rows, where the compiler lays emb out minor; it may choose another "
+                "layout",
+            )
+        )
+    if relayout_offloaded:
+        uncertain.append(
+            (
+                "offload_relayout",
+                "an offloaded layer-input or out_proj stack of the dense layers relaid through HBM (twice its size), "
+                "where the compiler writes it in another layout than the backward reads it",
+            )
+        )
+    if one_hot:
+        uncertain.append(
+            (
+                "embedding_one_hot",
+                "kept from the token lookup to the table's gradient; the compiler recomputes it instead when keeping "
+                "it would not fit",
+            )
+        )
     return Memory(
         {
             "weights": total_params * bpp.weights / shards,
             "weight_casts": casts,
             "gradients": total_params * bpp.grads / shards,
+            "gradient_padding": padding,
             "optimizer": total_params * bpp.optimizer / shards,
             "activations": acts,
             "embedding_one_hot": one_hot,
             "embedding_relayout": relayout,
             "logits": logits + hidden,
-            "output_head": heads,
+            "output_head": head,
+            "output_head_gradient": head_allreduced,
             "head_gradient": head_grad,
+            "offload_relayout": relayout_offloaded,
             "temporaries": working + carried + cp_kv,
         },
         hbm,
         chip.compiler_hbm_bytes,
+        uncertain=tuple(uncertain),
     )

@@ -19,7 +19,7 @@ from server.config.placement import jax_physical_shape
 from server.config.slices import GB, SOURCES, Slice
 from server.config.xla_flags import parse_xla_flags
 from server.perf.estimate import Estimate, step_tokens
-from server.perf.memory import RUNTIME_RESERVE, usable_hbm
+from server.perf.memory import RUNTIME_RESERVE, Memory, usable_hbm
 from server.perf.wording import gib, readable_source
 from server.presentation import verification
 from server.presentation.agent_findings import mesh_label, nothing_fits_text
@@ -436,6 +436,14 @@ def _mfu_peak_md(e: Estimate) -> str:
     return f" ({e.matmuls.describe()})" if e.quantization else ""
 
 
+def _uncertain_md(m: Memory) -> str:
+    """The parts of the memory estimate counted in full that the compiler may not keep: an upper bound, said."""
+    if not m.uncertain:
+        return ""
+    parts = ", ".join(f"{k} {m.components.get(k, 0.0) / GIB:.1f} GiB" for k, _ in m.uncertain)
+    return f"; an upper bound: counts {parts}, which the compiler may not keep (`asap verify` compiles it)"
+
+
 def _estimate_md(an: Analysis) -> str:
     e = an.estimate
     if e is None:
@@ -451,7 +459,8 @@ def _estimate_md(an: Analysis) -> str:
             f"({_shares(parts, t.step_s)})",
             f"- compute {t.compute_s * 1e3:,.0f} ms · HBM {t.hbm_s * 1e3:,.0f} ms · "
             f"collectives {t.comm_s * 1e3:,.0f} ms ({t.exposed_comm_s * 1e3:,.0f} ms not hidden by compute)",
-            f"- HBM per chip {e.memory.total / GIB:.1f} of {gib(e.memory.usable)} GiB usable ({e.memory.verdict})",
+            f"- HBM per chip {e.memory.total / GIB:.1f} of {gib(e.memory.usable)} GiB usable ({e.memory.verdict})"
+            + _uncertain_md(e.memory),
             f"- {an.config.run_flags.hover_line()}",
         ]
     )
