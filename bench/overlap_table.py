@@ -167,6 +167,15 @@ DROPLESS = {"sparse_matmul": True, "megablox": True}
 _SLICES = {"v5e": "v5e-16", "v5p": "v5p-32", "v6e": "v6e-16", "tpu7x": "tpu7x-16"}
 
 
+_MHA70B = {
+    "base_emb_dim": 8192,
+    "base_num_query_heads": 64,
+    "base_num_kv_heads": 64,
+    "base_mlp_dim": 28672,
+    "head_dim": 128,
+}
+
+
 def _cases() -> tuple[Case, ...]:
     out: list[Case] = []
     for gen, sl in _SLICES.items():
@@ -214,6 +223,15 @@ def _cases() -> tuple[Case, ...]:
             variants=("defaults", "host_offload_pcie"),
         )
     )
+    # Degree: the tensor-parallel share hidden depends on the axis' degree (each collective-matmul step moves a 1/degree
+    # slice against a 1/degree matmul, with a hop's latency each): the tensor degrees of published v5e and v5p runs,
+    # on a larger model at full-slice size (MaxText's 128b.sh: fsdp 16 x tensor 16 on v5e-256; the v5p README tables:
+    # tensor 8 on v5p-256).
+    # (llama2-70b's 8 kv heads do not split 16 ways: a 70B-size model with 64 kv heads, MaxText's default model's keys)
+    out.append(
+        Case("v5e 70b-mha 2L fsdp16 x tensor16", "v5e-256", "default", 2, {"fsdp": 16, "tensor": 16}, keys=_MHA70B)
+    )
+    out.append(Case("v5p llama2-70b 2L fsdp16 x tensor8", "v5p-256", "llama2-70b", 2, {"fsdp": 16, "tensor": 8}))
     return tuple(out)
 
 
@@ -339,6 +357,9 @@ def _row(gen: str, row: hlo_schedule.Row, on: list[str], off: list[str], configs
         "hidden": round(row.hidden, 3),
         "behind": row.behind,
         "collectives": row.collectives,
+        # the row's collective seconds per step in the compiled config (ring formulas x executions): what the step
+        # model mixes the rows of one modelled collective's compiled forms by (server/perf/steptime.py)
+        "seconds": row.seconds,
         "configs": configs,
     }
 
