@@ -196,7 +196,8 @@ def test_moe_dense_path_gathers_every_expert() -> None:
     routed = params(MOE).routed  # expert parallelism splits the routed experts only
     assert 0 < routed < params(MOE).per_layer()
     dispatch = memory.moe_dispatch(MOE, lay(fsdp=4, expert=4), TOKENS)
-    assert dense - (dropless - dispatch) == pytest.approx(routed * 2 - routed * 2 / 4)
+    combine = TOKENS * 2 * D * 4  # the dropless combine's f32 [tokens, top_k, emb]
+    assert dense - (dropless - dispatch - combine) == pytest.approx(routed * 2 - routed * 2 / 4)
     # unless the dispatch stays expert-parallel (moe_dispatch_no_expert_sharding)
     kept_split = memory.memory(
         dataclasses.replace(MOE, moe_tile=0),
@@ -208,7 +209,48 @@ def test_moe_dense_path_gathers_every_expert() -> None:
         POLICIES["full"],
         moe_dispatch_expert_parallel=True,
     )
-    assert kept_split.components["temporaries"] == pytest.approx(dropless - dispatch)
+    assert kept_split.components["temporaries"] == pytest.approx(dropless - dispatch - combine)
+
+
+def test_moe_combine_in_float32_by_hand() -> None:
+    """The dropless combine weighs each token's top_k expert outputs in float32 unless float32_weight_sum is off."""
+    base = mem(lay(fsdp=16), s=MOE).components["temporaries"]
+    bf16 = mem(lay(fsdp=16), s=dataclasses.replace(MOE, moe_combine_bytes=2)).components["temporaries"]
+    assert base - bf16 == TOKENS * 2 * D * (4 - 2) == 262_144
+
+
+def test_scanned_blocks_hold_every_layers_working_set_by_hand() -> None:
+    """MaxText scans gpt-oss two layers a step (inhomogeneous_layer_cycle_interval): the backward's body holds both
+    layers' tensors, routed rows and gathered experts, and the scan keeps one input a block."""
+    from server.perf.architecture import build
+    from server.perf.arith import shape_of
+
+    keys: dict[str, Any] = {
+        "decoder_block": "gpt_oss",
+        "base_emb_dim": D,
+        "base_num_query_heads": H,
+        "base_num_kv_heads": KV,
+        "head_dim": HD,
+        "base_mlp_dim": F,
+        "base_moe_mlp_dim": 512,
+        "base_num_decoder_layers": 4,
+        "vocab_size": V,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "inhomogeneous_layer_cycle_interval": 2,
+        "mlp_activations": ["sigmoid", "linear"],
+        "sliding_window_size": 64,
+    }
+    s = dataclasses.replace(shape_of(build(keys.get)), moe_tile=512)
+    assert s.arch is not None and s.arch.scan_block == 2
+    assert (s.layers, memory.scan_iterations(s)) == (4, 2)
+    c = mem(lay(fsdp=16), s=s).components
+    assert c["activations"] == 2 * TOKENS * D * 2  # full remat: one input a block
+    p = params(s)
+    gathered = (p.per_layer() - p.routed + p.routed * s.layers / s.routed_layers) * 2
+    per_layer = TOKENS * memory.all_dims(s) * 2 + memory.moe_dispatch(s, lay(fsdp=16), TOKENS)
+    combine = TOKENS * 2 * D * 4
+    assert c["temporaries"] == pytest.approx(2 * (per_layer + gathered) + combine)
 
 
 def test_expert_parallelism_never_raises_expert_weight_memory() -> None:

@@ -397,6 +397,8 @@ class Architecture:
     logits: int  # output projection; 0 when tied (logits_via_embedding)
     extras: tuple[Extra, ...] = ()
     maxtext_layers: int = 0  # num_decoder_layers as MaxText counts them (Gemma 2: pairs)
+    # MaxText layers in one iteration of its layer scan: a scannable block (SCAN_BLOCKS) scans several at once
+    scan_block: int = 1
     notes: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
 
@@ -1439,6 +1441,21 @@ _BUILDERS: dict[str, Callable[[_Ctx], list[LayerGroup]]] = {
 
 DECODER_BLOCKS = tuple(_BUILDERS)
 
+# Decoder blocks MaxText scans in blocks of several layers (layers/nnx_decoders.py at maxtext 0.2.5): Gemma 3 and 4 by
+# their attention pattern (5 local, 1 global: _init_scanned_gemma3, 712; gemma4, 741), the `get_scannable` ones
+# (1234-1249) by inhomogeneous_layer_cycle_interval (_init_scanned_generic, 823).
+PATTERN_BLOCKS = {"gemma3": 6, "gemma4": 6}
+CYCLE_BLOCKS = frozenset({"deepseek4", "gpt_oss", "qwen3_next", "qwen3_5", "llama4", "olmo3", "envy"})
+
+
+def scan_block(block: str, k: _Keys) -> int:
+    """MaxText layers in one iteration of the layer scan of this decoder block (1: a layer a step)."""
+    if block in PATTERN_BLOCKS:
+        return PATTERN_BLOCKS[block]
+    if block in CYCLE_BLOCKS:
+        return max(1, k.num("inhomogeneous_layer_cycle_interval", minimum=0) or 1)
+    return 1
+
 
 def build(get: Getter) -> Architecture:
     """The text decoder MaxText builds for the config behind `get(key, default=None)`.
@@ -1497,6 +1514,7 @@ def build(get: Getter) -> Architecture:
         logits=0 if tied else c.D * c.V,
         extras=tuple(extras),
         maxtext_layers=c.L,
+        scan_block=scan_block(c.block, k),
         notes=tuple(c.notes),
         sources=tuple(c.sources),
     )

@@ -61,6 +61,8 @@ class Shape(DecoderDims):
     attention_block: int = 1  # the attention kernel's block: it computes every block its mask touches whole
     moe_tile: int = 0  # rows per m-tile of the grouped matmul on the dropless path (0: dense einsum path)
     moe_imbalance: float = 1.0  # busiest expert-parallel shard's routed tokens over the mean (dropless path)
+    # bytes an element of the MoE combine's [tokens, top_k, emb] (MaxText's `float32_weight_sum`, default true: 4)
+    moe_combine_bytes: int = 4
 
     @property
     def moe(self) -> bool:
@@ -111,6 +113,7 @@ def shape(cfg: Config) -> Shape:
         attention_block=attention_block(cfg),
         moe_tile=tile,
         moe_imbalance=1.0 if balanced else MOE_LOAD_IMBALANCE,
+        moe_combine_bytes=2 if cfg.get("float32_weight_sum", True) is False else 4,
     )
 
 

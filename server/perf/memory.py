@@ -161,12 +161,13 @@ SCAN_CARRY = frozenset({"decoder_layer_input"})
 def scan_iterations(s: Shape) -> int:
     """Iterations of the decoder's layer scan: MaxText's num_decoder_layers, fewer than the decoder layers where one
     MaxText layer holds several (Gemma 2: a local and a global attention layer, models/gemma2.py; the architecture's
-    `maxtext_layers`). Blocks scanned as one unit elsewhere (Gemma 3's and Llama 4's scannable blocks) are not modelled
-    here: each of their layers counts as an iteration."""
+    `maxtext_layers`), and fewer still where MaxText scans a block of layers as one step (the architecture's
+    `scan_block`: Gemma 3's six, gpt-oss' and Llama 4's inhomogeneous_layer_cycle_interval)."""
     a = s.arch
-    if a is not None and 0 < a.maxtext_layers < s.layers:
-        return a.maxtext_layers
-    return s.layers
+    if a is None:
+        return s.layers
+    layers = a.maxtext_layers if 0 < a.maxtext_layers < s.layers else s.layers
+    return max(1, layers // a.scan_block) if a.scan_block > 1 else layers
 
 
 def kept_activations(s: Shape, remat: RematPolicy, tokens: float) -> float:
@@ -488,8 +489,19 @@ def memory_on(
     # pair holds both MLPs' intermediates at once (gemma2-9b on v5e-16, remat full: six bf16[1,2048,14336] in the
     # backward scan's body, three a layer), while its weights are still gathered matrix by matrix (two
     # bf16[1,3584,14336] and two bf16[1,16,256,3584] live at once).
+    # A scanned block of MoE layers holds every layer's routed buffers and gathered experts at once (gpt-oss-20b on
+    # v5p-32, fsdp 16, pdbs 4 at 8k, blocks of two layers: eighteen bf16[131072,2880] routed-row buffers, nine a layer,
+    # and six bf16[1,32,2880,2880] expert matrices live in the backward's body). MoE's combine weighs each token's
+    # top_k expert outputs in float32 (`float32_weight_sum`: f32[32768,4,2880] there, reshape.5592).
     per_iteration = s.layers / scan_iterations(s)
-    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + _moe_dispatch(s, ep, tokens)
+    routed_rows = per_iteration * _moe_dispatch(s, ep, tokens)
+    combine = tokens * s.experts_per_tok * s.emb * s.moe_combine_bytes if s.moe and s.moe_tile > 0 else 0.0
+    working = (
+        TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES
+        + gathered * (per_iteration if s.moe else 1.0)
+        + routed_rows
+        + combine
+    )
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
