@@ -16,7 +16,7 @@ from server.agents.coordinator import run
 from server.agents.types import Experiment, Result
 from server.common.findings import Severity
 from server.config.apply import apply_text, proposal_edits
-from server.perf import model_error, overlap
+from server.perf import model_error
 from server.perf.enumeration import fold_fsdp
 from server.services.analysis import analyze
 
@@ -185,14 +185,9 @@ def test_the_standard_layout_is_among_the_three_as_the_reference(tmp_path: Path)
     assert len(standard) == 1 and "standard layout" in standard[0].rationale, [p.ici for p in r.proposals]
 
 
-def test_meshes_priced_identically_are_one_proposal_with_their_equivalents(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_meshes_priced_identically_are_one_proposal_with_their_equivalents(tmp_path: Path) -> None:
     # Mixtral 8x22B on the capacity path (sparse_matmul false): the model prices expert 2, 4 and 8 exactly like
-    # pure FSDP (every device gathers every expert either way), so they are one candidate, written as pure FSDP.
-    # Without the measured overlap table (whose fsdp+expert rows, measured on a MoE compile, differ from the fsdp ones
-    # measured on dense compiles by a few points) every axis group gets the same assumed overlap.
-    monkeypatch.setattr(overlap, "table", lambda *a, **k: overlap.Table({}, (), "none"))
+    # pure FSDP (every device gathers every expert either way), so they are one candidate, written as pure FSDP
     sys.path.insert(0, str(ROOT / "bench"))
     from proposals import naive
     from references import MOE_REFERENCES

@@ -184,7 +184,9 @@ def test_dcn_gradient_all_reduce_with_and_without_the_data_parallel_optimization
 NO_COLLECTIVE_MATMUL = "--xla_jf_spmd_threshold_for_windowed_einsum_mib=1000000"  # MaxText's DISABLE_COLLECTIVE_MATMUL
 
 
-def test_tensor_parallel_all_reduce_with_and_without_collective_matmul() -> None:
+def test_tensor_parallel_all_reduce_with_and_without_collective_matmul(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the mixing of compiled forms by time, which the committed model keeps off (steptime.MIX_COMPILED_FORMS)
+    monkeypatch.setattr(steptime, "MIX_COMPILED_FORMS", True)
     assert parse_xla_flags(NO_COLLECTIVE_MATMUL).enabled() == {"collective_matmul": False}
     # tensor 4 on v5p-8, links of 1e9 B/s: a ring of both directions, 2e9 B/s. Each layer all-reduces the [tokens x 4,
     # D] bf16 activations twice a pass, forward and backward: 8 all-reduces of 524288 B, moving 3/4 of it twice.
@@ -220,7 +222,9 @@ def test_tensor_parallel_all_reduce_with_and_without_collective_matmul() -> None
     assert term(run(lay, fl), "tensor", "all-reduce").exposed_s == pytest.approx(t)
 
 
-def test_tensor_parallel_all_reduce_mixes_its_compiled_forms_by_time() -> None:
+def test_tensor_parallel_all_reduce_mixes_its_compiled_forms_by_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the mixing of compiled forms by time, which the committed model keeps off (steptime.MIX_COMPILED_FORMS)
+    monkeypatch.setattr(steptime, "MIX_COMPILED_FORMS", True)
     # Compiled, the tensor all-reduce is all-gathers and reduce-scatters (synchronous here) and collective matmul's
     # permutes (90% hidden behind the matmuls): rows with their seconds mix by time, 3 + 1 + 4 s.
     lay = layout("v5p-8", {"tensor": 4}, ici_link_bw=1e9)
