@@ -453,11 +453,11 @@ def test_offload_relayout_by_hand() -> None:
     assert c["activations"] == 0  # the layer input is offloaded: nothing kept on the device
     offload = c["logits"] + c["output_head"] + c["offload_relayout"]
     loss = c["logits"] + c["output_head"] + c["output_head_gradient"] + c["head_gradient"]
-    backward = c["gradients"] + c["gradient_padding"] + c["temporaries"]
+    backward = c["gradients"] + c["temporaries"]
     always = c["weights"] + c["weight_casts"] + c["optimizer"] + c["activations"] + c["embedding_relayout"]
     assert m.total == pytest.approx(always + max(loss, offload, backward))
-    assert [k for k, _ in m.uncertain] == ["gradient_padding", "offload_relayout"]  # emb 64 a device: padded too
-    assert m.to_json()["uncertain"][1].startswith("offload_relayout (0.00 GiB): an offloaded layer-input")
+    assert [k for k, _ in m.uncertain] == ["offload_relayout"]
+    assert m.to_json()["uncertain"][0].startswith("offload_relayout (0.00 GiB): an offloaded layer-input")
     # the head-split q/k/v stacks are not relaid; nor are the stacks of MoE layers
     assert memory.offload_relayout(SMALL, OFFLOAD_QKV, TOKENS) == 0
     assert memory.offload_relayout(MOE, OFFLOAD_IO, TOKENS) == 0
@@ -468,24 +468,6 @@ def test_offload_relayout_by_hand() -> None:
     only_input = remat_mod.resolve("custom", {"decoder_layer_input": "offload"})
     assert only_input is not None
     assert memory.offload_relayout(gemma2(), only_input, TOKENS) == 2 * 2 * TOKENS * D * 2
-
-
-def test_gradient_padding_by_hand() -> None:
-    """The float32 gradients of the emb-output weights (out_proj [heads, head_dim, emb], wo [mlp, emb]) with emb laid
-    out minor in 128-lane tile rows: emb 256 over fsdp 16 is 16 a device, one eighth of a row."""
-    emb_out = L * (H * HD * D + F * D)  # 2 x (65,536 + 262,144) = 655,360 parameters
-    assert memory.emb_output_params(SMALL) == (emb_out, 0)
-    c = mem(lay(fsdp=16)).components
-    assert c["gradient_padding"] == emb_out * 4 / 16 * (128 / 16 - 1) == 1_146_880
-    assert mem(lay("v5e-4", fsdp=4)).components["gradient_padding"] == emb_out * 4 / 4 * (128 / 64 - 1)  # 64: half
-    assert mem(lay(fsdp=2, data=8)).components["gradient_padding"] == 0  # 128 a device fills a row
-    # the routed experts' emb is not split by the expert axis: over fsdp 4 x expert 4 it is 64 a device, not 16
-    dense, routed = memory.emb_output_params(MOE)
-    assert routed == L * 8 * 512 * D and dense == L * H * HD * D
-    got = memory.gradient_padding(MOE, BPP, 16, 16, 4)
-    assert got == (dense * (128 / 16 - 1) + routed * (128 / 64 - 1)) * 4 / 16
-    m = mem(lay(fsdp=16))
-    assert [k for k, _ in m.uncertain] == ["gradient_padding"]
 
 
 def test_hover_and_json_say_what_is_counted_as_an_upper_bound() -> None:

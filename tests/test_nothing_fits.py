@@ -139,8 +139,11 @@ def test_nothing_fits_json_has_the_least_mesh_and_priced_options() -> None:
     )
     assert 0 < least["state_bytes"] < least["hbm_bytes"]
     kinds = [o["kind"] for o in nf["options"]]
-    assert {"per_device_batch_size", "host_offload", "slice"} <= set(kinds)
+    assert {"per_device_batch_size", "slice"} <= set(kinds)
     assert any("remat_policy full" in t for t in nf["tried"])  # full already keeps the least: no remat option
+    # offloading the layer inputs leaves the state and a layer's backward, still over (the MINIMAL config's offload
+    # fits: test_a_policy_keeping_less_and_offload_are_offered_where_they_fit)
+    assert "host_offload" not in kinds and "host offload of every kept activation does not fit either" in nf["tried"]
     for o in nf["options"]:
         assert o["verdict"] in ("fits", "tight") and o["hbm_bytes"] > 0 and o["usable_bytes"] == least["usable_bytes"]
         assert o["step_s"] > 0 and 0 < o["mfu"] < 1
@@ -148,8 +151,6 @@ def test_nothing_fits_json_has_the_least_mesh_and_priced_options() -> None:
         assert "ASAP's memory model" in o["basis"] and "server/" not in o["basis"]
     batch = next(o for o in nf["options"] if o["kind"] == "per_device_batch_size")
     assert batch["changes"] == {"per_device_batch_size": 2} and batch["ici"] == {"fsdp": 16}  # the config's spelling
-    offload = next(o for o in nf["options"] if o["kind"] == "host_offload")
-    assert offload["changes"] == {"remat_policy": "custom", "decoder_layer_input": "offload"}
     assert next(o for o in nf["options"] if o["kind"] == "slice")["changes"] == {"compile_topology": "v5e-32"}
 
 
@@ -254,7 +255,7 @@ def test_text_output_says_nothing_fits_and_what_would() -> None:
     out = " ".join(r.stdout.split())  # rich wraps lines
     assert "No mesh of v5e-16 fits llama2-13b at per_device_batch_size 8" in out
     assert "What would fit" in out and "per_device_batch_size: 2 on v5e-16 with fsdp=16" in out
-    assert "compile_topology: v5e-32 (32 chips) with fsdp=32" in out
+    assert "compile_topology: v5e-32 (32 chips) with " in out  # on its fastest mesh that launches
 
 
 def test_the_diagnostic_without_proposals_says_what_would_fit() -> None:

@@ -34,11 +34,13 @@ def total(p: object, axis: str) -> int:
 
 
 def test_moe_where_expert_parallelism_wins_gets_it_with_the_all_to_all_priced(tmp_path: Path) -> None:
-    # Llama 4 Maverick (128 routed experts, dropless) on v5p-256, pure FSDP: every chip gathers every expert's
-    # weights each layer; splitting the experts over an expert axis trades that for the token all-to-all.
+    # Llama 4 Maverick (128 routed experts, dropless) on v5p-1024, pure FSDP: every chip gathers every expert's
+    # weights each layer; splitting the experts over an expert axis trades that for the token all-to-all. (On v5p-256
+    # pure FSDP does not launch: a scanned block of four layers holds both its MoE layers' gathered experts,
+    # server/perf/memory.py.)
     r = analyze_text(
         tmp_path,
-        "compile_topology: v5p-256\nmodel_name: llama4-17b-128e\nper_device_batch_size: 4\n"
+        "compile_topology: v5p-1024\nmodel_name: llama4-17b-128e\nper_device_batch_size: 4\n"
         "max_target_length: 4096\nici_fsdp_parallelism: -1\n",
     )
     expert = [p for p in r.proposals if total(p, "expert") > 1]
@@ -173,11 +175,11 @@ def test_the_engines_error_table_is_what_its_bench_computes() -> None:
 
 
 def test_the_standard_layout_is_among_the_three_as_the_reference(tmp_path: Path) -> None:
-    # Llama 4 Maverick on v5p-256 from pure data parallelism (does not launch): the model prices expert parallelism
+    # Llama 4 Maverick on v5p-1024 from pure data parallelism (does not launch): the model prices expert parallelism
     # well ahead of pure FSDP; pure FSDP (the published recipes' layout) is still one of the three, said as such
     r = analyze_text(
         tmp_path,
-        "compile_topology: v5p-256\nmodel_name: llama4-17b-128e\nper_device_batch_size: 4\n"
+        "compile_topology: v5p-1024\nmodel_name: llama4-17b-128e\nper_device_batch_size: 4\n"
         "max_target_length: 4096\nici_data_parallelism: -1\nici_fsdp_parallelism: 1\n",
     )
     assert total(r.proposals[0], "expert") > 1

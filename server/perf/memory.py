@@ -93,7 +93,7 @@ ROW_MAJOR_UPDATE_FILL = 7 / 8
 # fusion.418{1} bf16[4,8192,128256] and the gathered head all-gather.17 at the step's peak, 25.86 GiB at once).
 LOSS_PHASE = ("logits", "output_head", "output_head_gradient", "head_gradient")
 OFFLOAD_PHASE = ("logits", "output_head", "offload_relayout")
-BACKWARD_PHASE = ("gradients", "gradient_padding", "temporaries")
+BACKWARD_PHASE = ("gradients", "temporaries")
 _ONE_PHASE = frozenset(LOSS_PHASE + OFFLOAD_PHASE + BACKWARD_PHASE)
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
@@ -258,41 +258,14 @@ def offload_relayout(s: Shape, remat: RematPolicy, tokens: float, tp: int = 1) -
     return 2 * stacked * tokens * s.emb / max(1, tp) * ACT_BYTES
 
 
-# The TPU stores an array in (8, 128) tiles, its minor dimension in whole 128-lane rows (TILE_LANES), so a dimension of
-# fewer than 128 elements laid out minor takes 128 lanes. The float32 gradient of a scanned weight whose output is the
-# embed dimension (the MLP's and the experts' wo, [mlp, emb]; the attention's output projection, [heads, head_dim, emb])
-# is computed as x^T.dy with emb minor, so where FSDP shards emb below 128 a device it is padded: DeepSeek-V3 on
-# v5p-1024 (fsdp 512, emb 7168: 14 a device) accumulates the routed experts' wo gradient as f32[58,256,2048,14]
-# {3,2,1,0}, 14,848 MiB for 1,624 MiB of values, while its wi gradients, mlp minor, are not padded
-# (f32[58,256,14,2048], 1,856 MiB). The weights and their bf16 casts are laid out unpadded (the parameter
-# f32[256,58,2048,14] is 1.70 GB). The compiler may lay a gradient out with another dimension minor (llama3.1-8b on
-# v6e-256, emb 16 a device: its wo gradient f32[32,14336,16]{1,2,0}, unpadded), which the model cannot know: it counts
-# the padding of every emb-output gradient (an upper bound, said in Memory.uncertain).
-
-
-def emb_output_params(s: Shape) -> tuple[float, float]:
-    """Parameters of the scanned weights whose output (minor) dimension is the embed dimension: (each layer's attention
-    output projection and dense or shared-expert wo, the routed experts' wo)."""
-    out_proj = s.q_heads * s.head_dim * s.emb
-    dense = s.layers - s.routed_layers
-    shared = s.shared_experts * s.moe_mlp * s.emb if s.moe else 0.0
-    routed = s.routed_layers * s.experts * s.moe_mlp * s.emb if s.moe else 0.0
-    return dense * (out_proj + s.mlp * s.emb) + s.routed_layers * (out_proj + shared), routed
-
-
-def _padding(local: float) -> float:
-    """Padded bytes per byte of values for a minor dimension of `local` elements in 128-lane rows."""
-    fill = row_major_fill(local)
-    return 1 / fill - 1 if 0 < fill < 1 else 0.0
-
-
-def gradient_padding(s: Shape, bpp: BytesPerParam, shards: float, ev: float, ep: int) -> float:
-    """Bytes the emb-output weights' gradients take beyond their values when the embed dimension a device holds is
-    laid out minor in whole 128-lane rows: emb / ev, and for the routed experts, whose embed dimension the expert axis
-    does not split (MaxText's `embed_no_exp`), emb / (ev / ep); 0 when it fills them."""
-    other, routed = emb_output_params(s)
-    per_param = bpp.grads / max(1.0, shards)
-    return per_param * (other * _padding(s.emb / max(1.0, ev)) + routed * _padding(s.emb * ep / max(1.0, ev)))
+# Not counted: tile padding of the float32 gradients. The TPU stores an array in (8, 128) tiles, its minor dimension in
+# whole 128-lane rows (TILE_LANES), and where FSDP leaves fewer than 128 of emb a device a gradient laid out emb-minor
+# is padded: DeepSeek-V3 on v5p-1024 (fsdp 512, emb 7168: 14 a device) accumulates the routed experts' wo gradient as
+# f32[58,256,2048,14]{3,2,1,0}, 14,848 MiB for 1,624 MiB of values, while its wi gradients, mlp minor, are not padded
+# (f32[58,256,14,2048], 1,856 MiB), and llama3.1-8b on v6e-256 (16 a device) lays its wo gradient out mlp-minor
+# (f32[32,14336,16]{1,2,0}, unpadded). Which gradients the compiler lays out so is not known beforehand, and counting
+# every emb-output gradient padded would price meshes that differ only in how the expert axis splits emb differently
+# (and tens of GiB over for Llama 4 at fsdp 128); that step's verdict does not depend on it.
 
 
 def row_major_fill(width: float) -> float:
@@ -493,15 +466,16 @@ def memory_on(
     # v5p-32, fsdp 16, pdbs 4 at 8k, blocks of two layers: eighteen bf16[131072,2880] routed-row buffers, nine a layer,
     # and six bf16[1,32,2880,2880] expert matrices live in the backward's body). MoE's combine weighs each token's
     # top_k expert outputs in float32 (`float32_weight_sum`: f32[32768,4,2880] there, reshape.5592).
+    # (Each layer's gathered weights are one value in the body, used by its recomputed forward and its backward, so
+    # they outlive the later layers'.) A block of several layers counts its MoE layers' share of them: Llama 4
+    # Maverick's blocks of four hold two MoE and two dense layers.
     per_iteration = s.layers / scan_iterations(s)
-    routed_rows = per_iteration * _moe_dispatch(s, ep, tokens)
+    moe_share = s.routed_layers / s.layers if s.moe else 0.0
+    routed_rows = per_iteration * (moe_share if per_iteration > 1 else 1.0) * _moe_dispatch(s, ep, tokens)
+    if s.moe and per_iteration > 1:
+        gathered = per_iteration * (p.per_layer() - p.routed + p.routed / split) * ACT_BYTES / max(1, tp)
     combine = tokens * s.experts_per_tok * s.emb * s.moe_combine_bytes if s.moe and s.moe_tile > 0 else 0.0
-    working = (
-        TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES
-        + gathered * (per_iteration if s.moe else 1.0)
-        + routed_rows
-        + combine
-    )
+    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + routed_rows + combine
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
@@ -558,17 +532,7 @@ def memory_on(
     # bf16[layers, ...] beside every float32 weight stack). None when the weights already are bf16.
     casts = s.layers * p.per_layer() * ACT_BYTES / shards if bpp.weights > ACT_BYTES else 0.0
     relayout_offloaded = offload_relayout(s, remat, tokens, tp)
-    padding = gradient_padding(s, bpp, shards, ev, ep)
     uncertain: list[tuple[str, str]] = []
-    if padding:
-        uncertain.append(
-            (
-                "gradient_padding",
-                f"the float32 gradients of the weights whose output is the embed dimension ({s.emb / ev:g} a device) "
-                "padded to whole 128-lane tile rows, where the compiler lays emb out minor; it may choose another "
-                "layout",
-            )
-        )
     if relayout_offloaded:
         uncertain.append(
             (
@@ -590,7 +554,6 @@ def memory_on(
             "weights": total_params * bpp.weights / shards,
             "weight_casts": casts,
             "gradients": total_params * bpp.grads / shards,
-            "gradient_padding": padding,
             "optimizer": total_params * bpp.optimizer / shards,
             "activations": acts,
             "embedding_one_hot": one_hot,
