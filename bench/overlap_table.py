@@ -62,6 +62,15 @@ def _recipe_groups(recipe: str, groups: tuple[str, ...]) -> str:
 
 
 _TPU7X = "tpu7x_deepseek3-671b.txt"
+# the recipe's SparseCore collective offload groups, and its layer scheduler's
+_SC_GROUPS = (
+    "sparsecore_offload_base",
+    "sparsecore_offload_all_gather",
+    "sparsecore_offload_reduce_scatter",
+    "sparsecore_offload_all_reduce",
+    "sparsecore_offload_tuning",
+)
+_SCHED_GROUPS = ("layer_scheduler", "latency_hiding_scheduler")
 # Flag variants: LIBTPU_INIT_ARGS of the compile. "" is libtpu's defaults.
 VARIANTS: dict[str, str] = {
     "defaults": "",
@@ -80,27 +89,13 @@ VARIANTS: dict[str, str] = {
     # tpu-recipes' tpu7x launches (deepseek3-671b): SparseCore collective offload, its group's flags as set there
     "sc_offload": _recipe_groups(
         _TPU7X,
-        (
-            "sparsecore_offload_base",
-            "sparsecore_offload_all_gather",
-            "sparsecore_offload_reduce_scatter",
-            "sparsecore_offload_all_reduce",
-            "sparsecore_offload_tuning",
-        ),
+        _SC_GROUPS,
     ),
-    "layer_sched": _recipe_groups(_TPU7X, ("layer_scheduler", "latency_hiding_scheduler")),
+    "layer_sched": _recipe_groups(_TPU7X, _SCHED_GROUPS),
     # the layer scheduler needs the SparseCore collective aggregator: the recipe's offload and scheduler groups together
     "sc_layer_sched": _recipe_groups(
         _TPU7X,
-        (
-            "sparsecore_offload_base",
-            "sparsecore_offload_all_gather",
-            "sparsecore_offload_reduce_scatter",
-            "sparsecore_offload_all_reduce",
-            "sparsecore_offload_tuning",
-            "layer_scheduler",
-            "latency_hiding_scheduler",
-        ),
+        _SC_GROUPS + _SCHED_GROUPS,
     ),
     "host_offload_pcie": _recipe_groups(_TPU7X, ("host_offload", "pcie_bandwidth")),
 }
