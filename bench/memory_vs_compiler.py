@@ -493,7 +493,9 @@ CASES: tuple[Case, ...] = (
         maxtext_only=True,
         libtpu_flags=DENSE_VMEM_LIMIT,
     ),
-    # Held out: written down before the memory model's fixes, compiled after them, never tuned on.
+    # Held out: written down before the memory model's fixes, compiled after them. The three below whose first compile
+    # the model failed (llama3.1-70b's offload recipe, gpt-oss-120b's, Llama 4 Scout's) were then looked at and fixed
+    # for, so they count as development; the two after them stay held out.
     Case(
         "llama3.1-70b v6e-256 fsdp256 pdbs5 seq8192 offload input+qkv (tpu-recipes llama3_1_70b_8192)",
         "v6e-256",
@@ -512,7 +514,7 @@ CASES: tuple[Case, ...] = (
         },
         maxtext_only=True,
         libtpu_flags=DENSE_VMEM_LIMIT,
-        held_out=True,
+        # held out until its first compile, which the model then failed: development since
     ),
     Case(
         "gpt-oss-120b tpu7x-128 fsdp64 x data2 pdbs10 seq8192 offload input+mlpwo (tpu-recipes 8k bf16)",
@@ -544,8 +546,8 @@ CASES: tuple[Case, ...] = (
             "opt_type": "adamw",
         },
         maxtext_only=True,
-        libtpu_flags=DENSE_VMEM_LIMIT,
-        held_out=True,
+        # no scoped-VMEM flag: 96 MiB is more than a tpu7x core's 64 MiB VMEM (the kernels then overflow it)
+        # held out until its first compile, which the model then failed: development since
     ),
     Case(
         "llama4-17b-16e v5p-256 fsdp128 pdbs8 seq8192 offload input dropless (llama4_scout_dropless_v5p_256)",
@@ -566,7 +568,7 @@ CASES: tuple[Case, ...] = (
         },
         maxtext_only=True,
         libtpu_flags=DENSE_VMEM_LIMIT,
-        held_out=True,
+        # held out until its first compile, which the model then failed: development since
     ),
     Case(
         "llama3.1-8b v6e-64 fsdp8 x context8 pdbs0.125 seq131072 full (128k)",

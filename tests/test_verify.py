@@ -332,6 +332,14 @@ def test_verify_maxtext_reads_the_memory_report_and_errors() -> None:
         1,
     )
     assert oom["kind"] == "oom" and oom["available_bytes"] == pytest.approx(15.75 * 2**30)
+    # a kernel's VMEM running out is a compile failure, not "does not fit" (libtpu 0.0.52's two wordings)
+    for vmem in (
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: E1001: CompileTimeScopedVmemOom:",
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory "
+        "space vmem. Used 69.30M of 63.94M vmem. Exceeded vmem capacity by 5.37M.",
+    ):
+        failed = verify_maxtext._error(vmem, 1)
+        assert failed["kind"] == "compile" and "vmem" in failed["message"].lower(), failed
     placement = verify_maxtext._error("Traceback...\nNotImplementedError: Failed to find assignment for mesh", 1)
     assert placement == {"kind": "placement", "message": "NotImplementedError: Failed to find assignment for mesh"}
     assert verify_maxtext._error("ModuleNotFoundError: No module named 'maxtext'", 1)["kind"] == "no-maxtext"

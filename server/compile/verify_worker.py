@@ -41,9 +41,17 @@ _OOM_PATTERNS = (
 _UNIT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
+# A kernel's scoped VMEM exhausted (the splash kernels' blocks over `xla_tpu_scoped_vmem_limit_kib` or the core's VMEM:
+# "CompileTimeScopedVmemOom", "Ran out of memory in memory space vmem") is a compile failure, not the HBM verdict.
+_VMEM_OOM = re.compile(r"ScopedVmemOom|memory space vmem", re.IGNORECASE)
+
+
 def parse_oom(message: str) -> dict[str, Any] | None:
-    """(needed, available) bytes from libtpu's out-of-memory message; None if it is not one."""
+    """(needed, available) bytes from libtpu's out-of-memory message; None if it is not one (a kernel's VMEM running
+    out is not: the program's HBM was never decided)."""
     if "RESOURCE_EXHAUSTED" not in message and "Ran out of memory" not in message:
+        return None
+    if _VMEM_OOM.search(message) and not any(pat.search(message) for pat in _OOM_PATTERNS):
         return None
     m = _OOM_PATTERNS[0].search(message)
     if m:

@@ -236,9 +236,11 @@ def _moe_dispatch(s: Shape, ep: int, tokens: float) -> float:
 # MaxText's llama3.1-8b recipe on v6e-256 (pdbs 4 at 8k: copy-start{0} and copy.757, bf16[32,4,8192,4096] each, 16
 # GiB at once beside the logits, the step's peak) and DeepSeek-V3's three dense layers on v5p-1024 (bf16[3,6,8192,7168]
 # on the device in both layouts); not for the head-split q/k/v stacks, nor for the MoE layers' stacks, written
-# emb-minor (DeepSeek-V3: bf16[58,6,8192,7168]{3,2,1,0} only on the host). Whether layouts differ is the compiler's
-# layout assignment, which the model cannot know: it counts the relayout wherever a dense layer offloads these tensors
-# (an upper bound, said in Memory.uncertain).
+# emb-minor (DeepSeek-V3: bf16[58,6,8192,7168]{3,2,1,0} only on the host). Each of those three offloaded out_proj too;
+# MaxText's llama3.1-70b 8k recipe, which offloads the layer input and q/k/v but not out_proj, writes and reads its
+# input stack in one layout (bf16[80,5,8192,8192]{2,3,1,0} on the host only, nothing relaid). Whether layouts differ
+# is the compiler's layout assignment, which the model cannot know: it counts the relayout wherever a dense layer
+# offloads out_proj (an upper bound, said in Memory.uncertain).
 OFFLOAD_RELAYOUT_TENSORS = frozenset({"decoder_layer_input", "out_proj"})
 
 
@@ -248,7 +250,7 @@ def offload_relayout(s: Shape, remat: RematPolicy, tokens: float, tp: int = 1) -
     pair: one), out_proj once per decoder layer; a device's stack holds emb / tp of each token (MaxText's
     `activation_embed` axis is `tensor`)."""
     off = remat.offloaded & OFFLOAD_RELAYOUT_TENSORS
-    if not off:
+    if "out_proj" not in off:
         return 0.0
     dense = s.layers - s.routed_layers
     if dense <= 0:
@@ -469,6 +471,9 @@ def memory_on(
     # (Each layer's gathered weights are one value in the body, used by its recomputed forward and its backward, so
     # they outlive the later layers'.) A block of several layers counts its MoE layers' share of them: Llama 4
     # Maverick's blocks of four hold two MoE and two dense layers.
+    # Not always all of them: Llama 4 Scout's blocks of four (v5p-256, fsdp 128, pdbs 8 at 8k) held eight
+    # bf16[1,16,5120,8192] expert matrices, under three layers' worth, at its backward's peak, so the estimate is over
+    # there; gemma3-12b's blocks of six held all six layers' working sets (a cap at two layers was 16% under it).
     per_iteration = s.layers / scan_iterations(s)
     moe_share = s.routed_layers / s.layers if s.moe else 0.0
     routed_rows = per_iteration * (moe_share if per_iteration > 1 else 1.0) * _moe_dispatch(s, ep, tokens)
