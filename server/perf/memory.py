@@ -84,6 +84,29 @@ TIED_HEAD_LOOP_DEVICES = 4
 # v5p (and on v5e under memory pressure: gemma2-9b at pdbs 3 and 4 on v5e-16); counted as live throughout.
 TILE_LANES = 128
 ROW_MAJOR_UPDATE_FILL = 7 / 8
+
+
+# The same tiling pads every activation: its minor dimension is its hidden width (emb, the MLP's, a head's), stored in
+# whole 128-lane rows, so a width that is not a multiple of 128 takes the next one. gpt-oss-20b (emb and expert width
+# 2880, head_dim 64) on v5p-32: every routed-row buffer bf16[131072,2880] takes 736 MiB for 720 MiB of values (2944
+# lanes), the attention's q and output bf16[4,64,8192,64] 512 MiB for 256 (head_dim 64 in 128 lanes), the MoE combine
+# f32[32768,4,2880] 1472 MiB for 1440. The logits are not padded: the compiler lays a vocabulary that is not a multiple
+# of 128 out sequence-minor (Llama 4's 202048: bf16[8,8192,202048]{1,2,0}, 25256 MiB, exactly its values).
+def lanes(width: float) -> float:
+    """Elements a row of `width` elements occupies in the TPU's tiles: whole TILE_LANES-lane rows."""
+    return math.ceil(width / TILE_LANES) * TILE_LANES if width > 0 else 0.0
+
+
+def least_padded(*widths: float) -> float:
+    """The padding factor of a weight (bytes stored / bytes of values) whose dimensions are `widths` (per device): the
+    compiler chooses a parameter's layout, and it puts minor the dimension that wastes the fewest lanes. gpt-oss-20b on
+    v5p-32 (fsdp 16): the experts' f32[32,12,180,2880] minor in the expert width (2880 in 2944 lanes: 2%) rather than
+    emb / fsdp (180 in 256: 42%); the attention's f32[180,12,64,64] minor in emb / fsdp (180) rather than head_dim 64
+    (64 in 128: 100%); 0.51 GiB of its 15.19 GiB of arguments is this padding. Where a dimension is a multiple of 128
+    nothing is padded (every other compiled case: llama3.1-8b at 16 of emb a device lays q out head_dim-minor)."""
+    return min((lanes(w) / w for w in widths if w >= 1), default=1.0)
+
+
 # Components live in only one phase of the step; the others are live throughout it. The gradients are allocated by the
 # backward pass (none is live at the loss: buffer assignments above), the logits and the gathered head only around
 # the loss, so the peak is the largest of the phases. Between the forward's last write of an offloaded stack and the
@@ -93,7 +116,7 @@ ROW_MAJOR_UPDATE_FILL = 7 / 8
 # fusion.418{1} bf16[4,8192,128256] and the gathered head all-gather.17 at the step's peak, 25.86 GiB at once).
 LOSS_PHASE = ("logits", "output_head", "output_head_gradient", "head_gradient")
 OFFLOAD_PHASE = ("logits", "output_head", "offload_relayout")
-BACKWARD_PHASE = ("gradients", "temporaries")
+BACKWARD_PHASE = ("gradients", "temporaries", "output_head_carried")
 _ONE_PHASE = frozenset(LOSS_PHASE + OFFLOAD_PHASE + BACKWARD_PHASE)
 # The band around the usable HBM where the estimate cannot decide ('tight', a warning): from 10% under
 # to 15% over. Published runs that did run (bench/references.py) come out up to 13% over the usable
@@ -108,18 +131,19 @@ def tensor_dims(s: Shape, tensors: frozenset[str]) -> float:
     routed copy's expert output before the combine, [tokens x top_k, emb] (moe.py:2243@e591f30cb names the grouped
     matmul's output; the shared experts' MlpBlock names its own, linears.py:624), not the combined [tokens, emb]; the
     capacity path's padding (x capacity_factor, moe.py:2967) is not counted."""
-    q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
+    q, kv = s.q_heads * lanes(s.head_dim), s.kv_heads * lanes(s.head_dim)
     copies = s.experts_per_tok + s.shared_experts if s.moe else 1
-    mlp = copies * s.moe_mlp if s.moe else s.mlp
+    mlp = copies * lanes(s.moe_mlp) if s.moe else lanes(s.mlp)
+    emb = lanes(s.emb)
     dims = {
-        "decoder_layer_input": s.emb,
+        "decoder_layer_input": emb,
         "query_proj": q,
         "key_proj": kv,
         "value_proj": kv,
         "context": q,
-        "out_proj": s.emb,
+        "out_proj": emb,
         "mlpwi": s.n_mlp_in * mlp,
-        "mlpwo": copies * s.emb,
+        "mlpwo": copies * emb,
     }
     return float(sum(v for k, v in dims.items() if k in tensors))
 
@@ -188,9 +212,20 @@ def all_dims(s: Shape) -> float:
     forward's and their gradients, which the MLP's backward holds at once (llama3-8b on v6e-16, fsdp 16, pdbs 2 at 8k,
     num_vocab_tiling 4, remat full: eight bf16[2,8192,14336]-sized buffers live in a layer's backward, the
     intermediates, their gradients and transposed copies, fusion.626 to fusion.694)."""
-    q, kv = s.q_heads * s.head_dim, s.kv_heads * s.head_dim
-    mlp = (s.experts_per_tok + s.shared_experts) * s.moe_mlp if s.moe else s.mlp
-    return float(3 * s.emb + 2 * q + 2 * kv + 2 * (s.n_mlp_in + 1) * mlp)
+    return attention_dims(s) + mlp_dims(s)
+
+
+def attention_dims(s: Shape) -> float:
+    """Elements per token of a layer's working set outside its MLP: its emb-wide tensors and the attention's (q, k, v,
+    their gradients), in the widths the tiles store (`lanes`)."""
+    q, kv = s.q_heads * lanes(s.head_dim), s.kv_heads * lanes(s.head_dim)
+    return float(3 * lanes(s.emb) + 2 * q + 2 * kv)
+
+
+def mlp_dims(s: Shape) -> float:
+    """Elements per token of a layer's MLP intermediates and their gradients (every routed copy's, on MoE)."""
+    mlp = (s.experts_per_tok + s.shared_experts) * lanes(s.moe_mlp) if s.moe else lanes(s.mlp)
+    return float(2 * (s.n_mlp_in + 1) * mlp)
 
 
 # bf16 [rows, emb] buffers of a MoE layer's expert-parallel dispatch live in its backward: the routed rows received,
@@ -220,9 +255,9 @@ def _moe_dispatch(s: Shape, ep: int, tokens: float) -> float:
         return 0.0
     routed = tokens * s.experts_per_tok
     rows = routed * min(ep, s.experts / max(1, s.experts_per_tok))
-    mlp = (s.n_mlp_in + 1) * s.moe_mlp
+    mlp = (s.n_mlp_in + 1) * lanes(s.moe_mlp)
     buffers = DISPATCH_BUFFERS if ep > 1 else SORTED_BUFFERS
-    return (rows * (buffers * s.emb + mlp) - routed * mlp) * ACT_BYTES
+    return (rows * (buffers * lanes(s.emb) + mlp) - routed * mlp) * ACT_BYTES
 
 
 # Host offload (remat `custom` with `offload`, `qkv_proj_offloaded`, `minimal_offloaded`): the forward writes each
@@ -257,7 +292,7 @@ def offload_relayout(s: Shape, remat: RematPolicy, tokens: float, tp: int = 1) -
         return 0.0
     per_iteration = scan_iterations(s) / s.layers
     stacked = max(dense * (per_iteration if t == "decoder_layer_input" else 1.0) for t in off)
-    return 2 * stacked * tokens * s.emb / max(1, tp) * ACT_BYTES
+    return 2 * stacked * tokens * lanes(s.emb / max(1, tp)) * ACT_BYTES
 
 
 # Not counted: tile padding of the float32 gradients. The TPU stores an array in (8, 128) tiles, its minor dimension in
@@ -268,6 +303,24 @@ def offload_relayout(s: Shape, remat: RematPolicy, tokens: float, tp: int = 1) -
 # (f32[32,14336,16]{1,2,0}, unpadded). Which gradients the compiler lays out so is not known beforehand, and counting
 # every emb-output gradient padded would price meshes that differ only in how the expert axis splits emb differently
 # (and tens of GiB over for Llama 4 at fsdp 128); that step's verdict does not depend on it.
+
+
+def layer_padding(s: Shape, p: Params, ev: float, tp: float) -> float:
+    """Stored over counted bytes of a decoder layer's weights on a device (`least_padded`): attention by emb over the
+    embed axes, heads over tensor or head_dim; the MLP's and experts' by emb over the embed axes or their width over
+    tensor."""
+    emb = s.emb / max(1.0, ev)
+    attn = least_padded(emb, s.q_heads / max(1.0, tp), s.head_dim)
+    ffn = least_padded(emb, (s.moe_mlp if s.moe else s.mlp) / max(1.0, tp))
+    per_layer = p.per_layer()
+    return (p.attention * attn + p.mlp * ffn + p.norms) / per_layer if per_layer > 0 else 1.0
+
+
+def padded_params(s: Shape, p: Params, ev: float, tp: float) -> float:
+    """The parameter count as the tiles store it on a device, over all layers and the tables (the token embedding and
+    output head by the vocabulary over tensor or emb over the embed axes)."""
+    tables = least_padded(s.vocab / max(1.0, tp), s.emb / max(1.0, ev))
+    return s.layers * p.per_layer() * layer_padding(s, p, ev, tp) + p.total(0) * tables
 
 
 def row_major_fill(width: float) -> float:
@@ -447,6 +500,10 @@ def memory_on(
     shards, tp, ep, cp, ev, data = degrees
     hbm = chip.hbm_bytes / chip.devices_per_chip
     total_params = p.total(s.layers)
+    # The state as the tiles store it (`least_padded`): a weight's dimensions on a device are emb over the embed axes
+    # (embed_vocab's degree), the MLP's or heads over tensor, head_dim, the vocabulary over tensor. The gradients are
+    # not padded so: their layout is the backward's dots', not chosen for them (the note above row_major_fill).
+    stored_params = padded_params(s, p, ev, tp)
     # Local tokens of a device: its batch shard's sequences, split over the non-batch axes that split
     # tokens or hidden dims (tensor, context, pipeline): pdbs x seq in every case.
     tokens = pdbs * seq
@@ -459,7 +516,8 @@ def memory_on(
     # all in the layers that route (DeepSeek's dense-first layers have none).
     split = ep if s.moe and (s.moe_tile > 0 or moe_dispatch_expert_parallel) else 1
     routed = p.routed * s.layers / max(1, s.routed_layers) if s.moe else 0.0
-    gathered = (p.per_layer() - p.routed + routed / split) * ACT_BYTES / max(1, tp)
+    pad = layer_padding(s, p, 1, tp)  # gathered whole over the embed axes
+    gathered = pad * (p.per_layer() - p.routed + routed / split) * ACT_BYTES / max(1, tp)
     # The backward recomputes one scan iteration's forward and holds the working set of every layer in it: a Gemma 2
     # pair holds both MLPs' intermediates at once (gemma2-9b on v5e-16, remat full: six bf16[1,2048,14336] in the
     # backward scan's body, three a layer), while its weights are still gathered matrix by matrix (two
@@ -471,20 +529,31 @@ def memory_on(
     # (Each layer's gathered weights are one value in the body, used by its recomputed forward and its backward, so
     # they outlive the later layers'.) A block of several layers counts its MoE layers' share of them: Llama 4
     # Maverick's blocks of four hold two MoE and two dense layers.
-    # Not always all of them: Llama 4 Scout's blocks of four (v5p-256, fsdp 128, pdbs 8 at 8k) held eight
-    # bf16[1,16,5120,8192] expert matrices, under three layers' worth, at its backward's peak, so the estimate is over
-    # there; gemma3-12b's blocks of six held all six layers' working sets (a cap at two layers was 16% under it).
+    # That is the block's backward when only its input is saved (remat `full`: gpt-oss-20b, gemma3-12b's blocks of six,
+    # all six working sets): the forward is recomputed through the block, each layer's from the one before, before any
+    # layer's backward runs. Where the policy saves every layer's input (MaxText names each decoder layer's input
+    # `decoder_layer_input`, llama4.py, gpt_oss.py, gemma3.py, and the host keeps it when offloaded), each layer is
+    # recomputed from its own input and the scheduler recomputes its MLP just before that layer's backward: the block
+    # holds every layer's emb-wide and attention tensors and gathered weights, and one layer's MLP intermediates and
+    # routed rows. Llama 4 Scout, blocks of four (v5p-256, fsdp 128, pdbs 8 at 8k, decoder_layer_input offloaded):
+    # the backward's body holds the q, attention output and emb-wide buffers of the block's four layers
+    # (bf16[8,40,8192,128], bf16[8,8192,5120], live from its start to each layer's backward) and eight
+    # bf16[1,16,5120,8192] expert matrices, but the grouped matmuls' bf16[65536,8192] outputs of one layer only (gmm.36,
+    # .37, .43, recomputed in that layer's backward; 32 grouped matmuls in the body, none of them the forward wo's).
     per_iteration = s.layers / scan_iterations(s)
+    independent = per_iteration > 1 and "decoder_layer_input" in remat.offloaded
     moe_share = s.routed_layers / s.layers if s.moe else 0.0
-    routed_rows = per_iteration * (moe_share if per_iteration > 1 else 1.0) * _moe_dispatch(s, ep, tokens)
+    routed_rows = (1.0 if independent else per_iteration * moe_share) if per_iteration > 1 else 1.0
+    routed_rows *= _moe_dispatch(s, ep, tokens)
     if s.moe and per_iteration > 1:
-        gathered = per_iteration * (p.per_layer() - p.routed + p.routed / split) * ACT_BYTES / max(1, tp)
-    combine = tokens * s.experts_per_tok * s.emb * s.moe_combine_bytes if s.moe and s.moe_tile > 0 else 0.0
-    working = TEMP_LAYERS * per_iteration * tokens * all_dims(s) * ACT_BYTES + gathered + routed_rows + combine
+        gathered = per_iteration * pad * (p.per_layer() - p.routed + p.routed / split) * ACT_BYTES / max(1, tp)
+    combine = tokens * s.experts_per_tok * lanes(s.emb) * s.moe_combine_bytes if s.moe and s.moe_tile > 0 else 0.0
+    layer_dims = per_iteration * attention_dims(s) + mlp_dims(s) if independent else per_iteration * all_dims(s)
+    working = TEMP_LAYERS * tokens * layer_dims * ACT_BYTES + gathered + routed_rows + combine
     # Context parallelism: the attention's backward gathers the keys and values of the whole sequence over the context
     # axis and accumulates their gradients there in float32 before reduce-scattering them (llama3.1-70b, context 8,
     # 131072 tokens, flash: bf16[1,8,131072,128] per gathered K and V, f32[8,131072,128] `dk_alias`/`dv_alias`).
-    kv_dims = 2 * s.kv_heads * s.head_dim
+    kv_dims = 2 * s.kv_heads * lanes(s.head_dim)
     cp_kv = tokens * cp * kv_dims * (ACT_BYTES + 4) if cp > 1 else 0.0
     # Tensor parallelism splits the vocabulary, not the batch: a device holds the logits of its tensor group's
     # pdbs x tp sequences over vocab / tp columns, pdbs x seq x vocab in all (MaxText's
@@ -522,7 +591,7 @@ def memory_on(
     # A tied table's head gradient in a loop: its two bf16 accumulators, allocated at the step's start, live at the
     # loss.
     head_grad = 2 * s.vocab * s.emb / ev * ACT_BYTES / max(1, tp) if tied_loop else 0.0
-    hidden = tokens * s.emb * HIDDEN_BYTES
+    hidden = tokens * lanes(s.emb) * HIDDEN_BYTES
     relayout = tied_table_relayout(s, bpp, ev, tp) if tied_loop else 0.0
     # `use_iota_embed`: the lookup is one_hot(tokens) @ table (MaxText's embeddings.py:132). Where the head's gradient
     # takes the all-reduce path, so does the table's, and the compiler keeps the one-hot, pred[tokens, vocab] (one byte
@@ -535,7 +604,8 @@ def memory_on(
     # the activation dtype, and XLA converts the whole stack once, before the forward scan, for the forward,
     # the rematerialised forward and the backward scans to slice from (buffer assignment of the same compile:
     # bf16[layers, ...] beside every float32 weight stack). None when the weights already are bf16.
-    casts = s.layers * p.per_layer() * ACT_BYTES / shards if bpp.weights > ACT_BYTES else 0.0
+    stored_layers = s.layers * p.per_layer() * layer_padding(s, p, ev, tp)
+    casts = stored_layers * ACT_BYTES / shards if bpp.weights > ACT_BYTES else 0.0
     relayout_offloaded = offload_relayout(s, remat, tokens, tp)
     uncertain: list[tuple[str, str]] = []
     if relayout_offloaded:
@@ -554,23 +624,43 @@ def memory_on(
                 "it would not fit",
             )
         )
-    return Memory(
-        {
-            "weights": total_params * bpp.weights / shards,
-            "weight_casts": casts,
-            "gradients": total_params * bpp.grads / shards,
-            "optimizer": total_params * bpp.optimizer / shards,
-            "activations": acts,
-            "embedding_one_hot": one_hot,
-            "embedding_relayout": relayout,
-            "logits": logits + hidden,
-            "output_head": head,
-            "output_head_gradient": head_allreduced,
-            "head_gradient": head_grad,
-            "offload_relayout": relayout_offloaded,
-            "temporaries": working + carried + cp_kv,
-        },
-        hbm,
-        chip.compiler_hbm_bytes,
-        uncertain=tuple(uncertain),
-    )
+    components = {
+        "weights": stored_params * bpp.weights / shards,
+        "weight_casts": casts,
+        "gradients": total_params * bpp.grads / shards,
+        "optimizer": stored_params * bpp.optimizer / shards,
+        "activations": acts,
+        "embedding_one_hot": one_hot,
+        "embedding_relayout": relayout,
+        "logits": logits + hidden,
+        "output_head": head,
+        "output_head_gradient": head_allreduced,
+        "head_gradient": head_grad,
+        "offload_relayout": relayout_offloaded,
+        "temporaries": working + carried + cp_kv,
+        "output_head_carried": 0.0,
+    }
+    # A logits-sized buffer carried through the layers' backward is the scheduler's choice, and XLA's scheduler and
+    # rematerialization work under the HBM limit: where the step would not fit with it, the compiler does without it.
+    # MaxText's llama3.1-70b 8k recipe on v6e-256 (fsdp 256, pdbs 5, offload): the forward logits are recomputed at the
+    # end of the backward (`fusion.419.remat`, bf16[5,8192,128256], live for 7 instructions there) and the gathered
+    # head, bf16[8192,128256], is what lives from the loss to the backward's end; Llama 4 Scout on v5p-256 (fsdp 128,
+    # pdbs 8): the head's weight gradient is computed right after the loss (both bf16[8,8192,202048] buffers dead by
+    # then) and its all-reduced bf16[5120,202048] (`all-reduce.100`) lives through the backward. Either way one
+    # head-sized buffer is carried instead of the logits; the note says the estimate relies on it. Only where the step
+    # then fits clear of the band where the estimate cannot decide (TIGHT_BAND): nearer the limit the estimate keeps the
+    # logits, erring high (DeepSeek-V3 on v5p-1024, pure FSDP: 99.7% of the usable HBM without them, and the compiler
+    # kept them, multiply_convert_fusion.1 bf16[6,8192,129280], and ran out of memory).
+    usable = usable_hbm(hbm, chip.compiler_hbm_bytes)
+    without = {**components, "temporaries": components["temporaries"] - carried, "output_head_carried": head}
+    if carried and _peak(components) > usable and _peak(without) <= TIGHT_BAND[0] * usable:
+        components = without
+        uncertain.append(
+            (
+                "output_head_carried",
+                "the logits are not carried through the backward pass, which with them would not fit: the compiler "
+                "then recomputes them at its end or reduces the head's gradient right after the loss, and carries one "
+                "head-sized buffer instead",
+            )
+        )
+    return Memory(components, hbm, chip.compiler_hbm_bytes, uncertain=tuple(uncertain))
