@@ -318,3 +318,48 @@ def test_schedule_multislice_program_all_reduce_over_the_slice_is_the_data_axis(
     assert ar.seconds == pytest.approx(ici + 2 * nbytes / 16 / V5E.dcn_bw)
     assert not ar.asynchronous and ar.hidden == 0.0
     assert (ag.group, ag.axes) == ("fsdp", ("fsdp",))
+
+
+MEGASCALE = (
+    'frontend_attributes={_xla_host_transfer_handler_name="xla_megascale_runtime",'
+    '_xla_host_transfer_rendezvous="all-reduce.92_0",_xla_megascale_reduce_operation="SUM",'
+    '_xla_megascale_transfer_type="ALL_REDUCE",is_spmd_generated="true"}'
+)
+DONE_ATTRS = 'frontend_attributes={_xla_host_transfer_handler_name="xla_megascale_runtime"}'
+
+
+def test_schedule_megascale_transfers_are_the_dcn_all_reduce_behind_the_compute_between() -> None:
+    """Where a multi-slice program hands its cross-slice gradient reduction to the Megascale runtime (send/recv host
+    transfers of one rendezvous, as libtpu compiles MaxText's 2-slice train step), that transfer is the data axis'
+    all-reduce of the shard it sends, asynchronous from its first half to its recv-done, hidden by the compute
+    between; the slice's own all-reduce stays on its ICI axis."""
+    shard = "bf16[256,4096]{1,0}"
+    body = (
+        "  %ar = bf16[4096,4096]{1,0} all-reduce(%w), channel_id=4, replica_groups={{0,1,2,3,4,5,6,7,8,9,10,11,12,13,"
+        "14,15}}, use_global_device_ids=true, to_apply=%add\n"
+        "  %sl = bf16[256,4096]{1,0} slice(%ar), slice={[0:256], [0:4096]}\n"
+        "  %tok = token[] after-all()\n"
+        f"  %send.1 = ({shard}, u32[], token[]) send(%sl, %tok), channel_id=10, is_host_transfer=true, {MEGASCALE}\n"
+        f"  %recv.1 = ({shard}, u32[], token[]) recv(%tok), channel_id=9, is_host_transfer=true, {MEGASCALE}\n"
+        + DOT_A
+        + DOT_B
+        + f"  %send-done.1 = token[] send-done(%send.1), channel_id=10, is_host_transfer=true, {DONE_ATTRS}\n"
+        f"  %recv-done.1 = ({shard}, token[]) recv-done(%recv.1), channel_id=9, is_host_transfer=true, {DONE_ATTRS}\n"
+        "  ROOT %r = bf16[256,4096]{1,0} get-tuple-element(%recv-done.1), index=0\n"
+    )
+    text = module(
+        body,
+        "\n%add (a: bf16[], b: bf16[]) -> bf16[] {\n  %a = bf16[] parameter(0)\n  %b = bf16[] parameter(1)\n"
+        "  ROOT %s = bf16[] add(%a, %b)\n}\n",
+    ).replace("is_scheduled=true", "is_scheduled=true, num_partitions=16")
+    lay = build(parse_slice("v5e-16", 2), {"fsdp": 16}, {"data": 2})
+    ar, dcn = hs.schedule(text, lay).collectives
+    assert (ar.kind, ar.group, ar.axes, ar.asynchronous) == ("all-reduce", "fsdp", ("fsdp",), False)
+    assert (dcn.name, dcn.kind, dcn.group, dcn.axes) == ("send.1", "all-reduce", "data", ("data",))
+    assert dcn.asynchronous and dcn.dcn
+    # the shard each slice contributes, all-reduced between 2 slices (one pairwise round of twice its bytes) at the
+    # chip's DCN bandwidth, behind the two matmuls scheduled between its halves (the recv and the send-done are free)
+    assert dcn.seconds == pytest.approx(2 * 256 * 4096 * 2 / V5E.dcn_bw)
+    assert dcn.compute_s == pytest.approx(2 * dot_s(1024, 4096, 4096))
+    assert dcn.hidden == pytest.approx(min(1.0, dcn.compute_s / dcn.seconds))
+    assert dcn.window == "forward"  # no transpose(...) in the dots' metadata: the forward pass' compute

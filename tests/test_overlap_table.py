@@ -20,8 +20,8 @@ from server.profiles import hlo_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "overlap"
-MODULE = DATA / "v5e-2slices-fsdp16.after_optimizations.txt.gz"
-CONFIG = "v5e llama2-7b 2L 2 slices x fsdp16"
+MODULE = DATA / "v5e-2slices-fsdp16-8l.after_optimizations.txt.gz"
+CONFIG = "v5e llama2-7b 8L 2 slices x fsdp16"
 AXES = ("fsdp", "tensor", "context", "expert", "data", "pipeline", "fsdp+expert")
 KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 GENERATIONS = ("v4", "v5e", "v5p", "v6e", "tpu7x")

@@ -10,7 +10,10 @@ counts as server/profiles/hlo_program.py counts them), this module finds:
   async_execution_thread="sparsecore"`, its `-update` and `-done` named after the collective), and TPU's async
   collective fusion (`%async-collective-start = fusion(...), kind=kCustom, calls=%fused_computation.695` holding
   the collective, continuation fusions `calls=%async_collective_fusion.775` that compute while it runs, and
-  `%async-collective-done = fusion(%fusion.775#1, ...)`; a start is matched to its done through the data flow);
+  `%async-collective-done = fusion(%fusion.775#1, ...)`; a start is matched to its done through the data flow),
+  and a multi-slice program's collectives over the DCN axes: Megascale host transfers (`send`/`recv` with
+  `_xla_megascale_transfer_type="ALL_REDUCE"`, one rendezvous each), from the rendezvous' first send or recv to
+  its recv-done;
 * the instructions scheduled between its start and its done in that computation, and their compute seconds on the
   chip (`cost`): dot and convolution FLOPs (also inside fusions' called computations) at the chip's bf16 peak times
   its sustained MXU efficiency, the HBM bytes a fusion or op moves (its operands and result; a fused operand only
@@ -27,7 +30,8 @@ counts as server/profiles/hlo_program.py counts them), this module finds:
   both link directions' bandwidth);
 * its window (server/perf/overlap.py WINDOWS): "matmul" for a collective-matmul step (a collective-permute of
   XLA's windowed einsum loops, `windowed_dot_general_body_ag`/`_rs`, or a permute with a dot between its halves),
-  "layer" for another collective inside a loop (the layer scan prefetching the next layer's weights), "forward" or
+  "layer" for another collective inside a loop (the layer scan prefetching the next layer's weights; a DCN transfer
+  in the backward loop's body: "backward"), "forward" or
   "backward" for one issued outside the loops, by the autodiff phase of the compute it hides behind (JAX names the
   backward pass's ops `transpose(jvp(...))` in their metadata), "none" when nothing hides it;
 * its mesh-axis group as the step model names them (`step_group`): fsdp, tensor, context, expert, data,
@@ -112,6 +116,19 @@ STEP_GROUPS = ("fsdp", "tensor", "context", "expert", "data", "pipeline", "fsdp+
 ROW_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
 _ROW_KIND = {"all-reduce-scatter": "reduce-scatter", "ragged-all-to-all": "all-to-all"}
 _REDUCING = ("all-reduce", "reduce-scatter")
+# A multi-slice program's collectives over the DCN axes: the TPU compiler hands them to the Megascale runtime as host
+# transfers, a send of the device's buffer and a recv of the result per transfer (compiled, libtpu 0.0.52, v5e, v5p,
+# v6e and tpu7x, 2 slices x fsdp 16: `send(...)`, `_xla_megascale_transfer_type="ALL_REDUCE"`, one rendezvous per
+# gradient shard, issued in the layer's backward and received where the optimizer takes the shard).
+_MEGASCALE = 'xla_megascale_runtime"'
+_MS_RENDEZVOUS = re.compile(r'_xla_host_transfer_rendezvous="([^"]+)"')
+_MS_TYPE = re.compile(r'_xla_megascale_transfer_type="([A-Z_]+)"')
+_MS_KIND = {
+    "ALL_REDUCE": "all-reduce",
+    "ALL_GATHER": "all-gather",
+    "REDUCE_SCATTER": "reduce-scatter",
+    "ALL_TO_ALL": "all-to-all",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,6 +467,7 @@ class Scheduled:
     window: str = "none"
     backward_s: float = 0.0  # of compute_s, the backward pass' (ops JAX names transpose(...) in their metadata)
     in_loop: bool = False
+    dcn: bool = False  # a Megascale transfer over the DCN axes
 
     @property
     def hidden(self) -> float:
@@ -527,6 +545,7 @@ class _Half:
     op: CollectiveOp | None  # at a start or sync
     partner: str | None  # a done's start
     sparsecore: bool = False
+    dcn: bool = False  # a Megascale transfer: over the DCN axes, whatever its text says
 
 
 def _halves(module: Module, comp: Computation) -> list[_Half | None]:
@@ -535,6 +554,7 @@ def _halves(module: Module, comp: Computation) -> list[_Half | None]:
     out: list[_Half | None] = []
     starts: set[str] = set()
     acf_starts: set[str] = set()
+    megascale: dict[str, str] = {}  # a Megascale transfer's rendezvous -> the name of its first send or recv
     for line in comp.lines:
         ins = module.instructions.get(_name(line) or "")
         if ins is None:
@@ -542,6 +562,9 @@ def _halves(module: Module, comp: Computation) -> list[_Half | None]:
             continue
         op_code, name = ins.opcode, ins.name
         head = line.split(", metadata=", 1)[0]
+        if op_code in ("send", "recv", "send-done", "recv-done") and _MEGASCALE in head:
+            out.append(_megascale_half(module, ins, head, megascale))
+            continue
         if op_code.endswith("-done") or op_code == "async-done" or name.startswith("async-collective-done"):
             partner = _start_of(module, ins, starts | acf_starts, comp)
             out.append(_Half(name, "done", None, partner) if partner else None)
@@ -592,6 +615,28 @@ def _halves(module: Module, comp: Computation) -> list[_Half | None]:
                 continue
         out.append(None)
     return out
+
+
+def _megascale_half(module: Module, ins: Instruction, head: str, opened: dict[str, str]) -> _Half | None:
+    """What a Megascale host transfer is to the collectives: the first send or recv of a rendezvous starts the DCN
+    collective (the send's buffer, the recv's result, the size each slice contributes), its recv-done completes it
+    (the result is there); the other halves are bookkeeping."""
+    if ins.opcode in ("send", "recv"):
+        m = _MS_RENDEZVOUS.search(head)
+        if m is None or m.group(1) in opened:
+            return None
+        opened[m.group(1)] = ins.name
+        kind = _MS_KIND.get((t.group(1) if (t := _MS_TYPE.search(head)) else ""), "all-reduce")
+        shape = ins.result.elements[0] if ins.result is not None and ins.result.elements else ins.result
+        size = _nbytes(shape)
+        op = CollectiveOp(kind, "start", size, size, None, None, None, None, ins.name)
+        return _Half(ins.name, "start", op, None, dcn=True)
+    if ins.opcode == "recv-done":
+        recv = module.instructions.get((ins.operand_names or ("",))[0].partition("#")[0])
+        m = _MS_RENDEZVOUS.search(module.lines.get(recv.name, "")) if recv is not None else None
+        if m is not None and m.group(1) in opened:
+            return _Half(ins.name, "done", None, opened[m.group(1)], dcn=True)
+    return None
 
 
 def _name(line: str) -> str | None:
@@ -659,15 +704,20 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
     (`layout_mesh`)."""
     module = parse_module(text)
     # A multi-slice program is compiled per slice (num_partitions: one slice's devices): its replica groups number
-    # the slice's devices only, and a collective over the DCN axes is the one over its ICI axes that the runtime
-    # carries on across slices. Which ones do is not in the text; a reduction (all-reduce, reduce-scatter) over every
-    # device of the slice is taken to: the gradients and the loss are reduced over the data axis too, and a 2-slice
-    # program has no other collective that could (compiled: v5e, v5p, v6e all-reduce the gradients over the slice
-    # and slice out the shard, tpu7x reduce-scatters them on the SparseCores; their 1-slice programs reduce-scatter
-    # them in collective-matmul loops). Gathers stay within the slice (the weights are replicated over data).
+    # the slice's devices only. libtpu hands the collectives over the DCN axes to the Megascale runtime as host
+    # transfers (_megascale_half: compiled, libtpu 0.0.52, v5e, v5p, v6e and tpu7x at 2 slices x fsdp 16 all-reduce
+    # each gradient over the slice, then send the device's shard across the slices); those transfers are the DCN
+    # collectives and every other collective stays on its ICI axes. A program with no such transfers (another libtpu)
+    # is read as before: a reduction (all-reduce, reduce-scatter) over every device of the slice is taken to go on
+    # across the slices (the gradients and the loss are reduced over the data axis too); gathers stay within the
+    # slice (the weights are replicated over data).
     total = math.prod(lay.degree(a.name) for a in AXES)
     per_slice = bool(module.num_partitions and lay.slice.num_slices > 1 and module.num_partitions < total)
-    dcn_axes = tuple(a.mesh_axis for a in AXES if lay.dcn.get(a.name, 1) > 1) if per_slice else ()
+    layout_dcn = tuple(a.mesh_axis for a in AXES if lay.dcn.get(a.name, 1) > 1)
+    # Where the program hands its DCN collectives to the Megascale runtime (_megascale_half), they are those
+    # transfers, and its ICI collectives stay on their ICI axes; otherwise the heuristic above.
+    megascale = _MEGASCALE in text
+    dcn_axes = layout_dcn if per_slice and not megascale else ()
     fallback = tuple((a.mesh_axis, lay.ici.get(a.name, 1)) for a in AXES) if per_slice else layout_mesh(lay)
     mesh_t = tuple(mesh) if mesh else module.mesh or fallback
     sizes = dict(mesh_t)
@@ -688,7 +738,7 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
                 kind = _ROW_KIND.get(op.kind, op.kind)
                 if kind not in ROW_KINDS:
                     continue
-                axes = collective_mesh_axes(op, mesh_t)
+                axes = layout_dcn if half.dcn else collective_mesh_axes(op, mesh_t)
                 if dcn_axes and kind in _REDUCING and (op.group_size or 0) >= (module.num_partitions or 0):
                     axes = tuple(a.mesh_axis for a in AXES if a.mesh_axis in axes or a.mesh_axis in dcn_axes)
                 s = Scheduled(
@@ -703,6 +753,7 @@ def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = No
                     step_group(axes, sizes),
                     _price(op, kind, axes, lay),
                     in_loop=in_loop,
+                    dcn=half.dcn,
                 )
                 out.collectives.append(s)
                 if half.phase == "start":
@@ -774,9 +825,12 @@ def _window(s: Scheduled, module: Module, costs: Costs) -> str:
         return "matmul"
     if s.kind == "collective-permute" and any(_has_dot(module, n, costs) for n in s.between):
         return "matmul"
+    backward = s.backward_s > s.compute_s / 2
     if s.in_loop:
-        return "layer"
-    return "backward" if s.backward_s > s.compute_s / 2 else "forward"
+        # in the backward loop's body only the backward hides it (a cross-slice gradient shard's transfer); in the
+        # forward's or both, the layer's compute
+        return "backward" if s.dcn and backward else "layer"
+    return "backward" if backward else "forward"
 
 
 def _has_dot(module: Module, name: str, costs: Costs) -> bool:
