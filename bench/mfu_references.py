@@ -432,11 +432,55 @@ def config_checks(refs: list[MoEReference]) -> None:
         print("\n".join(lines))
 
 
+# The memory-bound work multiple (server/perf/steptime.py MEMORY_BOUND_FACTOR) was chosen on these rows: the values
+# tried, for the leave-one-generation-out figure.
+FACTORS = (1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+
+
+def leave_one_generation_out(name_filter: str) -> None:
+    """The dense rows scored out of sample: for each generation, MEMORY_BOUND_FACTOR chosen (among FACTORS, by the
+    median |error|) on the other generations' rows only, then that generation's rows priced with it."""
+    from server.perf import steptime
+
+    refs = [r for r in REFERENCES if not name_filter or name_filter in r.name]
+    kept = steptime.MEMORY_BOUND_FACTOR
+    errs: dict[float, dict[str, float]] = {}
+    try:
+        for f in FACTORS:
+            steptime.MEMORY_BOUND_FACTOR = f
+            errs[f] = {}
+            for ref in refs:
+                est, _ = predict(ref)
+                if est is not None:
+                    errs[f][ref.name] = (published_count_mfu(est) - ref.published_mfu) * 100
+    finally:
+        steptime.MEMORY_BOUND_FACTOR = kept
+    gen = {r.name: parse_slice(r.slice).chip.generation for r in refs}
+    print(f"\nleave one generation out (MEMORY_BOUND_FACTOR chosen among {FACTORS} without the generation's rows):")
+    held: list[float] = []
+    for g in sorted(set(gen.values())):
+        others = {f: [abs(e) for n, e in errs[f].items() if gen[n] != g] for f in FACTORS}
+        best = min(FACTORS, key=lambda f: (statistics.median(others[f]) if others[f] else 1e9, abs(f - kept)))
+        mine = [abs(e) for n, e in errs[best].items() if gen[n] == g]
+        held += mine
+        if mine:
+            print(
+                f"  {g:6} {len(mine):2} rows: factor {best} (as used: {kept}); "
+                f"median |error| {statistics.median(mine):.2f}, max {max(mine):.2f}"
+            )
+    if held:
+        med, top = statistics.median(held), max(held)
+        print(f"  held out, all rows: median |error| {med:.2f}, max {top:.2f} (in sample: the table above)")
+    fits = ", ".join(f"{f}: {statistics.median(map(abs, e.values())):.2f}" for f, e in errs.items() if e)
+    print(f"  in sample, median |error| by factor: {fits}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--filter", default="")
     args = ap.parse_args()
     dense_section(args.filter)
+    leave_one_generation_out(args.filter)
     ironwood_dense_section(args.filter)
     moe_section(args.filter, statistics.median(r.published_mfu for r in REFERENCES))
 
