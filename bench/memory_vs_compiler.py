@@ -571,6 +571,27 @@ CASES: tuple[Case, ...] = (
         # held out until its first compile, which the model then failed: development since
     ),
     Case(
+        # the same at pdbs 12, 97% of v5p's usable HBM: compiled to see what the compiler keeps when it must
+        "llama4-17b-16e v5p-256 fsdp128 pdbs12 seq8192 offload input dropless (llama4_scout_dropless_v5p_256)",
+        "v5p-256",
+        "llama4-17b-16e",
+        {"fsdp": -1},
+        12,
+        8192,
+        "custom",
+        extra={
+            "decoder_layer_input": "offload",
+            "dtype": "bfloat16",
+            "weight_dtype": "float32",
+            "megablox": True,
+            "sparse_matmul": True,
+            "opt_type": "adamw",
+            **_FLASH_2048,
+        },
+        maxtext_only=True,
+        libtpu_flags=DENSE_VMEM_LIMIT,
+    ),
+    Case(
         "llama3.1-8b v6e-64 fsdp8 x context8 pdbs0.125 seq131072 full (128k)",
         "v6e-64",
         "llama3.1-8b",

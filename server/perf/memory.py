@@ -583,6 +583,16 @@ def memory_on(
     carried = logit_buf if vocab_tiles <= 1 and data == 1 and not tied_loop else 0.0
     if allreduce_path and not remat.offloaded:
         carried = 0.0
+    # A vocabulary that is not a multiple of 128 lanes is laid out sequence-minor (`lanes`), and then the logits'
+    # gradient is materialised at the loss and consumed there: the head's weight gradient is computed and reduced right
+    # after the loss and only it, bf16 [emb, vocab / tensor], lives through the backward. Llama 4 Scout (vocabulary
+    # 202048) on v5p-256, fsdp 128, offloading: bf16[8,8192,202048]{1,2,0} logits and their gradient dead at the
+    # loss' end (2624-2658), `all-reduce.100` bf16[5120,202048] from there to the update; the same at pdbs 12
+    # (bf16[12,8192,202048], dead at 2643 of 7555). Every vocabulary that is a multiple of 128 (Llama 3's 128256,
+    # gpt-oss' 201088, DeepSeek's 129280) keeps a logits-sized buffer as above.
+    head_carried = 0.0
+    if carried and s.vocab % TILE_LANES:
+        carried, head_carried = 0.0, head
     if allreduce_path:
         # the gathered head and its whole gradient, all-reduced
         logits, head_allreduced = logit_buf, head
@@ -638,16 +648,15 @@ def memory_on(
         "head_gradient": head_grad,
         "offload_relayout": relayout_offloaded,
         "temporaries": working + carried + cp_kv,
-        "output_head_carried": 0.0,
+        "output_head_carried": head_carried,
     }
     # A logits-sized buffer carried through the layers' backward is the scheduler's choice, and XLA's scheduler and
     # rematerialization work under the HBM limit: where the step would not fit with it, the compiler does without it.
     # MaxText's llama3.1-70b 8k recipe on v6e-256 (fsdp 256, pdbs 5, offload): the forward logits are recomputed at the
     # end of the backward (`fusion.419.remat`, bf16[5,8192,128256], live for 7 instructions there) and the gathered
-    # head, bf16[8192,128256], is what lives from the loss to the backward's end; Llama 4 Scout on v5p-256 (fsdp 128,
-    # pdbs 8): the head's weight gradient is computed right after the loss (both bf16[8,8192,202048] buffers dead by
-    # then) and its all-reduced bf16[5120,202048] (`all-reduce.100`) lives through the backward. Either way one
-    # head-sized buffer is carried instead of the logits; the note says the estimate relies on it. Only where the step
+    # head, bf16[8192,128256], is what lives from the loss to the backward's end: one head-sized buffer carried
+    # instead of the logits (as where the vocabulary is laid out sequence-minor, above); the note says the estimate
+    # relies on it. Only where the step
     # then fits clear of the band where the estimate cannot decide (TIGHT_BAND): nearer the limit the estimate keeps the
     # logits, erring high (DeepSeek-V3 on v5p-1024, pure FSDP: 99.7% of the usable HBM without them, and the compiler
     # kept them, multiply_convert_fusion.1 bf16[6,8192,129280], and ran out of memory).
@@ -659,8 +668,7 @@ def memory_on(
             (
                 "output_head_carried",
                 "the logits are not carried through the backward pass, which with them would not fit: the compiler "
-                "then recomputes them at its end or reduces the head's gradient right after the loss, and carries one "
-                "head-sized buffer instead",
+                "then recomputes them at its end and carries the gathered head instead",
             )
         )
     return Memory(components, hbm, chip.compiler_hbm_bytes, uncertain=tuple(uncertain))
