@@ -39,7 +39,8 @@ v5e-256 where the head's gradient is all-reduced, num_vocab_tiling, use_iota_emb
 recipe on Ironwood, Gemma 2 (a tied 256k vocabulary) and the tuned DeepSeek-V3. Issue 26's: host offload (MaxText's
 llama3.1-8b 8k recipe on v6e-256 and a 4-layer llama3.1-8b on v5p-8, both offloading the layer input and q/k/v/out;
 DeepSeek-V3's v5p-1024 recipe, pure FSDP), MoE (DeepSeek-V3, gpt-oss-20b), long context (32k tokens, context 4) and
-fp8 (fp8_full through Qwix) as development cases, and held out, written down before the memory model's fixes and
+fp8 (fp8_full through Qwix) and Llama 4 Scout's recipe at pdbs 12 (97% of the HBM: what the compiler keeps when it
+must fit) as development cases, and held out, written down before the memory model's fixes and
 compiled after them: llama3.1-70b's 8k offload recipe, gpt-oss-120b's Ironwood recipe (offloading the layer input and
 mlpwo), Llama 4 Scout's v5p recipe, llama3.1-8b at 128k (context 4) and gemma3-12b (262k tied vocabulary). (Qwen3-235B
 over expert 4, Llama 4 Maverick, an offloading Qwen3-30B and fp8_full on llama3.1-70b and Mixtral were written down
