@@ -363,3 +363,26 @@ def test_schedule_megascale_transfers_are_the_dcn_all_reduce_behind_the_compute_
     assert dcn.compute_s == pytest.approx(2 * dot_s(1024, 4096, 4096))
     assert dcn.hidden == pytest.approx(min(1.0, dcn.compute_s / dcn.seconds))
     assert dcn.window == "forward"  # no transpose(...) in the dots' metadata: the forward pass' compute
+
+
+def test_batched_dot_written_as_a_dilated_convolution_counts_one_tap_per_output() -> None:
+    """MaxText's MoE combine (`weight_sum BKE,BK -> BE`) compiles to a convolution whose batch dimension is a spatial
+    one dilated past its window (size = lhs_dilate = tokens): each output element multiplies the top-k features of
+    one token, so 2 x outputs x top-k FLOPs, not x tokens more."""
+    tokens, k, emb = 4096, 8, 1024
+    text = (
+        "HloModule m, is_scheduled=true\n"
+        f"\n%comb (p0: bf16[{tokens},{k},{emb}], p1: bf16[{tokens},{k},1]) -> bf16[{tokens},1,{emb}] {{\n"
+        f"  %p0 = bf16[{tokens},{k},{emb}]{{2,1,0}} parameter(0)\n"
+        f"  %p1 = bf16[{tokens},{k},1]{{2,1,0}} parameter(1)\n"
+        f"  ROOT %c = bf16[{tokens},1,{emb}]{{2,1,0}} convolution(%p0, %p1), window={{size={tokens} "
+        f"stride={tokens - 1} lhs_dilate={tokens}}}, dim_labels=0fb_0io->0fb\n"
+        "}\n"
+        f"\nENTRY %main (x: bf16[{tokens},{k},{emb}], w: bf16[{tokens},{k},1]) -> bf16[{tokens},1,{emb}] {{\n"
+        f"  %x = bf16[{tokens},{k},{emb}]{{2,1,0}} parameter(0)\n"
+        f"  %w = bf16[{tokens},{k},1]{{2,1,0}} parameter(1)\n"
+        f"  ROOT %f = bf16[{tokens},1,{emb}]{{2,1,0}} fusion(%x, %w), kind=kOutput, calls=%comb\n"
+        "}\n"
+    )
+    costs = hs.Costs(hs.parse_module(text), hs.Chip.of(V5E))
+    assert costs.flops("comb") == 2 * tokens * emb * k

@@ -273,6 +273,12 @@ def _attr(ins: Instruction, key: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _window_dims(window: str, key: str) -> tuple[int, ...]:
+    """One field of a convolution's `window={size=3x3 stride=... lhs_dilate=1x2}`, per spatial dimension."""
+    m = re.search(rf"\b{key}=([\dx]+)", window)
+    return tuple(int(t) for t in m.group(1).split("x")) if m else ()
+
+
 def _ints(text: str | None) -> tuple[int, ...]:
     return tuple(int(t) for t in (text or "").split(",") if t.strip().lstrip("-").isdigit())
 
@@ -311,11 +317,21 @@ class Costs:
         if labels is None or len(labels.group(1)) != len(lhs.dims) or len(labels.group(2)) != len(rhs.dims):
             return 2.0 * out * math.prod(rhs.dims) / max(1, rhs.dims[-1] if rhs.dims else 1)
         lhs_l, rhs_l = labels.group(1), labels.group(2)
+        # a dilated input (lhs_dilate d: d-1 holes between its elements) puts at most ceil(size / d) of a window's taps
+        # on data: a batched dot written as a convolution dilates its batch dimension past the window (MaxText's MoE
+        # combine, `weight_sum BKE,BK -> BE`: window size 65536, lhs_dilate 65536, one tap)
+        window = re.search(r"window=\{([^}]*)\}", ins.attributes)
+        sizes = _window_dims(window.group(1), "size") if window else ()
+        dilates = _window_dims(window.group(1), "lhs_dilate") if window else ()
         taps = rhs.dims[rhs_l.index("i")] if "i" in rhs_l else 1
         for k, label in enumerate(rhs_l):
             if label.isdigit():
                 size = lhs.dims[lhs_l.index(label)] if label in lhs_l else rhs.dims[k]
-                taps *= min(rhs.dims[k], size)
+                n = min(rhs.dims[k], size)
+                j = int(label)
+                if j < len(sizes) and j < len(dilates) and dilates[j] > 1:
+                    n = min(n, -(-sizes[j] // dilates[j]))
+                taps *= n
         return 2.0 * out * taps
 
     def _operand(self, ins: Instruction, i: int) -> Shape | None:
