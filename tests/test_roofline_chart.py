@@ -164,7 +164,8 @@ def test_roofline_now_and_proposals_distinct_with_arrows(v6e: tuple[AnalysisRepo
     assert sorted(n for t in texts for n in t.split(", ")) == sorted(meshes)
     assert "now" in texts  # now never shares its label: the proposals here are faster, so elsewhere
     assert "P1, P2" in texts  # proposals 1 and 2 price within a few pixels of each other here
-    assert "P2 x1.43 (at P1)" in layer(s, "meshes")["encoding"]["color"]["scale"]["domain"]
+    # the legend names a mesh drawn on another with its speedup and where to find it
+    assert f"P2 x{meshes['P2']['speedup']:.2f} (at P1)" in layer(s, "meshes")["encoding"]["color"]["scale"]["domain"]
     # an arrow from now towards each labelled proposal group, its head pointing at the proposal
     nx, ny = to_px(s, meshes["now"]["intensity"], meshes["now"]["flops"])
     heads = values(s, "arrowheads")
