@@ -385,3 +385,22 @@ def test_revisions_logged_once_are_remembered_for_the_latest_few(
     again = last.model_copy(update={"proposals": props[1:]})
     verification._log(again, last, an, "")
     assert again.experiment == ids[-1]  # the latest one is still logged once
+
+
+def test_a_verdict_carries_the_compiled_step_simulated_and_omits_it_without_one() -> None:
+    """Issue 27: the compiler's verdict on a mesh carries the compiled program's simulated step (schedule_sim), its
+    busy seconds per op category and each group's exposed seconds, through the report's JSON; a compile without a
+    simulation (cached before it, MaxText's without its HLO) has no `schedule` key, not a null."""
+    c = compiled(15.0)
+    c.schedule = {
+        "step_s": 2.5,
+        "busy_s": {"matmul": 1.5, "memory-bound": 0.5},
+        "groups": {"fsdp": {"seconds": 0.8, "exposed_s": 0.3, "count": 64}, "host": {"seconds": 0.2, "exposed_s": 0.2}},
+        "flops": 1e15,
+    }
+    v = verification.verdict(VerifyResult(VerifyStatus.OK, "fits", compiled=c))
+    assert v.schedule is not None and v.schedule.step_s == 2.5
+    assert v.schedule.exposed_s == {"fsdp": 0.3, "host": 0.2} and v.schedule.busy_s["matmul"] == 1.5
+    assert CompilerVerdictView.from_json(v.to_json()) == v
+    bare = verification.verdict(VerifyResult(VerifyStatus.OK, "fits", compiled=compiled(15.0))).to_json()
+    assert "schedule" not in bare and bare["fits"] is True

@@ -232,6 +232,11 @@ def test_verify_layer_extrapolation_matches_a_full_compile(tmp_path: Path, db: s
     for axis, kinds in full.compiled.collectives_by_axis().items():
         for kind, nbytes in kinds.items():
             assert ext.compiled.collectives_by_axis()[axis][kind] == pytest.approx(nbytes, rel=0.05), (axis, kind)
+    # the simulated schedule (server/compile/schedule_sim.py) extrapolates per layer like the memory (issue 27)
+    fs, es = full.compiled.schedule, ext.compiled.schedule
+    assert fs is not None and es is not None and es["extrapolated_from"] == [2, 3]
+    assert es["step_s"] == pytest.approx(fs["step_s"], rel=0.05)
+    assert es["flops"] == pytest.approx(fs["flops"], rel=0.05)
 
 
 @pytest.mark.tpu
@@ -289,7 +294,10 @@ def test_verify_cli_current_mesh_and_an_override(
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "ok" and doc["fits"] is True and doc["program"] == "reference"
     assert set(doc["compiled"]) >= {"memory_per_chip_bytes", "components", "fits", "collectives", "compile_s"}
-    assert set(doc["estimate"]) >= {"memory_per_chip_bytes", "collectives_by_axis"}
+    assert set(doc["estimate"]) >= {"memory_per_chip_bytes", "collectives_by_axis", "step_s", "mfu"}
+    sch = doc["compiled"]["schedule"]  # the compiled step simulated on the slice (issue 27)
+    assert sch["step_s"] > 0 and sch["flops"] > 0 and sum(sch["busy_s"].values()) <= sch["step_s"] * (1 + 1e-9)
+    assert set(sch["groups"]) >= {"fsdp"} and not sch["unknown_trip_counts"]
     assert isinstance(doc["disagreements"], list)
     assert doc["mesh"]["ici"]["fsdp"] == 16
     # an unplaceable override: exit 1 with the static rule's words
@@ -300,6 +308,7 @@ def test_verify_cli_current_mesh_and_an_override(
     assert main(["verify", str(small)]) == 0
     out = capsys.readouterr().out
     assert "== current mesh (as written) on v5e-16: ok" in out and "memory per chip" in out and "(cached)" in out
+    assert "step (schedule simulated)" in out and "MFU" in out
     assert main(["verify", str(small.parent / "missing.yml")]) == 2
 
 
@@ -370,6 +379,8 @@ def test_verify_maxtext_compiles_the_real_program(tmp_path: Path) -> None:
     assert r.message.endswith("(MaxText's own train step)")
     assert r.compiled.components["argument"] > 0
     assert any(c["axes"] == ["fsdp"] for c in r.compiled.collectives)  # FSDP gathers and reduces over fsdp
+    sch = r.compiled.schedule  # MaxText's compiled step, simulated on the slice (issue 27)
+    assert sch is not None and sch["step_s"] > 0 and sch["flops"] > 0 and "fsdp" in sch["groups"]
 
 
 # SMALL as a MaxText config: MaxText reads its own base.yml under it and needs the slice as a key

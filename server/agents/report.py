@@ -458,17 +458,30 @@ class ProposalMemory(_Doc):
     usable_bytes: Number
 
 
+class ScheduleView(_Doc):
+    """The compiled program's step simulated op by op on the slice (server/compile/schedule_sim.py, issue 27), for
+    the full depth (extrapolated per layer from two reduced depths where verify compiled those): the step, the
+    TensorCore's busy seconds per op category, and each collective group's (and host offload's) exposed seconds."""
+
+    step_s: Number
+    busy_s: dict[str, Number]
+    exposed_s: dict[str, Number]
+
+
 class CompilerVerdictView(_Doc):
     """What the TPU compiler said of a proposal's mesh (server/presentation/verification.py, issue 18): `status` is
     the verifier's (ok | does-not-fit | unplaceable | invalid | unavailable | error | cancelled); `fits` None when it
-    could not tell; the compiler's per-chip bytes (for an out-of-memory compile, what it asked for) and the limit."""
+    could not tell; the compiler's per-chip bytes (for an out-of-memory compile, what it asked for) and the limit;
+    `schedule` the compiled step simulated (absent when the compile has none)."""
 
+    OMIT_IF_NONE = frozenset({"schedule"})
     status: str
     fits: bool | None
     memory_per_chip_bytes: Number | None
     hbm_limit_bytes: Number | None
     program: str  # reference (ASAP's reference train step) | maxtext (MaxText's own train_compile)
     message: str
+    schedule: ScheduleView | None = _absent()
 
 
 class ProposalView(_Doc):

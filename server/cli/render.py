@@ -291,6 +291,12 @@ def withdrawn(entries: Sequence[VerifiedTarget], note: str | None) -> str:
     return "\n".join(out)
 
 
+def _secs(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+
+
 def verification(entry: VerifiedTarget) -> str:
     """One verified mesh (an entry of `verification.verify_all`): status, message, and the compiler's memory and
     collectives beside the estimate's (bytes rounded as the JSON rounds them)."""
@@ -315,6 +321,16 @@ def verification(entry: VerifiedTarget) -> str:
         ev = sum((e or {}).get("collectives_by_axis", {}).get(a, {}).values()) if e else None
         cv = sum(by_axis.get(a, {}).values())
         out.append(f"   {'collectives on ' + a:<26}{gib(ev):>14}{gib(cv):>14}")
+    sch = c.schedule if c.schedule and "step_s" in c.schedule else None
+    if sch is not None:
+        # the compiled program's step, simulated op by op on the slice (server/compile/schedule_sim.py); its MFU is
+        # the estimate's FLOP count over that step
+        est_step = float(e["step_s"]) if e and e.get("step_s") else None
+        sim_step = float(sch["step_s"])
+        out.append(f"   {'step (schedule simulated)':<26}{_secs(est_step):>14}{_secs(sim_step):>14}")
+        if est_step and e and e.get("mfu") and sim_step > 0:
+            mfu = float(e["mfu"])
+            out.append(f"   {'MFU':<26}{mfu:>14.1%}{mfu * est_step / sim_step:>14.1%}")
     how = f", extrapolated from {c.layers_compiled} of {c.layers} layers" if c.extrapolated else ""
     out.append(
         f"   compiled in {round(c.compile_s, 2):.1f} s{how}{' (cached)' if r.cached else ''}; "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from server.perf.layout import Layout
 from server.perf.steptime import ATTENTION_EFFICIENCY
@@ -71,6 +72,52 @@ class Simulation:
     def mfu(self, model_flops: float, peak_flops: float) -> float:
         """`model_flops` (one device's count per step) over the simulated step at `peak_flops` (one device's)."""
         return model_flops / (self.step_s * peak_flops) if self.step_s > 0 and peak_flops > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The simulation as verify keeps and prints it (seconds; groups by name)."""
+        return {
+            "step_s": self.step_s,
+            "busy_s": dict(self.busy_s),
+            "groups": {
+                k: {"seconds": g.seconds, "exposed_s": g.exposed_s, "count": g.count} for k, g in self.groups.items()
+            },
+            "flops": self.flops,
+            "unpriced_kernels": list(self.unpriced_kernels),
+            "unknown_trip_counts": list(self.unknown_trip_counts),
+        }
+
+
+def _line(a: float, b: float, la: int, lb: int, layers: int) -> float:
+    return max(0.0, b + (b - a) / (lb - la) * (layers - lb))
+
+
+def extrapolate(a: dict[str, Any], b: dict[str, Any], la: int, lb: int, layers: int) -> dict[str, Any]:
+    """The full-depth simulation from two reduced depths' (`to_json`), linear per layer as verify extrapolates the
+    compiler's memory: each layer adds what one more layer added between the two compiles (the scan's body runs
+    once more; what runs once a step, the loss, the optimizer, the embedding, stays)."""
+    busy_a, busy_b = dict(a.get("busy_s") or {}), dict(b.get("busy_s") or {})
+    groups_a, groups_b = dict(a.get("groups") or {}), dict(b.get("groups") or {})
+    groups: dict[str, dict[str, float]] = {}
+    for k in sorted(set(groups_a) | set(groups_b)):
+        ga, gb = dict(groups_a.get(k) or {}), dict(groups_b.get(k) or {})
+        groups[k] = {
+            f: _line(float(ga.get(f, 0.0)), float(gb.get(f, 0.0)), la, lb, layers)
+            for f in ("seconds", "exposed_s", "count")
+        }
+    return {
+        "step_s": _line(float(a.get("step_s", 0.0)), float(b.get("step_s", 0.0)), la, lb, layers),
+        "busy_s": {
+            k: _line(float(busy_a.get(k, 0.0)), float(busy_b.get(k, 0.0)), la, lb, layers)
+            for k in sorted(set(busy_a) | set(busy_b))
+        },
+        "groups": groups,
+        "flops": _line(float(a.get("flops", 0.0)), float(b.get("flops", 0.0)), la, lb, layers),
+        "unpriced_kernels": sorted(set(a.get("unpriced_kernels") or []) | set(b.get("unpriced_kernels") or [])),
+        "unknown_trip_counts": sorted(
+            set(a.get("unknown_trip_counts") or []) | set(b.get("unknown_trip_counts") or [])
+        ),
+        "extrapolated_from": [la, lb],
+    }
 
 
 @dataclass

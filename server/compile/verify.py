@@ -43,6 +43,7 @@ from server.common.childproc import default_max_memory
 from server.common.codes import DiagCode
 from server.common.findings import Severity
 from server.common.progress import CancelToken, Progress
+from server.compile import schedule_sim
 from server.compile.ref_model import JNP_DTYPES, RefSpec
 from server.config import resolve as config_mod
 from server.config.axes import AXES
@@ -51,12 +52,13 @@ from server.config.resolve import Config
 from server.config.slices import GiB, Slice
 from server.perf import arith
 from server.perf.estimate import Estimate, EstimateError, estimate
-from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR
+from server.perf.layout import CONTEXT, DATA, EXPERT, FSDP, PIPELINE, TENSOR, Layout, build
 from server.perf.memory import usable_hbm
 
 log = logging.getLogger("asap")
 
-SCHEMA = 2  # bump when what is cached changes (2: splash attention and MaxText's loss in ref_model)
+SCHEMA = 3  # bump when what is cached changes (2: splash attention and MaxText's loss in ref_model; 3: each
+# run's simulated schedule, server/compile/schedule_sim.py, for which the job names its slice)
 TOLERANCE = 0.15  # estimate vs compiler: a relative difference above this is a disagreement
 ENABLE_HINT = "pip install 'asap[compile]' (or '.[compile]' in a checkout: jax[tpu]==0.10.2 with libtpu==0.0.42.1)"
 DEFAULT_MAX_LAYERS = 4
@@ -202,6 +204,9 @@ class Compiled:
     layers: int
     extrapolated: bool
     unknown_trip_counts: list[str] = field(default_factory=list)
+    # the compiled program's step simulated on the slice (server/compile/schedule_sim.py: step_s, busy_s per
+    # category, groups' seconds and exposed part), extrapolated like the memory; None when the compile has none
+    schedule: dict[str, Any] | None = None
 
     def collectives_by_axis(self) -> dict[str, dict[str, float]]:
         """Bytes per step by estimate axis group and kind (see _group_label), in the cost model's convention
@@ -229,6 +234,7 @@ class Compiled:
             "layers_compiled": self.layers_compiled,
             "extrapolated": self.extrapolated,
             "unknown_trip_counts": self.unknown_trip_counts,
+            "schedule": self.schedule,
         }
 
 
@@ -310,6 +316,8 @@ def estimate_json(est: Estimate) -> dict[str, Any]:
         "memory_per_chip_bytes": round(est.memory.total),
         "components": {k: round(v) for k, v in est.memory.components.items()},
         "fits": est.memory.fits,
+        "step_s": est.time.step_s,
+        "mfu": est.mfu,
         "collectives_by_axis": {a: {k: round(v) for k, v in d.items()} for a, d in by_axis.items()},
     }
 
@@ -379,10 +387,13 @@ def combine(runs: list[dict[str, Any]], layers: int, hbm_limit: float) -> Compil
     keys = ("argument", "output", "alias", "temp", "generated_code")
     compile_s = sum(float(r["compile_s"]) + float(r["lower_s"]) for r in runs)
     unknown = [u for r in runs for u in r.get("unknown_trip_counts", [])]
+    schedules = [r.get("schedule") for r in runs]
+    schedule = None
     if len(runs) == 1:
         mem = {k: float(runs[0]["memory"][k]) for k in keys}
         colls = list(runs[0]["collectives"])
         exact = runs[0]["layers"] == layers
+        schedule = schedules[0] if isinstance(schedules[0], dict) and "step_s" in schedules[0] else None
     else:
         a, b = runs
         la, lb = int(a["layers"]), int(b["layers"])
@@ -391,6 +402,9 @@ def combine(runs: list[dict[str, Any]], layers: int, hbm_limit: float) -> Compil
         mem["generated_code"] = float(b["memory"]["generated_code"])
         colls = _extrapolate_collectives(a["collectives"], b["collectives"], la, lb, layers)
         exact = False
+        sa, sb = schedules
+        if isinstance(sa, dict) and isinstance(sb, dict) and "step_s" in sa and "step_s" in sb:
+            schedule = schedule_sim.extrapolate(sa, sb, la, lb, layers)
     total = mem["argument"] + mem["output"] - mem["alias"] + mem["temp"] + mem["generated_code"]
     return Compiled(
         memory_per_chip_bytes=total,
@@ -403,6 +417,7 @@ def combine(runs: list[dict[str, Any]], layers: int, hbm_limit: float) -> Compil
         layers=layers,
         extrapolated=not exact,
         unknown_trip_counts=unknown,
+        schedule=schedule,
     )
 
 
@@ -483,6 +498,7 @@ def reference_compile(
     """The reference program's compile of `spec` (ref_spec of `cfg`) for the checked mesh; keyed with `vers`."""
     assert chk.slice is not None
     job = {
+        "slice": chk.slice.name,
         "topology": topology_job(chk.slice),
         "mesh": mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True),
         "model": spec.to_json(),
@@ -803,6 +819,18 @@ def verify(
     return _result(run, spec.layers, sl, est_json, placement_findings, base)
 
 
+def _layout(chk: MeshCheck) -> Layout | None:
+    """The checked mesh's layout on its slice, for the schedule simulation of MaxText's compile; None if it has none."""
+    try:
+        assert chk.slice is not None
+        ici = {a.name: int(chk.ici[i].degree or 1) for i, a in enumerate(AXES)}
+        dcn = {a.name: int(chk.dcn[i].degree or 1) for i, a in enumerate(AXES)}
+        return build(chk.slice, ici, dcn)
+    except Exception as e:  # the simulation is extra: never the reason a verify fails
+        log.info("verify: no layout for the schedule simulation: %s", e)
+        return None
+
+
 def _estimate_or_none(cfg: Config, chk: MeshCheck) -> dict[str, Any] | None:
     try:
         return estimate_json(estimate(cfg, chk))
@@ -858,7 +886,9 @@ def _verify_maxtext(
     if run is None:
         if cache.only:
             return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
-        out = verify_maxtext.run(python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel)
+        out = verify_maxtext.run(
+            python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel, layout=_layout(chk)
+        )
         if out["cancelled"]:
             return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
         if out["timed_out"]:

@@ -27,8 +27,10 @@ from typing import Any
 
 from server.common import childproc
 from server.common.progress import CancelToken, Progress
+from server.compile import schedule_sim
 from server.compile.verify_worker import parse_oom
 from server.config.slices import Slice
+from server.perf.layout import Layout
 from server.profiles import hlo_program
 
 MODULE = "maxtext.trainers.pre_train.train_compile"
@@ -133,6 +135,7 @@ def run(
     cancel: CancelToken | None = None,
     extra_env: dict[str, str] | None = None,
     keep_hlo: Path | None = None,
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
     """Run train_compile; {"run": <compiled event like the reference worker's>} or {"error": {...}}, plus
     "timed_out"/"cancelled" flags and the tail of its output. `extra_env`: variables set in the compile's environment
@@ -198,14 +201,22 @@ def run(
             shutil.copyfile(hlo, keep_hlo)
         collectives: list[dict[str, Any]] = []
         unknown: list[str] = []
+        schedule: dict[str, Any] | None = None
         if hlo is not None:
-            w = hlo_program.walk(hlo.read_text())
+            hlo_text = hlo.read_text()
+            w = hlo_program.walk(hlo_text)
             collectives = [s.to_json() for s in hlo_program.summarize(w, mesh_axes)]
             unknown = w.unknown_trip_counts
+            if layout is not None:  # the compiled step simulated on the slice (issue 27); never costs the verdict
+                try:
+                    schedule = schedule_sim.simulate(hlo_text, layout).to_json()
+                except Exception as e:
+                    schedule = {"error": f"{type(e).__name__}: {e}"[:300]}
         out["run"] = {
             "layers": None,
             "memory": memory,
             "collectives": collectives,
+            "schedule": schedule,
             "unknown_trip_counts": unknown,
             "hlo_found": hlo is not None,
             "lower_s": 0.0,

@@ -99,6 +99,27 @@ def build_mesh(job: dict[str, Any], devices: Any) -> Any:
     return Mesh(np.asarray(array), tuple(m["axes"]))
 
 
+def _schedule(job: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """The compiled program's step simulated on the job's slice (server/compile/schedule_sim.py); None for a job
+    that names no slice, {"error": ...} when the simulation fails (it never costs the compiler's verdict)."""
+    if "slice" not in job:
+        return None
+    try:
+        from server.compile import schedule_sim
+        from server.config.axes import AXES
+        from server.config.slices import parse_slice
+        from server.perf.layout import build
+
+        sl = parse_slice(str(job["slice"]), int(job["topology"].get("num_slices", 1)))
+        names = [a.name for a in AXES]  # mesh_job lists the degrees in AXES order
+        lay = build(
+            sl, dict(zip(names, job["mesh"]["ici"], strict=True)), dict(zip(names, job["mesh"]["dcn"], strict=True))
+        )
+        return schedule_sim.simulate(text, lay).to_json()
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def main(argv: list[str]) -> int:
     cap_memory()
     job = json.loads(Path(argv[0]).read_text())
@@ -174,6 +195,7 @@ def main(argv: list[str]) -> int:
             layers=layers,
             memory=memory,
             collectives=[s.to_json() for s in hlo_program.summarize(w, mesh_axes)],
+            schedule=_schedule(job, text),
             unknown_trip_counts=w.unknown_trip_counts,
             lower_s=t1 - t0,
             compile_s=t2 - t1,

@@ -25,7 +25,7 @@ import filelock
 
 from server.agents import alternatives
 from server.agents.proposal import MAX_PROPOSALS
-from server.agents.report import AnalysisReport, CompilerVerdictView, ProposalView, record
+from server.agents.report import AnalysisReport, CompilerVerdictView, ProposalView, ScheduleView, record
 from server.agents.tools import mesh_overrides
 from server.common import store
 from server.common.codes import DiagCode
@@ -159,6 +159,16 @@ def verdict(r: verify_mod.VerifyResult) -> CompilerVerdictView:
     c = r.compiled
     mem = c.memory_per_chip_bytes if c is not None else r.needs_bytes
     limit = c.hbm_limit_bytes if c is not None else r.available_bytes
+    sch = c.schedule if c is not None and c.schedule and "step_s" in c.schedule else None
+    schedule = (
+        ScheduleView(
+            step_s=float(sch["step_s"]),
+            busy_s={k: float(v) for k, v in dict(sch.get("busy_s") or {}).items()},
+            exposed_s={k: float(dict(g).get("exposed_s", 0.0)) for k, g in dict(sch.get("groups") or {}).items()},
+        )
+        if sch is not None
+        else None
+    )
     return CompilerVerdictView(
         status=str(r.status),
         fits=r.fits,
@@ -166,6 +176,7 @@ def verdict(r: verify_mod.VerifyResult) -> CompilerVerdictView:
         hbm_limit_bytes=round(limit) if limit else None,
         program=r.program,
         message=r.message,
+        schedule=schedule,
     )
 
 
