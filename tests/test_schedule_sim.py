@@ -139,3 +139,32 @@ def test_grouped_matmul_and_splash_kernels_are_priced_by_their_flops() -> None:
     attn = 2 * (2 * 4) * 1024 * 1024 * 128 * 0.5  # one causal matmul over batch x heads
     assert sim.kernel_flops(m, m.instructions["splash_mha_fwd.1"]) == ("attention", 2 * attn)
     assert sim.kernel_flops(m, m.instructions["splash_mha_dkv.1"]) == ("attention", 4 * attn)
+
+
+def test_maxtexts_host_offload_is_an_async_update_of_a_host_buffer_over_pcie() -> None:
+    """MaxText's offloaded layer tensors compile to an async dynamic-update-slice into a stacked buffer in host
+    memory (S(5)): the update crosses the chip's PCIe beside the compute scheduled before its done."""
+    host = "bf16[8,1024,4096]{2,1,0:S(5)}"
+    upd = "bf16[1,1024,4096]{2,1,0}"
+    text = (
+        "HloModule m, is_scheduled=true\n"
+        + FUSED_DOT
+        + f"\nENTRY %main (buf: {host.split('{')[0]}, x: bf16[1024,4096], w: bf16[4096,4096], i: s32[]) -> "
+        + f"{host.split('{')[0]} {{\n"
+        + f"  %buf = {host} parameter(0)\n"
+        + "  %x = bf16[1024,4096]{1,0} parameter(1)\n"
+        + "  %w = bf16[4096,4096]{1,0} parameter(2)\n"
+        + "  %i = s32[] parameter(3)\n"
+        + f"  %upd = {upd} bitcast(%x)\n"
+        + f"  %dus-start = (({host}, {upd}, s32[], s32[], s32[]), {host}, u32[]) async-start(%buf, %upd, %i, %i, %i), "
+        + "calls=%dus\n"
+        + "  %f = bf16[1024,4096]{1,0} fusion(%x, %w), kind=kOutput, calls=%fused_dot\n"
+        + f"  ROOT %dus-done = {host} async-done(%dus-start)\n"
+        + "}\n"
+    )
+    s = sim.simulate(text, build(parse_slice("v5e-16"), {"fsdp": 16}))
+    pcie = 1024 * 4096 * 2 / V5E.pcie_bw
+    dot = dot_s(1024, 4096, 4096)
+    assert s.groups["host"].seconds == pytest.approx(pcie) and s.groups["host"].count == 1
+    assert s.step_s == pytest.approx(max(pcie, dot))
+    assert s.groups["host"].exposed_s == pytest.approx(max(0.0, pcie - dot))

@@ -44,7 +44,7 @@ from server.profiles.hlo_program import trip_count
 # Host memory's space in a TPU layout (`{...:S(5)}`): a copy to or from it is host offload.
 _HOST_SPACE = re.compile(r"S\(5\)")
 _KERNEL = re.compile(r'custom_call_target="tpu_custom_call"')
-CATEGORIES = ("matmul", "grouped matmul", "attention", "other kernel", "memory-bound", "host offload")
+CATEGORIES = ("matmul", "grouped matmul", "attention", "other kernel", "memory-bound")
 
 
 @dataclass
@@ -139,6 +139,15 @@ class _Run:
             mine.seconds += g.seconds * times
             mine.exposed_s += g.exposed_s * times
             mine.count += g.count * times
+
+
+def _tuple_arrays(shape: Shape | None) -> list[Shape]:
+    """Every array of a (nested) tuple shape."""
+    if shape is None:
+        return []
+    if shape.elements is None:
+        return [shape]
+    return [a for e in shape.elements for a in _tuple_arrays(e)]
 
 
 def _shape_of(module: hs.Module, ins: Instruction, i: int) -> Shape | None:
@@ -285,9 +294,24 @@ class _Sim:
                 link_free["host"] = begin + d
                 flight[ins.name] = (begin + d, "host")
                 continue
-            if ins.opcode == "copy-done" and ins.operand_names:
-                started = flight.pop(ins.operand_names[0].partition("#")[0], None)
-                if started is not None and started[0] > t:
+            if ins.opcode == "async-start" and _HOST_SPACE.search(line.split(", metadata=", 1)[0]):
+                # MaxText's host offload as libtpu schedules it: an async dynamic-update-slice into a stacked
+                # buffer in host memory (the layer's tensor out) or a slice of one (back in); what crosses PCIe is
+                # the smallest array of the two ends (the update, or the slice)
+                arrays = [a for a in _tuple_arrays(ins.result) if a.dims]
+                nbytes = min((a.nbytes for a in arrays), default=0.0)
+                g = group_time("host")
+                d = nbytes / self.pcie if self.pcie > 0 else 0.0
+                g.seconds += d
+                g.count += 1
+                begin = max(t, link_free.get("host", 0.0))
+                link_free["host"] = begin + d
+                flight[ins.name] = (begin + d, "host")
+                continue
+            key = ins.operand_names[0].partition("#")[0] if ins.operand_names else ""
+            if ins.opcode in ("copy-done", "async-done") and key in flight:
+                started = flight.pop(key)
+                if started[0] > t:
                     group_time(started[1]).exposed_s += started[0] - t
                     t = started[0]
                 continue
