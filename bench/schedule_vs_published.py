@@ -47,6 +47,63 @@ ROWS: tuple[tuple[str, str], ...] = (
 )
 
 
+# Published runs compiled from their own config in bench/references.py (MaxText keys; MaxText's base.yml under it),
+# with libtpu's defaults (the READMEs' LIBTPU_INIT_ARGS are older libtpu's; issue 26's table found most of them the
+# defaults today). Kept gzipped under .tmp/schedule_vs_published/.
+OWN_CONFIG_ROWS: tuple[str, ...] = (
+    "synthetic-128b 1x v5p-256",
+    "synthetic-128b 2x v5p-256",
+    "synthetic-64b 1x v5p-128",
+    "synthetic-32b 1x v5e-256",
+    "synthetic-128b 1x v5e-256",
+    "synthetic-22b 1x v4-128",
+    "llama2-70b v6e-256 seq4096 (llama2_70b_4096:",
+)
+OWN = ROOT / ".tmp" / "schedule_vs_published"
+
+
+def own_config(ref: object) -> str:
+    return "base_config: base.yml  # MaxText's own\n" + mr.config_text(ref)  # type: ignore[arg-type]
+
+
+def own_hlo(ref: object, python: str | None, compile_missing: bool) -> Path | None:
+    """The kept compile of the reference's own config; compiled when missing and asked to (minutes)."""
+    import hashlib
+
+    from server.compile import verify_maxtext
+    from server.config.slices import parse_slice
+
+    text = own_config(ref)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    slug = "".join(ch if ch.isalnum() else "-" for ch in ref.name.lower())[:60]  # type: ignore[attr-defined]
+    hlo = OWN / f"{slug}-{digest}.hlo.txt.gz"
+    if hlo.exists() or not (compile_missing and python):
+        return hlo if hlo.exists() else None
+    OWN.mkdir(parents=True, exist_ok=True)
+    cfg = OWN / f"{slug}-{digest}.yml"
+    cfg.write_text(text)
+    raw = OWN / f"{slug}-{digest}.tmp.txt"
+    sl = parse_slice(ref.slice, ref.num_slices)  # type: ignore[attr-defined]
+    t0 = time.perf_counter()
+    out = verify_maxtext.run(python, cfg, sl, {}, [], 3600.0, keep_hlo=raw)
+    print(f"   compiled {ref.name} in {time.perf_counter() - t0:.0f} s: {out.get('error') or 'ok'}")  # type: ignore[attr-defined]
+    if "run" not in out or not raw.exists():
+        return None
+    with gzip.open(hlo, "wt") as f:
+        f.write(raw.read_text())
+    raw.unlink()
+    return hlo
+
+
+def own_layout(ref: object):  # type: ignore[no-untyped-def]
+    cfg = config_mod.load(None, mr.config_text(ref))  # type: ignore[arg-type]
+    chk = check(cfg)
+    assert chk.slice is not None
+    ici = {a.name: int(chk.ici[i].degree or 1) for i, a in enumerate(AXES)}
+    dcn = {a.name: int(chk.dcn[i].degree or 1) for i, a in enumerate(AXES)}
+    return build(chk.slice, ici, dcn)
+
+
 def _reference(name: str) -> object:
     for ref in (*REFERENCES, *IRONWOOD_DENSE_REFERENCES, *MOE_REFERENCES):
         if name in ref.name:
@@ -106,22 +163,29 @@ def main() -> None:
     head = f"{'published run':<58} {'pub s':>7} {'sim s':>7} {'err':>7} {'est s':>7} {'err':>7} {'B1 s':>7} {'err':>7}"
     print(head)
     sim_errs, est_errs, b1_errs = [], [], []
-    for ref_name, case_name in ROWS:
+    todo = [(r, c) for r, c in ROWS] + [(r, None) for r in OWN_CONFIG_ROWS]
+    for ref_name, case_name in todo:
         if args.filter and args.filter not in ref_name:
             continue
         ref = _reference(ref_name)
-        case = next(c for c in mv.CASES if case_name in c.name)
-        path = hlo_of(case)
-        if path is None and args.compile and args.maxtext_python:
-            mv.maxtext_outcome(case, args.maxtext_python, mv.store.connect(), 3600.0)
+        if case_name is not None:
+            case = next(c for c in mv.CASES if case_name in c.name)
             path = hlo_of(case)
+            if path is None and args.compile and args.maxtext_python:
+                mv.maxtext_outcome(case, args.maxtext_python, mv.store.connect(), 3600.0)
+                path = hlo_of(case)
+            what = f"compiled case: {case.name}"
+        else:
+            path = own_hlo(ref, args.maxtext_python, args.compile)
+            what = "compiled from its own config in bench/references.py"
         if path is None:
             print(f"{ref_name[:58]:<58} not compiled (run with --compile and a MaxText environment)")
             continue
         pub, est = published_and_estimate(ref)
         t0 = time.perf_counter()
         with gzip.open(path, "rt") as f:
-            s = schedule_sim.simulate(f.read(), layout_of(case))
+            lay = layout_of(case) if case_name is not None else own_layout(ref)
+            s = schedule_sim.simulate(f.read(), lay)
         took = time.perf_counter() - t0
         b1 = baseline_step(ref, dense_mfu)
         e_sim, e_est = s.step_s / pub - 1, est / pub - 1
@@ -136,7 +200,7 @@ def main() -> None:
         )
         busy = ", ".join(f"{k} {v:.2f}" for k, v in s.busy_s.items() if v > 0)
         groups = ", ".join(f"{k} {g.seconds:.2f} ({g.exposed_s:.2f} exposed)" for k, g in s.groups.items())
-        print(f"   compiled case: {case.name}; simulated in {took:.2f} s")
+        print(f"   {what}; simulated in {took:.2f} s")
         print(f"   busy s: {busy}; collectives and host s: {groups}")
         if s.unpriced_kernels:
             print(f"   unpriced kernels: {', '.join(s.unpriced_kernels[:6])}")
