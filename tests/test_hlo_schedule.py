@@ -386,3 +386,39 @@ def test_batched_dot_written_as_a_dilated_convolution_counts_one_tap_per_output(
     )
     costs = hs.Costs(hs.parse_module(text), hs.Chip.of(V5E))
     assert costs.flops("comb") == 2 * tokens * emb * k
+
+
+def test_a_fusion_reading_a_stacked_buffer_through_a_nested_slice_moves_the_slice() -> None:
+    """A scan's backward reads the layer's saved input from the stacked [layers, ...] buffer through a nested loop
+    fusion that dynamic-slices it (MaxText's 80-layer llama2-70b): HBM moves the slice, not the stack."""
+    layers, rows, emb = 80, 1024, 4096
+    text = (
+        "HloModule m, is_scheduled=true\n"
+        f"\n%inner (s: bf16[{layers},{rows},{emb}], i: s32[]) -> bf16[1,{rows},{emb}] {{\n"
+        f"  %s = bf16[{layers},{rows},{emb}]{{2,1,0}} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        "  %z = s32[] constant(0)\n"
+        f"  ROOT %d = bf16[1,{rows},{emb}]{{2,1,0}} dynamic-slice(%s, %i, %z, %z), "
+        f"dynamic_slice_sizes={{1,{rows},{emb}}}\n"
+        "}\n"
+        f"\n%outer (p0: bf16[{layers},{rows},{emb}], p1: s32[], p2: bf16[{emb},{emb}]) -> bf16[{rows},{emb}] {{\n"
+        f"  %p0 = bf16[{layers},{rows},{emb}]{{2,1,0}} parameter(0)\n"
+        "  %p1 = s32[] parameter(1)\n"
+        f"  %p2 = bf16[{emb},{emb}]{{1,0}} parameter(2)\n"
+        f"  %n = bf16[1,{rows},{emb}]{{2,1,0}} fusion(%p0, %p1), kind=kLoop, calls=%inner\n"
+        f"  %b = bf16[{rows},{emb}]{{1,0}} bitcast(%n)\n"
+        f"  ROOT %dot = bf16[{rows},{emb}]{{1,0}} dot(%b, %p2), lhs_contracting_dims={{1}}, "
+        "rhs_contracting_dims={0}\n"
+        "}\n"
+        f"\nENTRY %main (st: bf16[{layers},{rows},{emb}], i: s32[], w: bf16[{emb},{emb}]) -> bf16[{rows},{emb}] {{\n"
+        f"  %st = bf16[{layers},{rows},{emb}]{{2,1,0}} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        f"  %w = bf16[{emb},{emb}]{{1,0}} parameter(2)\n"
+        f"  ROOT %f = bf16[{rows},{emb}]{{1,0}} fusion(%st, %i, %w), kind=kOutput, calls=%outer\n"
+        "}\n"
+    )
+    m = hs.parse_module(text)
+    costs = hs.Costs(m, hs.Chip.of(V5E))
+    # the layer's slice, the weight and the result; the scalar index's 4 bytes
+    expected = rows * emb * 2 + emb * emb * 2 + rows * emb * 2 + 4
+    assert costs.fusion_bytes(m.instructions["f"], "outer") == expected

@@ -398,6 +398,11 @@ class Costs:
                 total += sum(_nbytes(u.result) for u, _ in uses)
             elif uses and all(u.opcode == "dynamic-update-slice" and k == 0 for u, k in uses):
                 continue
+            elif uses and all(u.opcode == "fusion" for u, _ in uses):
+                # read through a nested fusion, which may slice it (a scan's stacked saved activations: the layer's
+                # slice, not the stack, MaxText's 80-layer llama2-70b backward)
+                full = _nbytes(self._operand(ins, index))
+                total += min(full, sum(self._read_through(u, k, 1) for u, k in uses))
             else:
                 total += _nbytes(self._operand(ins, index))
         outs = [root] if root is not None and root.opcode != "tuple" else []
@@ -411,6 +416,32 @@ class Costs:
             else:
                 total += _nbytes(out.result)
         return total
+
+    def _read_through(self, fusion: Instruction, k: int, depth: int) -> float:
+        """HBM bytes a nested fusion reads of its operand `k`: the slices it takes of it, through further nested
+        fusions, else the whole operand."""
+        full = _nbytes(self._operand(fusion, k))
+        callee = next((c for c in _callees(self.m.lines.get(fusion.name, "")) if c in self.m.computations), None)
+        if callee is None or depth > 8:
+            return full
+        param: str | None = None
+        users: list[tuple[Instruction, int]] = []
+        for line in self.m.computations[callee].lines:
+            inner = self._ins(line)
+            if inner is None:
+                continue
+            if inner.opcode == "parameter" and re.search(rf"parameter\({k}\)", line):
+                param = inner.name
+            for j, name in enumerate(inner.operand_names):
+                if param is not None and name == param:
+                    users.append((inner, j))
+        if param is None or not users:
+            return full
+        if all(u.opcode in _SLICING and j == 0 for u, j in users):
+            return min(full, sum(_nbytes(u.result) for u, _ in users))
+        if all(u.opcode == "fusion" for u, _ in users):
+            return min(full, sum(self._read_through(u, j, depth + 1) for u, j in users))
+        return full
 
     # -- seconds ----------------------------------------------------------------------------------------------------
     def seconds(self, line: str, depth: int = 0) -> float:
