@@ -168,3 +168,40 @@ def test_maxtexts_host_offload_is_an_async_update_of_a_host_buffer_over_pcie() -
     assert s.groups["host"].seconds == pytest.approx(pcie) and s.groups["host"].count == 1
     assert s.step_s == pytest.approx(max(pcie, dot))
     assert s.groups["host"].exposed_s == pytest.approx(max(0.0, pcie - dot))
+
+
+def test_a_widened_loop_counts_its_trips_by_the_step_its_body_adds() -> None:
+    """XLA's widened loops (`wide.` bodies, two original iterations each) add 2 to the induction variable the
+    condition compares with N: N/2 trips, not N (a bidirectional collective-matmul loop over tensor 8 on v5p:
+    `i < 4`, `add(%p#4, 2)`, two iterations), read from the body's ROOT tuple."""
+    from server.profiles.hlo_program import computations, trip_count
+
+    def module(step: int) -> str:
+        return (
+            "HloModule m, is_scheduled=true\n"
+            "\n%wide.body (p: (f32[], u32[])) -> (f32[], u32[]) {\n"
+            "  %p = (f32[], u32[]) parameter(0)\n"
+            "  %x = f32[] get-tuple-element(%p), index=0\n"
+            "  %i = u32[] get-tuple-element(%p), index=1\n"
+            f"  %c = u32[] constant({step})\n"
+            "  %n = u32[] add(%i, %c)\n"
+            "  ROOT %t = (f32[], u32[]) tuple(%x, %n)\n"
+            "}\n"
+            "\n%cond (q: (f32[], u32[])) -> pred[] {\n"
+            "  %q = (f32[], u32[]) parameter(0)\n"
+            "  %j = u32[] get-tuple-element(%q), index=1\n"
+            "  %four = u32[] constant(4)\n"
+            "  ROOT %lt = pred[] compare(%j, %four), direction=LT\n"
+            "}\n"
+            "\nENTRY %main (a: f32[]) -> (f32[], u32[]) {\n"
+            "  %a = f32[] parameter(0)\n"
+            "  %z = u32[] constant(0)\n"
+            "  %init = (f32[], u32[]) tuple(%a, %z)\n"
+            "  ROOT %w = (f32[], u32[]) while(%init), condition=%cond, body=%wide.body\n"
+            "}\n"
+        )
+
+    for step, trips in ((1, 4), (2, 2), (3, 2)):
+        text = module(step)
+        line = next(ln for ln in text.splitlines() if " while(" in ln)
+        assert trip_count(line, computations(text)) == trips, step

@@ -101,13 +101,18 @@ def trip_count(while_line: str, comps: dict[str, Computation]) -> int | None:
         operands = [o.strip().split()[-1].lstrip("%") for o in m.group(1).split(",") if o.strip()]
         values = [constants.get(o) for o in operands]
         direction = m.group(2)
-        # Induction variable first (i < N): JAX's scans and XLA's loops count up from 0.
+        # Induction variable first (i < N): JAX's scans and XLA's loops count up from 0, by 1, or by the unroll
+        # factor of a widened loop (XLA's `wide.` bodies run two original iterations and add 2).
         if len(values) == 2 and values[1] is not None and values[0] is None:
             n = values[1]
-            return max(0, n + 1 if direction == "LE" else n) if direction in ("LT", "LE", "NE") else None
+            step = _induction_step(while_line, comps, operands[0], lines)
+            count = n + 1 if direction == "LE" else n
+            return max(0, -(-count // step)) if direction in ("LT", "LE", "NE") else None
         if len(values) == 2 and values[0] is not None and values[1] is None:  # N > i
             n = values[0]
-            return max(0, n + 1 if direction == "GE" else n) if direction in ("GT", "GE", "NE") else None
+            step = _induction_step(while_line, comps, operands[1], lines)
+            count = n + 1 if direction == "GE" else n
+            return max(0, -(-count // step)) if direction in ("GT", "GE", "NE") else None
     # A fused condition: the constant may be inside the called computation.
     for line in lines:
         for _, callee in _CALLS_RE.findall(line):
@@ -123,6 +128,45 @@ def trip_count(while_line: str, comps: dict[str, Computation]) -> int | None:
     if len(constants) == 1:
         return max(0, next(iter(constants.values())))
     return None
+
+
+_TUPLE_INDEX_RE = re.compile(r"#(\d+)$")
+_GTE_INDEX_RE = re.compile(r"get-tuple-element\([^)]*\),\s*index=(\d+)")
+
+
+def _induction_step(while_line: str, comps: dict[str, Computation], var: str, cond_lines: list[str]) -> int:
+    """How much the loop body adds to the induction variable the condition compares (`var`, a tuple element of the
+    condition's parameter: `%p#4`, or a get-tuple-element of it): the constant of the body's `add(<that element>,
+    constant)` that the body's ROOT tuple returns at that index; 1 when the text does not say."""
+    index: int | None = None
+    m = _TUPLE_INDEX_RE.search(var)
+    if m:
+        index = int(m.group(1))
+    else:
+        for line in cond_lines:
+            if re.match(rf"\s*%?{re.escape(var)}\s*=", line):
+                g = _GTE_INDEX_RE.search(line)
+                index = int(g.group(1)) if g else None
+    body = re.search(r"\bbody=%?([\w.\-]+)", while_line)
+    if index is None or body is None or body.group(1) not in comps:
+        return 1
+    lines = comps[body.group(1)].lines
+    by_name = {n.group(1): line for line in lines if (n := _NAME_RE.match(line))}
+    root = next((line for line in lines if line.lstrip().startswith("ROOT")), "")
+    tup = re.search(r"\btuple\((.*)\)", root)
+    if tup is None:
+        return 1
+    elems = [e.strip().lstrip("%") for e in tup.group(1).split(",")]
+    elems = [re.sub(r"^/\*index=\d+\*/", "", e).strip().lstrip("%") for e in elems]
+    if index >= len(elems):
+        return 1
+    add = by_name.get(elems[index], "")
+    a = re.search(r"\badd\(([^)]*)\)", add)
+    if a is None:
+        return 1
+    constants = {n.group(1): int(n.group(2)) for line in lines for n in [_CONSTANT_RE.search(line)] if n}
+    steps = [constants[o.strip().lstrip("%")] for o in a.group(1).split(",") if o.strip().lstrip("%") in constants]
+    return steps[0] if len(steps) == 1 and steps[0] > 0 else 1
 
 
 @dataclass(frozen=True)
