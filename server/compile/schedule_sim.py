@@ -284,24 +284,17 @@ class _Sim:
                 continue
             if ins is None:
                 continue
+            host_bytes: float | None = None
             if ins.opcode == "copy-start" and _HOST_SPACE.search(line):
-                nbytes = ins.result.elements[0].nbytes if ins.result and ins.result.elements else 0.0
-                g = group_time("host")
-                d = nbytes / self.pcie if self.pcie > 0 else 0.0
-                g.seconds += d
-                g.count += 1
-                begin = max(t, link_free.get("host", 0.0))
-                link_free["host"] = begin + d
-                flight[ins.name] = (begin + d, "host")
-                continue
-            if ins.opcode == "async-start" and _HOST_SPACE.search(line.split(", metadata=", 1)[0]):
+                host_bytes = ins.result.elements[0].nbytes if ins.result and ins.result.elements else 0.0
+            elif ins.opcode == "async-start" and _HOST_SPACE.search(line.split(", metadata=", 1)[0]):
                 # MaxText's host offload as libtpu schedules it: an async dynamic-update-slice into a stacked
                 # buffer in host memory (the layer's tensor out) or a slice of one (back in); what crosses PCIe is
                 # the smallest array of the two ends (the update, or the slice)
-                arrays = [a for a in _tuple_arrays(ins.result) if a.dims]
-                nbytes = min((a.nbytes for a in arrays), default=0.0)
+                host_bytes = min((a.nbytes for a in _tuple_arrays(ins.result) if a.dims), default=0.0)
+            if host_bytes is not None:  # over the chip's PCIe, one transfer at a time, beside the compute
                 g = group_time("host")
-                d = nbytes / self.pcie if self.pcie > 0 else 0.0
+                d = host_bytes / self.pcie if self.pcie > 0 else 0.0
                 g.seconds += d
                 g.count += 1
                 begin = max(t, link_free.get("host", 0.0))
