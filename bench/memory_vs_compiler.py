@@ -199,6 +199,16 @@ _OFFLOAD_QKVO: dict[str, Any] = {
     "out_proj": "offload",
 }
 
+# llama4_scout_dropless_v5p_256's keys beside the model, batch and remat (both Scout cases)
+_SCOUT_RECIPE: dict[str, Any] = {
+    "decoder_layer_input": "offload",
+    "dtype": "bfloat16",
+    "weight_dtype": "float32",
+    "megablox": True,
+    "sparse_matmul": True,
+    "opt_type": "adamw",
+    **_FLASH_2048,
+}
 CASES: tuple[Case, ...] = (
     Case("llama2-7b v5e-16 fsdp16 full", "v5e-16", "llama2-7b", {"fsdp": 16}),
     Case(
@@ -559,15 +569,7 @@ CASES: tuple[Case, ...] = (
         8,
         8192,
         "custom",
-        extra={
-            "decoder_layer_input": "offload",
-            "dtype": "bfloat16",
-            "weight_dtype": "float32",
-            "megablox": True,
-            "sparse_matmul": True,
-            "opt_type": "adamw",
-            **_FLASH_2048,
-        },
+        extra=_SCOUT_RECIPE,
         maxtext_only=True,
         libtpu_flags=DENSE_VMEM_LIMIT,
         # held out until its first compile, which the model then failed: development since
@@ -581,15 +583,7 @@ CASES: tuple[Case, ...] = (
         12,
         8192,
         "custom",
-        extra={
-            "decoder_layer_input": "offload",
-            "dtype": "bfloat16",
-            "weight_dtype": "float32",
-            "megablox": True,
-            "sparse_matmul": True,
-            "opt_type": "adamw",
-            **_FLASH_2048,
-        },
+        extra=_SCOUT_RECIPE,
         maxtext_only=True,
         libtpu_flags=DENSE_VMEM_LIMIT,
     ),

@@ -219,9 +219,8 @@ def test_moe_combine_in_float32_by_hand() -> None:
     assert base - bf16 == TOKENS * 2 * D * (4 - 2) == 262_144
 
 
-def test_scanned_blocks_hold_every_layers_working_set_by_hand() -> None:
-    """MaxText scans gpt-oss two layers a step (inhomogeneous_layer_cycle_interval): the backward's body holds both
-    layers' tensors, routed rows and gathered experts, and the scan keeps one input a block."""
+def gpt_oss_blocks_of_two() -> Any:
+    """A 4-layer gpt-oss-style MoE that MaxText scans two layers a step (inhomogeneous_layer_cycle_interval 2)."""
     from server.perf.architecture import build
     from server.perf.arith import shape_of
 
@@ -241,7 +240,13 @@ def test_scanned_blocks_hold_every_layers_working_set_by_hand() -> None:
         "mlp_activations": ["sigmoid", "linear"],
         "sliding_window_size": 64,
     }
-    s = dataclasses.replace(shape_of(build(keys.get)), moe_tile=512)
+    return dataclasses.replace(shape_of(build(keys.get)), moe_tile=512)
+
+
+def test_scanned_blocks_hold_every_layers_working_set_by_hand() -> None:
+    """MaxText scans gpt-oss two layers a step (inhomogeneous_layer_cycle_interval): the backward's body holds both
+    layers' tensors, routed rows and gathered experts, and the scan keeps one input a block."""
+    s = gpt_oss_blocks_of_two()
     assert s.arch is not None and s.arch.scan_block == 2
     assert (s.layers, memory.scan_iterations(s)) == (4, 2)
     c = mem(lay(fsdp=16), s=s).components
@@ -257,26 +262,7 @@ def test_block_recomputed_a_layer_at_a_time_where_every_layer_input_is_saved_by_
     """Offloading each layer's input (custom `decoder_layer_input: offload`) saves it inside a scanned block too, so
     the backward recomputes each layer from its own input: every layer's emb-wide and attention tensors and gathered
     weights, one layer's MLP intermediates and routed rows (Llama 4 Scout's blocks of four)."""
-    from server.perf.architecture import build
-    from server.perf.arith import shape_of
-
-    keys: dict[str, Any] = {
-        "decoder_block": "gpt_oss",
-        "base_emb_dim": D,
-        "base_num_query_heads": H,
-        "base_num_kv_heads": KV,
-        "head_dim": HD,
-        "base_mlp_dim": F,
-        "base_moe_mlp_dim": 512,
-        "base_num_decoder_layers": 4,
-        "vocab_size": V,
-        "num_experts": 8,
-        "num_experts_per_tok": 2,
-        "inhomogeneous_layer_cycle_interval": 2,
-        "mlp_activations": ["sigmoid", "linear"],
-        "sliding_window_size": 64,
-    }
-    s = dataclasses.replace(shape_of(build(keys.get)), moe_tile=512)
+    s = gpt_oss_blocks_of_two()
     offload = remat_mod.resolve("custom", {"decoder_layer_input": "offload"})
     assert offload is not None and memory.scan_iterations(s) == 2
     c = memory.memory(s, params(s), BPP, lay(fsdp=16), 2, 128, offload).components
