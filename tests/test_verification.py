@@ -404,3 +404,55 @@ def test_a_verdict_carries_the_compiled_step_simulated_and_omits_it_without_one(
     assert CompilerVerdictView.from_json(v.to_json()) == v
     bare = verification.verdict(VerifyResult(VerifyStatus.OK, "fits", compiled=compiled(15.0))).to_json()
     assert "schedule" not in bare and bare["fits"] is True
+
+
+def scheduled(step_s: float, mem_gib: float = 15.0) -> VerifyResult:
+    """A fitting compile whose program was simulated at `step_s` (MFU: the estimate's FLOPs over it)."""
+    c = compiled(mem_gib)
+    c.schedule = {"step_s": step_s, "busy_s": {"matmul": step_s * 0.8}, "groups": {}, "mfu": 0.3 * 3.0 / step_s}
+    return VerifyResult(VerifyStatus.OK, "fits", compiled=c, program="maxtext")
+
+
+def test_proposals_are_reranked_by_their_simulated_steps_when_every_one_has_one() -> None:
+    """Issue 27: once every accepted proposal's compiled program has a simulated step, the fastest is ranked first;
+    a moved proposal says why, one no faster than the current mesh's simulated step says so among its tradeoffs,
+    and the report carries the current mesh's verdict. With one proposal lacking a simulation, the engine's order
+    stays."""
+    doc, _ = run_report(Experiment(EXAMPLE))
+    p1, p2, p3 = (p.model_copy(deep=True) for p in doc.proposals)
+    steps = {1: 3.2, 2: 2.9, 3: 3.9}  # the engine's second is the compiled program's fastest
+    for p in (p1, p2, p3):
+        p.compiler = verdict_of(scheduled(steps[p.rank]))
+    now = verdict_of(scheduled(3.5))
+    entries = [(p, entry(scheduled(steps[p.rank]), p.rank)) for p in (p1, p2, p3)]
+    revised = verification._revised(doc, entries, [], [], now)
+    assert [(p.rank, p.ici) for p in revised.proposals] == [(1, p2.ici), (2, p1.ici), (3, p3.ici)]
+    first, second, third = revised.proposals
+    assert first.rationale.startswith(
+        "Ranked 1 by the TPU compiler's schedule (simulated step 2.90 s); the estimate ranked it 2. "
+    )
+    assert second.rationale.startswith(
+        "Ranked 2 by the TPU compiler's schedule (simulated step 3.20 s); the estimate ranked it 1. "
+    )
+    assert third.rationale == p3.rationale  # not moved
+    assert third.tradeoffs[-1] == (
+        "The TPU compiler's schedule simulates it no faster than the current mesh: step 3.90 s against 3.50 s."
+    )
+    assert all("no faster" not in t for t in [*first.tradeoffs, *second.tradeoffs])
+    assert revised.current_compiler is not None and revised.current_compiler.schedule is not None
+    assert revised.current_compiler.schedule.step_s == 3.5 and revised.current_compiler.schedule.mfu == 0.3 * 3.0 / 3.5
+    assert AnalysisReport.from_json(revised.to_json()) == revised  # the JSON carries all of it
+    # one proposal without a simulated step (cached before issue 27): the engine's order, no reason given
+    p3.compiler = verdict_of(VerifyResult(VerifyStatus.OK, "fits", compiled=compiled(15.0), program="maxtext"))
+    again = verification._revised(doc, [(p, entry(scheduled(1.0), p.rank)) for p in (p1, p2, p3)], [], [], now)
+    assert [p.ici for p in again.proposals] == [p1.ici, p2.ici, p3.ici]
+    assert not any(p.rationale.startswith("Ranked") for p in again.proposals)
+
+
+def test_a_fitting_verdict_says_the_simulated_step_in_the_lens_and_the_hover() -> None:
+    """The code lens' and the proposals table's few words carry the compiled program's simulated step and MFU."""
+    assert verification.summary(scheduled(2.5)) == "fits, 15.0 of 31.25 GiB; schedule 2.50 s, MFU 36.0%"
+    assert verification.summary(scheduled(2.5), figures=False) == "fits"
+    assert verification.summary(VerifyResult(VerifyStatus.OK, "fits", compiled=compiled(15.0))) == (
+        "fits, 15.0 of 31.25 GiB"
+    )

@@ -21,6 +21,7 @@ from server.compile.verify import VerifyStatus, combine, layer_plan, libtpu_avai
 from server.compile.verify_worker import parse_oom
 from server.config import resolve as config_mod
 from server.config.mesh import check
+from server.perf.wording import seconds
 from server.profiles.hlo_program import summarize, trip_count, walk
 
 # A two-level loop: the layer scan (trip 3) holding a collective-matmul loop (trip 4, counting with LE
@@ -298,6 +299,10 @@ def test_verify_cli_current_mesh_and_an_override(
     sch = doc["compiled"]["schedule"]  # the compiled step simulated on the slice (issue 27)
     assert sch["step_s"] > 0 and sch["flops"] > 0 and sum(sch["busy_s"].values()) <= sch["step_s"] * (1 + 1e-9)
     assert set(sch["groups"]) >= {"fsdp"} and not sch["unknown_trip_counts"]
+    # its MFU counts the estimate's FLOPs over the simulated step, and the verdict says both
+    assert sch["mfu"] == pytest.approx(doc["estimate"]["mfu"] * doc["estimate"]["step_s"] / sch["step_s"])
+    assert doc["message"].endswith(f"; TPU compiler's schedule: step {seconds(sch['step_s'])}, MFU {sch['mfu']:.1%}")
+    assert set(doc["estimate"]["time"]) == {"compute_s", "memory_bound_s", "bubble_s", "exposed_s"}
     assert isinstance(doc["disagreements"], list)
     assert doc["mesh"]["ici"]["fsdp"] == 16
     # an unplaceable override: exit 1 with the static rule's words
@@ -309,6 +314,7 @@ def test_verify_cli_current_mesh_and_an_override(
     out = capsys.readouterr().out
     assert "== current mesh (as written) on v5e-16: ok" in out and "memory per chip" in out and "(cached)" in out
     assert "step (schedule simulated)" in out and "MFU" in out
+    assert "\n     compute " in out  # where the step goes, estimate beside schedule
     assert main(["verify", str(small.parent / "missing.yml")]) == 2
 
 
@@ -526,3 +532,44 @@ def test_a_verdict_kept_under_compile_key_answers_a_maxtext_verify(tmp_path: Pat
     got = verify(cfg, db=db, cached_only=True, maxtext_python=exe)
     assert got.cached and got.status == VerifyStatus.OK and got.program == "maxtext"
     assert got.compiled is not None and got.compiled.memory_per_chip_bytes == 1.5 * 2**30
+
+
+def test_step_disagreement_names_the_category_that_differs_most() -> None:
+    """Issue 27: the estimate's step against the compiled program's simulated step, beyond STEP_TOLERANCE, is one
+    disagreement naming the category whose seconds differ most (hand figures); within it, none."""
+    from server.compile.verify import STEP_TOLERANCE, step_disagreement
+
+    est = {
+        "step_s": 3.0,
+        "time": {"compute_s": 2.0, "memory_bound_s": 0.3, "bubble_s": 0.0, "exposed_s": {"fsdp": 0.2, "tensor": 0.5}},
+    }
+    sch = {
+        "step_s": 4.0,
+        "busy_s": {"matmul": 2.2, "attention": 0.1, "memory-bound": 0.4},
+        "groups": {"tensor": {"seconds": 1.5, "exposed_s": 1.2}, "fsdp": {"seconds": 0.6, "exposed_s": 0.1}},
+    }
+    d = step_disagreement(est, sch)
+    assert d is not None and d["what"] == "step_s" and d["relative"] == -0.25 and d["category"] == "exposed:tensor"
+    assert d["message"] == (
+        "step: estimate 3.00 s, the TPU compiler's schedule simulated 4.00 s (-25%); the largest difference is in "
+        "exposed tensor collectives: estimate 500.0 ms, schedule 1.20 s"
+    )
+    assert step_disagreement({**est, "step_s": 4.0 * (1 - STEP_TOLERANCE) + 1e-6}, sch) is None
+    host = {**sch, "groups": {**sch["groups"], "host": {"seconds": 2.0, "exposed_s": 1.4}}, "step_s": 5.0}
+    assert step_disagreement(est, host)["category"] == "exposed:host"  # type: ignore[index]
+    assert "exposed host-offload copies" in step_disagreement(est, host)["message"]  # type: ignore[index]
+
+
+def test_estimate_time_splits_the_step_as_the_simulation_does() -> None:
+    """The estimate's `time` block (verify.time_json) adds up to its step: compute, memory-bound ops (host offload's
+    exposed copies apart), the bubble and each group's exposed seconds."""
+    from server.compile.verify import time_json
+    from server.perf.estimate import estimate
+
+    for name in ("llama3-8b-v6e-16.yml", "llama2-7b-v5e-256.yml"):
+        cfg = config_mod.load(Path(__file__).resolve().parents[1] / "examples" / name)
+        est = estimate(cfg, check(cfg))
+        t = time_json(est)
+        total = t["compute_s"] + t["memory_bound_s"] + t["bubble_s"] + sum(t["exposed_s"].values())
+        assert total == pytest.approx(est.time.step_s, rel=1e-9), name
+        assert t["compute_s"] == est.time.compute_s

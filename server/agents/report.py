@@ -463,9 +463,13 @@ class ScheduleView(_Doc):
     the full depth (extrapolated per layer from two reduced depths where verify compiled those): the step, the
     TensorCore's busy seconds per op category, and each collective group's (and host offload's) exposed seconds."""
 
+    OMIT_IF_NONE = frozenset({"mfu"})
     step_s: Number
     busy_s: dict[str, Number]
     exposed_s: dict[str, Number]
+    mfu: Number | SkipJsonSchema[None] = (
+        _absent()
+    )  # the estimate's FLOP count over the simulated step (verify.with_schedule_mfu)
 
 
 class CompilerVerdictView(_Doc):
@@ -566,10 +570,10 @@ class AnalysisReport(_Doc):
     profile, the diagnosis and the proposals, what would fit when no mesh of the slice does (`nothing_fits`), and
     how they were made. `experiment` is its id in ASAP's experiment log (server/services/experiments.py), present
     once it is logged. After ASAP: Verify, `proposals` are those the TPU compiler did not reject (with their
-    verdicts), `withdrawn` those it rejected (does not fit, or fails to compile), and `compiler_note` says once why
-    the estimate and the compiler differ."""
+    verdicts), `withdrawn` those it rejected (does not fit, or fails to compile), `compiler_note` says once why
+    the estimate and the compiler differ, and `current_compiler` is the current mesh's verdict."""
 
-    OMIT_IF_NONE = frozenset({"experiment", "withdrawn", "compiler_note"})
+    OMIT_IF_NONE = frozenset({"experiment", "withdrawn", "compiler_note", "current_compiler"})
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, title="ASAP analysis")
     config: str
     slice: SliceInfo | None
@@ -588,6 +592,8 @@ class AnalysisReport(_Doc):
     experiment: str | SkipJsonSchema[None] = _absent()
     withdrawn: list[ProposalView] | SkipJsonSchema[None] = _absent()
     compiler_note: str | SkipJsonSchema[None] = _absent()
+    # the current mesh's verdict once ASAP: Verify has compiled it (its simulated schedule: the roofline's point)
+    current_compiler: CompilerVerdictView | SkipJsonSchema[None] = _absent()
 
 
 def record(report: AnalysisReport, an: Analysis, config: Path, text: str, db: Any = None) -> str:

@@ -291,10 +291,7 @@ def withdrawn(entries: Sequence[VerifiedTarget], note: str | None) -> str:
     return "\n".join(out)
 
 
-def _secs(x: float | None) -> str:
-    if x is None:
-        return "-"
-    return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+_secs = wording.seconds
 
 
 def verification(entry: VerifiedTarget) -> str:
@@ -324,13 +321,20 @@ def verification(entry: VerifiedTarget) -> str:
     sch = c.schedule if c.schedule and "step_s" in c.schedule else None
     if sch is not None:
         # the compiled program's step, simulated op by op on the slice (server/compile/schedule_sim.py); its MFU is
-        # the estimate's FLOP count over that step
+        # the estimate's FLOP count over that step (verify.with_schedule_mfu)
         est_step = float(e["step_s"]) if e and e.get("step_s") else None
         sim_step = float(sch["step_s"])
         out.append(f"   {'step (schedule simulated)':<26}{_secs(est_step):>14}{_secs(sim_step):>14}")
-        if est_step and e and e.get("mfu") and sim_step > 0:
-            mfu = float(e["mfu"])
-            out.append(f"   {'MFU':<26}{mfu:>14.1%}{mfu * est_step / sim_step:>14.1%}")
+        if e and e.get("mfu") and sch.get("mfu"):
+            out.append(f"   {'MFU':<26}{float(e['mfu']):>14.1%}{float(sch['mfu']):>14.1%}")
+        from server.compile.verify import category_words, step_categories
+
+        # where the step goes, in both (categories above 1% of the simulated step)
+        for k, (ev_s, sv_s) in step_categories(e, sch).items():
+            if max(ev_s, sv_s) >= 0.01 * sim_step:
+                out.append(
+                    f"   {'  ' + category_words(k, short=True):<26}{_secs(ev_s if e else None):>14}{_secs(sv_s):>14}"
+                )
     how = f", extrapolated from {c.layers_compiled} of {c.layers} layers" if c.extrapolated else ""
     out.append(
         f"   compiled in {round(c.compile_s, 2):.1f} s{how}{' (cached)' if r.cached else ''}; "

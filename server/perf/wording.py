@@ -17,6 +17,13 @@ def gib(n_bytes: float) -> str:
     return f"{x:.0f}" if x == int(x) else f"{x:.2f}"
 
 
+def seconds(x: float | None) -> str:
+    """A step time as every surface prints it: milliseconds below a second ('812.4 ms'), else seconds ('3.71 s')."""
+    if x is None:
+        return "-"
+    return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+
+
 # Where evidence was computed, as people name it. The producers below the presentation write these names; the
 # hovers map what older producers (and a report read back from JSON) wrote.
 STEP_TIME_MODEL = "ASAP's step-time model"
@@ -26,6 +33,7 @@ FLOP_COUNT = "ASAP's FLOP count"
 XPROF_OPS = "XProf op profile"
 XPROF_STEPS = "XProf step table"
 XPROF = "XProf profile"
+SCHEDULE = "the TPU compiler's schedule, simulated"
 
 SOURCE_NAMES = (
     ("steptime", STEP_TIME_MODEL),

@@ -165,6 +165,7 @@ def verdict(r: verify_mod.VerifyResult) -> CompilerVerdictView:
             step_s=float(sch["step_s"]),
             busy_s={k: float(v) for k, v in dict(sch.get("busy_s") or {}).items()},
             exposed_s={k: float(dict(g).get("exposed_s", 0.0)) for k, g in dict(sch.get("groups") or {}).items()},
+            mfu=float(sch["mfu"]) if sch.get("mfu") else None,
         )
         if sch is not None
         else None
@@ -194,9 +195,13 @@ def proposal_label(p: ProposalView) -> str:
     return changes_label(p.ici, p.dcn, dict(p.other_changes))
 
 
-def _marked(report: AnalysisReport, marks: dict[int, CompilerVerdictView]) -> AnalysisReport:
-    """The report with the verdicts so far on its proposals (by rank), nothing withdrawn yet."""
+def _marked(
+    report: AnalysisReport, marks: dict[int, CompilerVerdictView], current: CompilerVerdictView | None = None
+) -> AnalysisReport:
+    """The report with the verdicts so far on its proposals (by rank) and on the current mesh, nothing withdrawn
+    yet."""
     doc = report.model_copy(deep=True)
+    doc.current_compiler = current.model_copy() if current is not None else None
     for p in doc.proposals:
         if not p.keep_current and p.rank in marks:
             p.compiler = marks[p.rank].model_copy()
@@ -342,9 +347,11 @@ def _verify_advice(
     out = Advice()
     marks: dict[int, CompilerVerdictView] = {}
 
+    now: list[CompilerVerdictView] = []  # the current mesh's verdict, once compiled
+
     def tell(entries: list[VerifiedTarget]) -> None:
         if on_verdict is not None:
-            on_verdict(entries, _marked(report, marks) if report is not None else None)
+            on_verdict(entries, _marked(report, marks, now[0] if now else None) if report is not None else None)
 
     def compile_(label: str, target: Target) -> verify_mod.VerifyResult:
         report_step = steps.reporter(label)
@@ -370,6 +377,8 @@ def _verify_advice(
 
     current = VerifiedTarget("current mesh", None, {}, compile_("current mesh", Target("current mesh", {})))
     out.entries.append(current)
+    if current.result.status != VerifyStatus.UNAVAILABLE and current.result.status != VerifyStatus.CANCELLED:
+        now.append(verdict(current.result))
     tell(list(out.entries))
     # no compiler here: the proposals would not compile either (a cache lookup goes on: one may be kept)
     if stopped() or current.result.status == VerifyStatus.CANCELLED:
@@ -426,7 +435,7 @@ def _verify_advice(
         steps.total += len(todo)
     if out.cancelled:
         return out
-    out.report = _revised(report, accepted, withdrawn, [*out.withdrawn, current])
+    out.report = _revised(report, accepted, withdrawn, [*out.withdrawn, current], now[0] if now else None)
     out.entries += [
         VerifiedTarget(f"proposal {p.rank}", p.rank, e.overrides, e.result)
         for p, e in zip(out.report.proposals, (e for _, e in accepted), strict=True)
@@ -434,16 +443,38 @@ def _verify_advice(
     return out
 
 
+def _simulated_step(v: CompilerVerdictView | None) -> float | None:
+    return float(v.schedule.step_s) if v is not None and v.schedule is not None and v.schedule.step_s else None
+
+
+def by_simulated_step(
+    accepted: list[tuple[ProposalView, VerifiedTarget]],
+) -> tuple[list[tuple[ProposalView, VerifiedTarget]], bool]:
+    """The accepted proposals ordered by their compiled programs' simulated steps, fastest first, when every one
+    has one (issue 27); else as they were. Ties keep the engine's order. Whether the order changed."""
+    steps = [_simulated_step(p.compiler) for p, _ in accepted]
+    if len(accepted) < 2 or any(s is None for s in steps):
+        return accepted, False
+    order = sorted(range(len(accepted)), key=lambda i: steps[i])  # type: ignore[arg-type,return-value]
+    return [accepted[i] for i in order], order != list(range(len(accepted)))
+
+
 def _revised(
     report: AnalysisReport,
     accepted: list[tuple[ProposalView, VerifiedTarget]],
     withdrawn: list[ProposalView],
     compiled: list[VerifiedTarget],
+    current: CompilerVerdictView | None = None,
 ) -> AnalysisReport:
     """The report with the compiler's verdicts: the accepted proposals ranked 1..n (the original ones first, then
-    the replacements), the rejected ones in `withdrawn`, and the estimate's disagreement with the compiler once."""
+    the replacements; by the simulated step of their compiled programs when every one has one), the rejected ones
+    in `withdrawn`, the current mesh's verdict, and the estimate's disagreement with the compiler once. A proposal
+    whose compiled program simulates no faster than the current mesh's says so among its tradeoffs."""
     doc = report.model_copy(deep=True)
     originals = {alternatives.key_of(p) for p in report.proposals}
+    engine_rank = {id(p): i + 1 for i, (p, _) in enumerate(accepted)}
+    accepted, reranked = by_simulated_step(accepted)
+    now_s = _simulated_step(current)
     kept: list[ProposalView] = []
     for i, (p, _) in enumerate(accepted):
         q = p.model_copy(deep=True)
@@ -451,10 +482,23 @@ def _revised(
         if alternatives.key_of(p) not in originals and withdrawn:
             names = ", ".join(proposal_label(w) for w in withdrawn)
             q.rationale = f"In place of {names}, which the TPU compiler rejected. {q.rationale}"
+        sim_s = _simulated_step(p.compiler)
+        if reranked and sim_s is not None and engine_rank[id(p)] != q.rank:
+            q.rationale = (
+                f"Ranked {q.rank} by the TPU compiler's schedule (simulated step {wording.seconds(sim_s)}); the "
+                f"estimate ranked it {engine_rank[id(p)]}. {q.rationale}"
+            )
+        if now_s is not None and sim_s is not None and sim_s >= now_s:
+            q.tradeoffs = [
+                *q.tradeoffs,
+                f"The TPU compiler's schedule simulates it no faster than the current mesh: step "
+                f"{wording.seconds(sim_s)} against {wording.seconds(now_s)}.",
+            ]
         kept.append(q)
     doc.proposals = kept
     doc.withdrawn = [w.model_copy(deep=True) for w in withdrawn] or None
     doc.compiler_note = compiler_note([*compiled, *(e for _, e in accepted)])
+    doc.current_compiler = current.model_copy() if current is not None else None
     return doc
 
 
@@ -557,12 +601,20 @@ def findings(results: list[VerifiedTarget], an: Analysis, stale: bool) -> list[F
 
 
 def summary(r: verify_mod.VerifyResult, figures: bool = True) -> str:
-    """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' / 'does not fit' / ...; without
+    """A proposal's verification in a few words: 'fits, 12.3 of 15.75 GiB' (with '; schedule 3.71 s, MFU 24.6%' when
+    its compiled program was simulated) / 'does not fit' / ...; without
     `figures`, the verdict's words alone ('fits', 'does not fit')."""
     c = r.compiled
     if r.status == VerifyStatus.OK and c:
         mem, limit = round(c.memory_per_chip_bytes), round(c.hbm_limit_bytes)  # as the JSON has them
-        return f"fits, {mem / 2**30:.1f} of {wording.gib(limit)} GiB" if figures else "fits"
+        sch = c.schedule or {}
+        step = (
+            f"; schedule {wording.seconds(float(sch['step_s']))}"
+            + (f", MFU {float(sch['mfu']):.1%}" if sch.get("mfu") else "")
+            if sch.get("step_s")
+            else ""
+        )
+        return f"fits, {mem / 2**30:.1f} of {wording.gib(limit)} GiB{step}" if figures else "fits"
     if r.status == VerifyStatus.DOES_NOT_FIT:
         need, have = r.needs_bytes, r.available_bytes
         if not figures or not (need and have):

@@ -61,7 +61,12 @@ async def test_verify_from_the_code_lens_then_stale_after_an_edit(fresh: AsapCli
     (ok,) = [d for d in diags if d.code == "ASAP400"]
     assert ok.severity == lsp.DiagnosticSeverity.Information and ok.range.start.line == 10  # the mesh key
     assert ok.message.startswith("Verified by the TPU compiler: ") and "per chip, fits" in ok.message
-    assert any(t.startswith("TPU compiler: fits, ") and "GiB" in t for t in await lenses(fresh, doc))
+    # the compiled program's step, simulated on the slice (issue 27), in the diagnostic and the code lens
+    assert re.search(r"; TPU compiler's schedule: step [\d.]+ m?s, MFU [\d.]+%$", ok.message), ok.message
+    assert any(
+        t.startswith("TPU compiler: fits, ") and "GiB; schedule " in t and ", MFU " in t
+        for t in await lenses(fresh, doc)
+    )
     await wait_for_log(fresh, "TPU compiler, current mesh of small.yml: verified by the TPU compiler")
     reports = [r for r in fresh.progress_reports[token] if isinstance(r, lsp.WorkDoneProgressReport)]
     steps = [r.message for r in reports if r.message]
