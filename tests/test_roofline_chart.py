@@ -1,6 +1,7 @@
 """The roofline chart's layout (server/presentation/roofline_chart.py, label_layout.py): labels that never overlap
 one another or cover a point, now and each proposal as distinct marks with an arrow from now to each, legends
-that keep per-op points apart from meshes, and tooltips that name the mesh with numbers in units."""
+that keep per-op points apart from meshes, tooltips that name the mesh with numbers in units, and the compiled
+point of each mesh whose compiled program's step Verify simulated."""
 
 from __future__ import annotations
 
@@ -12,14 +13,24 @@ from typing import Any
 import pytest
 
 from server.agents.coordinator import run_report
-from server.agents.report import AnalysisReport, ProfileOp, ProfileView
+from server.agents.report import AnalysisReport, CompilerVerdictView, ProfileOp, ProfileView, ScheduleView
 from server.agents.types import Experiment
 from server.presentation.label_layout import Box, Layout, text_width
-from server.presentation.roofline_chart import COMPONENT_GROUP, MESH_SOURCE, PLOT_H, PLOT_W, chart, spec
+from server.presentation.roofline_chart import (
+    COMPILED_SOURCE,
+    COMPILED_TITLE,
+    COMPONENT_GROUP,
+    MESH_SOURCE,
+    PLOT_H,
+    PLOT_W,
+    SCHEDULE_SOURCE,
+    chart,
+    spec,
+)
 from server.services.analysis import Analysis, analyze
 
 ROOT = Path(__file__).resolve().parents[1]
-LABEL_LAYERS = ("mesh_labels", "op_labels", "ridge_labels")
+LABEL_LAYERS = ("mesh_labels", "compiled_labels", "op_labels", "ridge_labels")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +46,9 @@ def layer(s: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def values(s: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return list(layer(s, name)["data"]["values"])
+    """A layer's data; none for a layer the chart leaves out (the compiled points' without a simulated step)."""
+    lay = next((lay for lay in s["layer"] if lay.get("name") == name), None)
+    return list(lay["data"]["values"]) if lay is not None else []
 
 
 def to_px(s: dict[str, Any], x: float, y: float) -> tuple[float, float]:
@@ -53,7 +66,7 @@ def label_boxes(s: dict[str, Any]) -> list[tuple[str, Box]]:
 
 def marker_boxes(s: dict[str, Any]) -> list[tuple[str, Box]]:
     out = []
-    for name, r in (("ops", 4.0), ("meshes", 6.5)):  # the drawn markers' radii (size 50 and 170)
+    for name, r in (("ops", 4.0), ("meshes", 6.5), ("compiled", 6.5)):  # the drawn markers' radii (size 50, 170)
         for m in values(s, name):
             x, y = to_px(s, m["intensity"], m["flops"])
             out.append((m["name"], Box(x - r, y - r, x + r, y + r)))
@@ -232,3 +245,125 @@ def test_roofline_renders_with_vl_convert(v6e: tuple[AnalysisReport, Analysis]) 
     svg = vlc.vegalite_to_svg(spec(doc, an))
     assert "Per-op points" in svg and "Meshes (whole step, ASAP estimate)" in svg and ">now<" in svg
     assert "undefined" not in svg and "NaN" not in svg
+
+
+def verdict(step_s: float | None, mfu: float | None = None) -> CompilerVerdictView:
+    """A verdict of a compile that fits, with its simulated step when `step_s` (none: a compile without one)."""
+    sched = ScheduleView(step_s=step_s, busy_s={"matmul": step_s * 0.7}, exposed_s={}) if step_s else None
+    if sched is not None and mfu is not None:
+        sched.mfu = mfu
+    return CompilerVerdictView(
+        status="ok",
+        fits=True,
+        memory_per_chip_bytes=20e9,
+        hbm_limit_bytes=31.25e9,
+        program="maxtext",
+        message="fits: 20.0 GB of 31.2 GB per chip",
+        schedule=sched,
+    )
+
+
+def with_verdicts(doc: AnalysisReport, now: CompilerVerdictView | None, **ranks: CompilerVerdictView) -> AnalysisReport:
+    """The report as Verify leaves it: the current mesh's verdict and the proposals' (by "P<rank>")."""
+    out = doc.model_copy(deep=True)
+    out.current_compiler = now
+    for p in out.proposals:
+        if f"P{p.rank}" in ranks:
+            p.compiler = ranks[f"P{p.rank}"]
+    return out
+
+
+def test_roofline_compiled_points_at_the_simulated_step(v6e: tuple[AnalysisReport, Analysis]) -> None:
+    doc, an = v6e
+    est = doc.estimate
+    assert est is not None
+    s = spec(with_verdicts(doc, verdict(3.0, mfu=0.31), P1=verdict(3.4)), an)
+    assert_clear(s)  # the compiled points' labels cover no point, no label covers a compiled point
+    meshes = {m["name"]: m for m in values(s, "meshes")}
+    compiled = {c["name"]: c for c in values(s, "compiled")}
+    assert set(compiled) == {"now (compiled)", "P1 (compiled)"}  # P2 and P3 were not simulated
+    # now's: the estimate's FLOPs per device a step over the simulated 3.0 s, at the estimate point's intensity
+    flops = sum(p.flops for p in est.roofline.points)
+    nbytes = sum(p.hbm_bytes for p in est.roofline.points)
+    now = compiled["now (compiled)"]
+    assert now["intensity"] == pytest.approx(flops / nbytes) == meshes["now"]["intensity"]
+    assert now["flops"] == pytest.approx(flops / 3.0)
+    assert now["flops"] == pytest.approx(meshes["now"]["flops"] * est.time.step_s / 3.0)
+    # P1's: its estimate point moved along y by its estimated step over its simulated 3.4 s
+    p1, p1_est = compiled["P1 (compiled)"], meshes["P1"]
+    assert p1["intensity"] == p1_est["intensity"]
+    assert p1["flops"] == pytest.approx(p1_est["flops"] * p1_est["step_s"] / 3.4)
+    assert {c["source"] for c in compiled.values()} == {COMPILED_SOURCE}
+    # drawn hollow in its mesh's colour and shape, with a legend of its own naming the simulated step
+    assert (now["colour"], p1["colour"]) == (meshes["now"]["colour"], p1_est["colour"])
+    lay = layer(s, "compiled")
+    assert lay["mark"]["filled"] is False
+    for channel, want in (("color", [now["colour"], p1["colour"]]), ("shape", ["circle", "diamond"])):
+        enc = lay["encoding"][channel]
+        assert enc["title"] == COMPILED_TITLE and enc["scale"] == {
+            "domain": ["now 3,000 ms", "P1 3,400 ms"],
+            "range": want,
+        }
+    assert s["config"]["legend"]["layout"]["top"]["direction"] == "vertical"  # under the meshes' legend
+    # the tooltip names the point, its mesh, the simulated step with MFU, the attained rate and its source
+    tip = now["tip"]
+    assert tip["point"].startswith("now (compiled): the current mesh's compiled program")
+    assert tip["mesh"] == meshes["now"]["tip"]["mesh"] and tip["operational intensity"].endswith(" FLOP/B")
+    assert tip["step time"] == "3,000 ms simulated (MFU 31.0%)"
+    peak = s["usermeta"]["peak_flops_per_s"]
+    assert tip["attained"].endswith(f"per device ({flops / 3.0 / peak:.0%} of peak)")
+    assert tip["against the estimate"].startswith(f"step {est.time.step_s * 1e3:,.0f} ms estimated \u2192 3,000 ms")
+    assert tip["source"].startswith(SCHEDULE_SOURCE + " (MaxText's own train step)")
+    assert p1["tip"]["step time"] == "3,400 ms simulated"  # no MFU in its schedule: none claimed
+    assert p1["tip"]["point"].startswith("P1 (compiled): proposal 1's")
+    assert all(isinstance(v, str) and v and "None" not in v for c in compiled.values() for v in c["tip"].values())
+    assert now["aria"].startswith("point: now (compiled)")
+    # labelled by the same layout, and each joined to its estimate point by a thin line in its colour
+    assert sorted(lb["text"] for lb in values(s, "compiled_labels")) == ["P1 (compiled)", "now (compiled)"]
+    links = values(s, "compiled_links")
+    assert len(links) == 2
+    for c, link in zip((now, p1), links, strict=True):
+        m = meshes[c["of"]]
+        assert link["x"] == pytest.approx(m["intensity"]) and link["x2"] == pytest.approx(m["intensity"])
+        lo, hi = sorted((m["flops"], c["flops"]))
+        assert lo < link["y"] < hi and lo < link["y2"] < hi and link["colour"] == c["colour"]
+        assert link["tip"].startswith(f"{c['of']} \u2192 {c['name']}: step ")
+    # the page hides overlapping labels and keeps them off points by these layers' names
+    assert [lay.get("name") for lay in s["layer"]][-1] == "compiled_labels"
+
+
+def test_roofline_compiled_points_share_a_label_and_stay_on_the_chart(v6e: tuple[AnalysisReport, Analysis]) -> None:
+    doc, an = v6e
+    est = doc.estimate
+    assert est is not None
+    peak = max(p.peak_flops_per_s for p in est.roofline.points)
+    flops = sum(p.flops for p in est.roofline.points)
+    # P1 and P2 price within a pixel of each other; at the same simulated step their compiled points do too.
+    # now's simulated step is shorter than its FLOPs at twice the chip's peak (a schedule that skips work the
+    # estimate counts): its point still lies inside the plot
+    fast = flops / (2 * peak)
+    s = spec(with_verdicts(doc, verdict(fast), P1=verdict(3.4), P2=verdict(3.4)), an, "dark")
+    assert_clear(s)
+    texts = [lb["text"] for lb in values(s, "compiled_labels")]
+    assert "P1, P2 (compiled)" in texts and "now (compiled)" in texts
+    assert layer(s, "compiled")["encoding"]["color"]["scale"]["domain"][1:] == ["P1 3,400 ms", "P2 3,400 ms (at P1)"]
+    now = next(c for c in values(s, "compiled") if c["of"] == "now")
+    assert now["flops"] == pytest.approx(2 * peak)
+    top = layer(s, "meshes")["encoding"]["y"]["scale"]["domain"][1]
+    assert top >= 1.3 * now["flops"]
+    _, y = to_px(s, now["intensity"], now["flops"])
+    assert 0 < y < PLOT_H
+
+
+def test_roofline_without_a_simulated_step_is_unchanged(v6e: tuple[AnalysisReport, Analysis]) -> None:
+    """Verdicts without a schedule (a compile that did not fit, an older cache) draw the chart as before Verify."""
+    doc, an = v6e
+    plain = spec(doc, an)
+    assert spec(with_verdicts(doc, verdict(None), P1=verdict(None)), an) == plain
+    names = [lay.get("name") for lay in plain["layer"]]
+    assert not any(n and n.startswith("compiled") for n in names) and "layout" not in plain["config"]["legend"]
+    # a simulated step only for a proposal left out of the chart (keep the current mesh) draws nothing either
+    kept = doc.model_copy(deep=True)
+    for p in kept.proposals:
+        p.keep_current, p.compiler = True, verdict(3.0)
+    assert not values(spec(kept, an), "compiled")

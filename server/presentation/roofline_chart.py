@@ -1,14 +1,16 @@
 """The roofline chart of an analysis, as one Vega-Lite spec: the declared chip's HBM roofline with its HBM and
 ICI ridge points, the estimate's components for the current mesh, one point per mesh (the current one, "now", and
 each proposal: the whole step's FLOPs over its HBM bytes, at the FLOP rate its modelled step time gives) with an
-arrow from now to each proposal, and the profile's measured top ops when one is linked. The same spec renders in
-the editor's webview (vega-embed) and to SVG/PNG for `asap analyze --plot` (vl-convert, no browser).
+arrow from now to each proposal, and the profile's measured top ops when one is linked. A mesh whose compiled
+program ASAP: Verify simulated (its verdict's `schedule`) gets a second, hollow point: the same intensity, at the
+same FLOPs over the simulated step, joined to its estimate point by a thin line. The same spec renders in the
+editor's webview (vega-embed) and to SVG/PNG for `asap analyze --plot` (vl-convert, no browser).
 
 Axes are log-log: operational intensity (FLOP per HBM byte) against attained FLOP/s per device. The chart is laid
 out here at a fixed plot size (PLOT_W x PLOT_H pixels, explicit scale domains) so that labels are placed where no
 two overlap and none covers a point (server/presentation/label_layout.py); a label with no free spot is left out
 and its point's tooltip names it. Every point's tooltip (`tip`) names the point, its mesh and its numbers with
-units, and the source of those numbers (ASAP's estimate, or the XProf profile row).
+units, and the source of those numbers (ASAP's estimate, the simulated schedule, or the XProf profile row).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from server.agents.report import AnalysisReport, EstimateView, ProfileView, ProposalView
+from server.agents.report import AnalysisReport, CompilerVerdictView, EstimateView, ProfileView, ProposalView
 from server.config import axes
 from server.presentation.label_layout import Layout, Placement
 from server.services.analysis import Analysis
@@ -26,6 +28,10 @@ from server.services.analysis import Analysis
 THEMES = ("light", "dark")
 PLOT_W, PLOT_H = 440, 300
 MESH_SOURCE = "meshes (estimate)"
+COMPILED_SOURCE = "meshes (compiled, simulated)"
+COMPILED_TITLE = "Compiled (simulated step)"
+SCHEDULE_SOURCE = "the TPU compiler's schedule, simulated: server/compile/schedule_sim.py"
+_PROGRAMS = {"reference": "ASAP's reference train step", "maxtext": "MaxText's own train step"}
 COMPONENT_GROUP = "parts of now's step (ASAP estimate)"
 PROFILE_GROUP = "XProf ops (measured)"
 _MESH_R, _OP_R, _HEAD_R = 8.0, 5.0, 5.0  # marker radii in pixels, for label placement
@@ -154,6 +160,59 @@ def _mesh_tip(m: dict[str, Any], now: dict[str, Any] | None, peak: float) -> dic
     return tip
 
 
+def compiled_points(
+    meshes: Sequence[dict[str, Any]],
+    current_compiler: CompilerVerdictView | None,
+    proposals: Sequence[ProposalView],
+) -> list[dict[str, Any]]:
+    """A point for each mesh whose compiled program's step was simulated (its verdict's `schedule`): the same
+    operational intensity as the mesh's estimate point, at the same FLOPs per device over the simulated step instead
+    of the modelled one, so the two points differ only in the step time (`of` names the mesh's point)."""
+    verdicts = {"now": current_compiler} | {f"P{p.rank}": p.compiler for p in proposals if not p.keep_current}
+    out: list[dict[str, Any]] = []
+    for m in meshes:
+        v = verdicts.get(m["name"])
+        sched = v.schedule if v is not None else None
+        if v is None or sched is None or sched.step_s <= 0:
+            continue
+        step = float(sched.step_s)
+        per_step = m["flops"] * m["step_s"]  # the estimate's FLOPs per device a step (the estimate point's)
+        c: dict[str, Any] = {
+            "name": f"{m['name']} (compiled)",
+            "of": m["name"],
+            "intensity": m["intensity"],
+            "flops": per_step / step,
+            "source": COMPILED_SOURCE,
+            "mesh": m["mesh"],
+            "step_s": step,
+            "estimate_step_s": m["step_s"],
+            "flops_per_step": per_step,
+            "program": v.program,
+        }
+        if "rank" in m:
+            c["rank"] = m["rank"]
+        if sched.mfu is not None:
+            c["mfu"] = float(sched.mfu)
+        out.append(c)
+    return out
+
+
+def _compiled_tip(c: dict[str, Any], peak: float) -> dict[str, str]:
+    sim, est = c["step_s"], c["estimate_step_s"]
+    whose = "the current mesh's" if c["of"] == "now" else f"proposal {c.get('rank', '?')}'s"
+    program = _PROGRAMS.get(c["program"], c["program"])
+    return {
+        "point": f"{c['name']}: {whose} compiled program, its step simulated",
+        "mesh": c["mesh"],
+        "operational intensity": _oi(c["intensity"]),
+        "attained": f"{_si(c['flops'], 'FLOP/s')} per device ({c['flops'] / peak:.0%} of peak)",
+        "step time": f"{_ms(sim)} simulated" + (f" (MFU {c['mfu']:.1%})" if "mfu" in c else ""),
+        "against the estimate": f"step {_ms(est)} estimated \u2192 {_ms(sim)} simulated ({sim / est - 1:+.0%})",
+        "source": f"{SCHEDULE_SOURCE} ({program}), at ASAP's estimate of {c['flops_per_step']:.3g} FLOP per device "
+        "a step",
+    }
+
+
 def _op_points(est: EstimateView, profile: ProfileView | None, peak: float, now_mesh: str) -> list[dict[str, Any]]:
     """The estimate's components of the current mesh's step, then the profile's top ops (measured)."""
     out: list[dict[str, Any]] = []
@@ -230,7 +289,8 @@ class _Scale:
 
 def spec(result: AnalysisReport, an: Analysis | None = None, theme: str = "light") -> dict[str, Any]:
     """Vega-Lite for an `asap analyze --json` document (needs its estimate). With the config's analysis `an`,
-    the proposals are plotted too. `theme`: "light" or "dark"."""
+    the proposals are plotted too, and a compiled point for each mesh whose compiled program ASAP: Verify
+    simulated. `theme`: "light" or "dark"."""
     return chart(
         result.estimate,
         an,
@@ -238,6 +298,7 @@ def spec(result: AnalysisReport, an: Analysis | None = None, theme: str = "light
         slice_name=result.slice.name if result.slice else None,
         profile=result.profile,
         proposals=result.proposals,
+        current_compiler=result.current_compiler,
     )
 
 
@@ -249,9 +310,11 @@ def chart(
     slice_name: str | None = None,
     profile: ProfileView | None = None,
     proposals: Sequence[ProposalView] = (),
+    current_compiler: CompilerVerdictView | None = None,
 ) -> dict[str, Any]:
     """Vega-Lite for an estimate, the linked profile's top ops and the proposals (the editor's chart for the
-    text as it is now, with the agents' proposals only when they are of this version)."""
+    text as it is now, with the agents' proposals only when they are of this version); `current_compiler` and each
+    proposal's `compiler` add the compiled points of the meshes whose schedule was simulated."""
     if theme not in _PALETTE:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, got {theme!r}")
     if est is None:
@@ -271,20 +334,32 @@ def chart(
         m["colour"] = pal["now"] if m["name"] == "now" else next(colours)
         m["legend"] = "now" if m["name"] == "now" else f"{m['name']} x{m.get('speedup', 0):.2f}"
         m["tip"] = _mesh_tip(m, now, peak)
-    for m in [*ops, *meshes]:
+    compiled = compiled_points(meshes, current_compiler, proposals)
+    by_name = {m["name"]: m for m in meshes}
+    for c in compiled:
+        c["colour"] = by_name[c["of"]]["colour"]
+        c["shape"] = "circle" if c["of"] == "now" else "diamond"  # its mesh's shape, hollow
+        c["legend"] = f"{c['of']} {_ms(c['step_s'])}"
+        c["tip"] = _compiled_tip(c, peak)
+    for m in [*ops, *meshes, *compiled]:
         m["aria"] = "; ".join(f"{k}: {v}" for k, v in m["tip"].items())
 
     # Explicit domains on decade-ish steps: the pixel mapping below is the one Vega draws.
     rule_xs = [ridge, *([float(ridges.ici_axis)] if ridges.ici_axis else [])]
     xs = [m["intensity"] for m in [*ops, *meshes]]
-    ys = [m["flops"] for m in [*ops, *meshes]]
+    ys = [m["flops"] for m in [*ops, *meshes, *compiled]]
     xdom = (
         _nice(min([ridge / 10, *(x / 3 for x in xs)]), False),
         _nice(max([*(r * 4 for r in rule_xs), *(x * 3 for x in xs)]), True),
     )
-    ydom = (_nice(min(y / 2.5 for y in ys) if ys else peak / 100, False), _nice(peak * 1.3, True))
+    # a simulated step shorter than the estimate's FLOPs at peak would put its point above the roof: keep it inside
+    top = max([peak * 1.3, *(c["flops"] * 1.3 for c in compiled)])
+    ydom = (_nice(min(y / 2.5 for y in ys) if ys else peak / 100, False), _nice(top, True))
     sc = _Scale(xdom, ydom)
     layout = Layout(PLOT_W, PLOT_H)
+
+    def pos(p: dict[str, Any]) -> tuple[float, float]:
+        return sc.px(p["intensity"], p["flops"])
 
     start = max(xdom[0], ydom[0] / bw)
     line = [{"intensity": x, "flops": min(peak, x * bw)} for x in _logspace(start, xdom[1], 80)]
@@ -297,6 +372,21 @@ def chart(
         layout.add_marker(*sc.px(m["intensity"], m["flops"]), _OP_R)
     for m in meshes:
         layout.add_marker(*sc.px(m["intensity"], m["flops"]), _MESH_R)
+    for c in compiled:
+        layout.add_marker(*pos(c), _MESH_R)
+    # a thin line from each estimate point to its compiled point (none when the two touch: the tooltip says it)
+    links = []
+    for c in compiled:
+        (ex, ey), (cx, cy) = pos(by_name[c["of"]]), pos(c)
+        d = math.hypot(cx - ex, cy - ey)
+        if d < _MESH_R * 2 + 4:
+            continue
+        ux, uy = (cx - ex) / d, (cy - ey) / d
+        p0, p1 = (ex + ux * (_MESH_R + 1), ey + uy * (_MESH_R + 1)), (cx - ux * (_MESH_R + 1), cy - uy * (_MESH_R + 1))
+        layout.add_line([p0, p1], half=1)
+        (x0, y0), (x1, y1) = sc.data(*p0), sc.data(*p1)
+        what = f"{c['of']} \u2192 {c['name']}: {c['tip']['against the estimate']}"
+        links.append({"x": x0, "y": y0, "x2": x1, "y2": y1, "colour": c["colour"], "tip": what})
 
     # Meshes drawn on one another (the same step time from the same FLOPs and bytes) share one label and one
     # arrow: "P1, P2".
@@ -341,7 +431,7 @@ def chart(
                 }
             )
 
-    labels: dict[str, list[dict[str, Any]]] = {"mesh": [], "ridge": [], "op": []}
+    labels: dict[str, list[dict[str, Any]]] = {"mesh": [], "ridge": [], "op": [], "compiled": []}
     leaders: list[dict[str, Any]] = []
 
     def put(kind: str, text: str, pl: Placement | None) -> None:
@@ -366,6 +456,21 @@ def chart(
         text = ", ".join(m["name"] for m in group)
         at = sc.px(group[0]["intensity"], group[0]["flops"])
         put("mesh", text, layout.near_point(text, *at, _MESH_R, _MESH_FONT, True, 5, prefer=aim.get(group[0]["name"])))
+    # compiled points drawn on one another share a label ("P1, P2 (compiled)"), placed beyond the point as seen from
+    # its estimate point, after the meshes' labels
+    cgroups: list[list[dict[str, Any]]] = []
+    for c in compiled:
+        for g in cgroups:
+            if math.dist(pos(c), pos(g[0])) < _MESH_R:
+                g.append(c)
+                c["legend"] += f" (at {g[0]['of']})"
+                break
+        else:
+            cgroups.append([c])
+    for g in cgroups:
+        text = ", ".join(c["of"] for c in g) + " (compiled)"
+        (ex, ey), (cx, cy) = pos(by_name[g[0]["of"]]), pos(g[0])
+        put("compiled", text, layout.near_point(text, cx, cy, _MESH_R, _LABEL_FONT, True, 5, prefer=(cx - ex, cy - ey)))
     ridge_rules: list[dict[str, Any]] = [
         {
             "intensity": ridge,
@@ -562,7 +667,58 @@ def chart(
             "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
         },
     ]
-    return {
+    if compiled:
+        layers[_index(layers, "meshes") : _index(layers, "meshes") + 1] = [
+            {
+                "name": "compiled_links",
+                "data": {"values": links},
+                "mark": {"type": "rule", "strokeWidth": 1, "strokeDash": [3, 2]},
+                "encoding": {
+                    **xy("x", "y"),
+                    "x2": {"field": "x2"},
+                    "y2": {"field": "y2"},
+                    "color": {"field": "colour", "type": "nominal", **raw},
+                    **tip,
+                },
+            },
+            layers[_index(layers, "meshes")],
+            {
+                "name": "compiled",
+                "data": {"values": compiled},
+                "mark": {"type": "point", "filled": False, "size": _MESH_SIZE, "opacity": 1, "strokeWidth": 2},
+                "encoding": {
+                    **xy("intensity", "flops"),
+                    **{
+                        channel: {
+                            "field": "legend",
+                            "type": "nominal",
+                            "title": COMPILED_TITLE,
+                            "legend": {"orient": "top"},
+                            "sort": None,
+                            "scale": {"domain": [c["legend"] for c in compiled], "range": [c[key] for c in compiled]},
+                        }
+                        for channel, key in (("color", "colour"), ("shape", "shape"))
+                    },
+                    "description": {"field": "aria"},
+                    **tip,
+                },
+            },
+        ]
+        layers.append(
+            {
+                "name": "compiled_labels",
+                "data": {"values": labels["compiled"]},
+                "mark": {
+                    "type": "text",
+                    "align": "center",
+                    "baseline": "middle",
+                    "fontSize": _LABEL_FONT,
+                    "fontWeight": "bold",
+                },
+                "encoding": {**xy("lx", "ly"), "text": {"field": "text"}, "description": {"field": "text"}},
+            }
+        )
+    out: dict[str, Any] = {
         "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
         "title": title,
         "width": PLOT_W,
@@ -602,6 +758,14 @@ def chart(
             "unlabelled": [m["name"] for m in ops if m["name"] not in {lb["text"] for lb in labels["op"]}],
         },
     }
+    if compiled:
+        # the compiled legend goes under the meshes' (side by side, the two outgrow the plot's width)
+        out["config"]["legend"]["layout"] = {"top": {"direction": "vertical", "anchor": "start"}}
+    return out
+
+
+def _index(layers: list[dict[str, Any]], name: str) -> int:
+    return next(i for i, lay in enumerate(layers) if lay.get("name") == name)
 
 
 def _ticks(dom: tuple[float, float]) -> list[float]:

@@ -21,8 +21,9 @@ const chart = document.getElementById('chart') as HTMLElement;
 const status = document.getElementById('status') as HTMLElement;
 const tip = document.getElementById('tip') as HTMLElement;
 // Label marks in priority order: a label hidden by the page is the later one of an overlapping pair.
-const LABEL_MARKS = ['mesh_labels_marks', 'ridge_labels_marks', 'op_labels_marks'];
-const POINT_MARKS = ['meshes_marks', 'ops_marks'];
+const LABEL_MARKS = ['mesh_labels_marks', 'compiled_labels_marks', 'ridge_labels_marks', 'op_labels_marks'];
+// compiled_*: present only when Verify simulated a mesh's compiled program
+const POINT_MARKS = ['meshes_marks', 'compiled_marks', 'ops_marks'];
 
 function showTooltip(_handler: unknown, event: MouseEvent, _item: unknown, value: unknown): void {
   const rows = tooltipRows(value);

@@ -106,7 +106,8 @@ def run_agents(ls: AsapServer, uri: str) -> None:
 
 async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, Any]:
     """The roofline chart of an open config as Vega-Lite: the estimate for the text as it is now, the linked
-    profile's top ops, and the agents' proposals when their analysis is of this version."""
+    profile's top ops, and the agents' proposals (with the compiled points of the meshes Verify simulated) when
+    their analysis is of this version."""
     from server.agents.report import EstimateView, ProfileView
     from server.presentation import roofline_chart
 
@@ -127,6 +128,7 @@ async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, 
         slice_name=an.estimate.layout.slice.name,
         profile=ProfileView.from_json(prof.report.to_json()) if prof is not None and prof.report is not None else None,
         proposals=report.proposals if report is not None else [],
+        current_compiler=report.current_compiler if report is not None else None,
     )
     name = Path(to_fs_path(uri) or uri).name
     return RooflineReply(title=f"ASAP roofline: {name}", spec=chart, fresh=report is not None).model_dump()
