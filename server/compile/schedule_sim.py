@@ -117,6 +117,8 @@ def extrapolate(a: dict[str, Any], b: dict[str, Any], la: int, lb: int, layers: 
             set(a.get("unknown_trip_counts") or []) | set(b.get("unknown_trip_counts") or [])
         ),
         "extrapolated_from": [la, lb],
+        # the wall seconds both simulations took (the workers time them; bench/verify_time.py reads them)
+        "simulate_s": float(a.get("simulate_s", 0.0)) + float(b.get("simulate_s", 0.0)),
     }
 
 
@@ -221,7 +223,7 @@ class _Sim:
         self.unpriced: set[str] = set()
         self.unknown_trips: list[str] = []
         # the same reading of the module's collectives hlo_schedule makes (their axes, groups and seconds)
-        self.sched = hs.schedule(text, lay)
+        self.sched = hs.schedule(text, lay, module=self.module)
         self.priced = {c.name: c for c in self.sched.collectives}
 
     def op(self, line: str, ins: Instruction) -> tuple[str, float, float]:

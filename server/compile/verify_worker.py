@@ -115,7 +115,10 @@ def _schedule(job: dict[str, Any], text: str) -> dict[str, Any] | None:
         lay = build(
             sl, dict(zip(names, job["mesh"]["ici"], strict=True)), dict(zip(names, job["mesh"]["dcn"], strict=True))
         )
-        return schedule_sim.simulate(text, lay).to_json()
+        t0 = time.perf_counter()
+        out = schedule_sim.simulate(text, lay).to_json()
+        out["simulate_s"] = time.perf_counter() - t0  # what the simulation adds to verify (bench/verify_time.py)
+        return out
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"[:300]}
 

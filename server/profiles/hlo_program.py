@@ -151,7 +151,16 @@ def _induction_step(while_line: str, comps: dict[str, Computation], var: str, co
     if index is None or body is None or body.group(1) not in comps:
         return 1
     lines = comps[body.group(1)].lines
-    by_name = {n.group(1): line for line in lines if (n := _NAME_RE.match(line))}
+
+    def defining(name: str) -> str:
+        # the line that defines `name` (a prefix test first: a body has thousands of long lines, a regex on each
+        # of them took seconds on a 100B-class module)
+        for line in lines:
+            head = line.lstrip().removeprefix("ROOT ").lstrip().lstrip("%")
+            if head.startswith(name) and (n := _NAME_RE.match(line)) and n.group(1) == name:
+                return line
+        return ""
+
     root = next((line for line in lines if line.lstrip().startswith("ROOT")), "")
     tup = re.search(r"\btuple\((.*)\)", root)
     if tup is None:
@@ -160,12 +169,15 @@ def _induction_step(while_line: str, comps: dict[str, Computation], var: str, co
     elems = [re.sub(r"^/\*index=\d+\*/", "", e).strip().lstrip("%") for e in elems]
     if index >= len(elems):
         return 1
-    add = by_name.get(elems[index], "")
+    add = defining(elems[index])
     a = re.search(r"\badd\(([^)]*)\)", add)
     if a is None:
         return 1
-    constants = {n.group(1): int(n.group(2)) for line in lines for n in [_CONSTANT_RE.search(line)] if n}
-    steps = [constants[o.strip().lstrip("%")] for o in a.group(1).split(",") if o.strip().lstrip("%") in constants]
+    steps = []
+    for o in a.group(1).split(","):
+        n = _CONSTANT_RE.search(defining(o.strip().lstrip("%")))
+        if n:
+            steps.append(int(n.group(2)))
     return steps[0] if len(steps) == 1 and steps[0] > 0 else 1
 
 

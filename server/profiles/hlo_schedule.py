@@ -160,6 +160,16 @@ class Module:
 
 def _balance(text: str, depth: int) -> int:
     """`depth` plus the brackets `text` opens less those it closes, outside quoted strings (JSON with \\" escapes)."""
+    if '"' not in text:  # most lines: count the brackets without walking the characters
+        return (
+            depth
+            + text.count("(")
+            + text.count("{")
+            + text.count("[")
+            - text.count(")")
+            - text.count("}")
+            - text.count("]")
+        )
     quoted = False
     escaped = False
     for ch in text:
@@ -744,12 +754,14 @@ def _price(op: CollectiveOp, kind: str, axes: tuple[str, ...], lay: Layout) -> f
     return c.seconds
 
 
-def schedule(text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = None) -> Schedule:
+def schedule(
+    text: str, lay: Layout, mesh: Sequence[tuple[str, int]] | None = None, module: Module | None = None
+) -> Schedule:
     """Every collective one step of the scheduled module `text` runs, with its hidden share and window, on the
     layout `lay` (its slice's chip and links). `mesh`: the jax Mesh as (axis, size) pairs in order (device ids are
     positions in it); by default the one the module's mesh-form replica groups name, else the layout's
-    (`layout_mesh`)."""
-    module = parse_module(text)
+    (`layout_mesh`). `module`: `text` already parsed (parse_module), to parse it once."""
+    module = module if module is not None else parse_module(text)
     # A multi-slice program is compiled per slice (num_partitions: one slice's devices): its replica groups number
     # the slice's devices only. libtpu hands the collectives over the DCN axes to the Megascale runtime as host
     # transfers (_megascale_half: compiled, libtpu 0.0.52, v5e, v5p, v6e and tpu7x at 2 slices x fsdp 16 all-reduce
