@@ -23,6 +23,7 @@ from support.ray_cluster import alive, cmdline, current_mesh_compile, free_port,
 from server.common import store
 from server.compile import ray_sweep
 from server.compile import verify as verify_mod
+from server.perf.layout import Layout
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama3-8b-v6e-16.yml"
@@ -251,6 +252,25 @@ def test_reference_compile_on_ray_is_kept_under_the_local_key(cluster: str, tmp_
         b.collectives,
         b.fits,
     )
+    # the compiled step simulated in the task as locally (issue 27; the wall time it took aside)
+    assert a.schedule is not None and b.schedule is not None
+    assert {k: v for k, v in a.schedule.items() if k != "simulate_s"} == {
+        k: v for k, v in b.schedule.items() if k != "simulate_s"
+    }
+
+
+def test_a_maxtext_unit_carries_the_mesh_on_the_slice_for_the_simulation(tmp_path: Path) -> None:
+    """A MaxText compile planned for the cluster takes the checked mesh's layout along, so the task simulates the
+    compiled step as a local verify does (issue 27): the config's degrees on its slice."""
+    exe, cfg, _ = _setup(tmp_path)
+    overrides = {"ici_fsdp_parallelism": 16, "ici_tensor_parallelism": 1}
+    unit = ray_sweep.plan(cfg, "proposal 1", overrides, None, 4, 600, str(exe))
+    assert unit is not None and unit.kind == "maxtext"
+    lay = unit.args[-1]
+    assert isinstance(lay, Layout) and lay.slice.name == "v6e-16"
+    assert (lay.degree("fsdp"), lay.degree("tensor")) == (16, 1)
+    current = ray_sweep.plan(cfg, "current mesh", {}, None, 4, 600, str(exe))
+    assert current is not None and (current.args[-1].degree("fsdp"), current.args[-1].degree("tensor")) == (4, 4)
 
 
 def test_an_unreachable_cluster_is_a_clear_error_at_once(tmp_path: Path) -> None:

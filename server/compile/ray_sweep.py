@@ -34,6 +34,7 @@ from server.common.childproc import default_max_memory
 from server.common.progress import CancelToken, Progress
 from server.compile import verify as verify_mod
 from server.config.slices import Slice
+from server.perf.layout import Layout
 
 CANCEL_GRACE_S = 3.0  # after a polite cancel, how long running tasks have to kill their compile child
 MAX_WAVES = 4
@@ -110,7 +111,7 @@ def plan(
     if planned.program == "maxtext":
         assert maxtext_python is not None
         args = (maxtext_python, str(config), planned.slice, overrides, planned.mesh_axes, timeout_s, planned.layers,
-                planned.versions)  # fmt: skip
+                planned.versions, planned.layout)  # fmt: skip
         return Unit(label, config, overrides, planned.key, "maxtext", args)
     return Unit(label, config, overrides, planned.key, "reference", (planned.job, timeout_s))
 
@@ -146,14 +147,16 @@ def compile_maxtext(
     timeout_s: float,
     layers: int,
     vers: dict[str, str | None],
+    layout: Layout | None = None,
 ) -> dict[str, Any]:
-    """MaxText's train_compile of the saved config in this worker (verify_maxtext.run)."""
+    """MaxText's train_compile of the saved config in this worker (verify_maxtext.run), its compiled step simulated
+    on `layout` (the mesh on the slice) as a local verify does."""
     from server.compile import verify_maxtext
 
     cancel = CancelToken()
     t0 = time.monotonic()
     try:
-        out = verify_maxtext.run(python, Path(config), sl, overrides, mesh_axes, timeout_s, None, cancel)
+        out = verify_maxtext.run(python, Path(config), sl, overrides, mesh_axes, timeout_s, None, cancel, layout=layout)
     except KeyboardInterrupt:
         cancel.cancel()
         raise

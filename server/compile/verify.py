@@ -603,6 +603,7 @@ class PlannedCompile:
     job: dict[str, Any] = field(default_factory=dict)
     mesh_axes: list[tuple[str, int]] = field(default_factory=list)
     versions: dict[str, str | None] = field(default_factory=dict)
+    layout: Layout | None = None  # MaxText's: the mesh on the slice, for the compiled step's simulation
 
 
 def _blocking(chk: MeshCheck) -> list[Any]:
@@ -637,7 +638,7 @@ def maxtext_compile(
     mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
     key = verify_maxtext.cache_key(cfg.path, chk.slice, overrides, vers)
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
-    return PlannedCompile(key, "maxtext", layers, chk.slice, mesh_axes=mesh_axes, versions=vers)
+    return PlannedCompile(key, "maxtext", layers, chk.slice, mesh_axes=mesh_axes, versions=vers, layout=_layout(chk))
 
 
 def compile_key(
