@@ -40,11 +40,7 @@ from server.config.mesh import check  # noqa: E402
 from server.perf.layout import build  # noqa: E402
 
 # (published run: a unique part of its bench/references.py name, bench/memory_vs_compiler.py case: its name)
-ROWS: tuple[tuple[str, str], ...] = (
-    ("llama3.1-70b v6e-256 seq8192 (llama3_1_70b_8192)", "(tpu-recipes llama3_1_70b_8192)"),
-    ("llama3.1-8b v6e-256 seq8192 (llama3_1_8b_8192)", "(tpu-recipes llama3_1_8b_8192)"),
-    ("llama4-17b-16e v5p-256 seq8192", "llama4-17b-16e v5p-256 fsdp128 pdbs8"),
-)
+ROWS: tuple[tuple[str, str], ...] = (("llama4-17b-16e v5p-256 seq8192", "llama4-17b-16e v5p-256 fsdp128 pdbs8"),)
 
 
 # Every other published dense run (bench/references.py: REFERENCES and IRONWOOD_DENSE_REFERENCES) is compiled from its
@@ -58,6 +54,51 @@ def own_config_rows() -> tuple[str, ...]:
 
 
 OWN = ROOT / ".tmp" / "schedule_vs_published"
+# The published runs' LIBTPU_INIT_ARGS, as their launch set them (tests/data/xla_flags/README.md: MaxText's
+# benchmark recipes' strings for the Trillium runs, MaxText's configs/tpu/<generation>/<size>.sh for the synthetic
+# ones). They set how the latency-hiding scheduler places host transfers (HOST_OFFLOAD_FLAGS) and whether
+# collective-permutes are asynchronous (v5p's --xla_enable_async_collective_permute), which the simulation prices.
+RECIPE_FLAGS: tuple[tuple[str, str, str], ...] = (  # (a part of the run's name, its slice's generation, the file)
+    ("(llama3_1_8b_8192)", "v6e", "v6e_llama3_1_8b_8192.txt"),
+    ("(llama3_1_70b_8192)", "v6e", "v6e_llama3_1_70b_8192.txt"),
+    ("(llama2_70b_4096:", "v6e", "v6e_llama2_70b_4096.txt"),
+    ("synthetic-32b", "v5p", "maxtext_v5p_32b.txt"),
+    ("synthetic-", "v5p", "maxtext_v5p_64b.txt"),  # 64b, 128b, 256b, 512b and 1024b.sh set the same string
+    ("synthetic-", "v5e", "maxtext_v5e_128b.txt"),  # 16b, 32b, 64b and 128b.sh set the same string
+    ("synthetic-", "v4", "maxtext_v4_22b.txt"),  # 22b and 52b.sh
+)
+FLAGS_DIR = ROOT / "tests" / "data" / "xla_flags"
+# What libtpu 0.0.52 refuses of those strings, in its own words: continuation fusion for all-gathers off TPU v5e
+# ("FAILED_PRECONDITION: Continuation fusion for AllGather is enabled on platform ghostlite ...
+# not supported/recommended on platforms other than TPU v5e"; compiled here). Its group (MaxText's
+# CF_FOR_ALL_GATHER) is left out elsewhere.
+CF_FOR_ALL_GATHER = (
+    "xla_tpu_enable_async_collective_fusion",
+    "xla_tpu_enable_async_collective_fusion_fuse_all_gather",
+    "xla_tpu_enable_async_collective_fusion_multiple_steps",
+    "xla_tpu_overlap_compute_collective_tc",
+)
+
+
+def recipe_flags(ref: object) -> tuple[str, list[str]]:
+    """(the run's LIBTPU_INIT_ARGS as the compile takes them, what of them was left out and why); ('', []) for a run
+    whose launch set none. Only `--flag=value` words are flags (v4's scripts also hold TPU_MEGACORE=..., an
+    environment variable's text)."""
+    gen = str(ref.slice).split("-")[0]  # type: ignore[attr-defined]
+    for part, generation, file in RECIPE_FLAGS:
+        if part in ref.name and gen == generation:  # type: ignore[attr-defined]
+            words = (FLAGS_DIR / file).read_text().split()
+            kept, dropped = [], []
+            for w in words:
+                name = w.removeprefix("--").split("=", 1)[0]
+                if not w.startswith("--"):
+                    dropped.append(f"{w} (not a flag)")
+                elif gen != "v5e" and name in CF_FOR_ALL_GATHER:
+                    dropped.append(f"{w} (libtpu 0.0.52 refuses it off v5e)")
+                else:
+                    kept.append(w)
+            return " ".join(kept), dropped
+    return "", []
 
 
 def own_config(ref: object) -> str:
@@ -72,7 +113,8 @@ def own_hlo(ref: object, python: str | None, compile_missing: bool) -> Path | No
     from server.config.slices import parse_slice
 
     text = own_config(ref)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    flags, _ = recipe_flags(ref)
+    digest = hashlib.sha256((text + (f"\n# LIBTPU_INIT_ARGS={flags}" if flags else "")).encode()).hexdigest()[:12]
     slug = "".join(ch if ch.isalnum() else "-" for ch in ref.name.lower())[:60]  # type: ignore[attr-defined]
     hlo = OWN / f"{slug}-{digest}.hlo.txt.gz"
     if hlo.exists() or not (compile_missing and python):
@@ -83,7 +125,8 @@ def own_hlo(ref: object, python: str | None, compile_missing: bool) -> Path | No
     raw = OWN / f"{slug}-{digest}.tmp.txt"
     sl = parse_slice(ref.slice, ref.num_slices)  # type: ignore[attr-defined]
     t0 = time.perf_counter()
-    out = verify_maxtext.run(python, cfg, sl, {}, [], 3600.0, keep_hlo=raw)
+    env = {"LIBTPU_INIT_ARGS": flags} if flags else None
+    out = verify_maxtext.run(python, cfg, sl, {}, [], 3600.0, extra_env=env, keep_hlo=raw)
     print(f"   compiled {ref.name} in {time.perf_counter() - t0:.0f} s: {out.get('error') or 'ok'}")  # type: ignore[attr-defined]
     if "run" not in out or not raw.exists():
         return None
@@ -177,7 +220,12 @@ def main() -> None:
             what = f"compiled case: {case.name}"
         else:
             path = own_hlo(ref, args.maxtext_python, args.compile)
-            what = "compiled from its own config in bench/references.py"
+            flags, dropped = recipe_flags(ref)
+            what = "compiled from its own config in bench/references.py, " + (
+                f"with its launch's {len(flags.split())} XLA flags" if flags else "with libtpu's default flags"
+            )
+            if dropped:
+                what += f" ({len(dropped)} left out: {dropped[0].split(' (', 1)[1].rstrip(')')})"
         if path is None:
             missing.append(ref_name)
             continue
