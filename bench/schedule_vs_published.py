@@ -170,6 +170,21 @@ def own_hlo(ref: object, python: str | None, compile_missing: bool) -> Path | No
     return hlo
 
 
+def held_out(lay):  # type: ignore[no-untyped-def]
+    """The layout with its chip's MXU efficiency held out: the chip table's figure for a generation is calibrated on
+    the published runs of that generation (server/config/slices.py "calibrated-mxu"); held out, a generation's rows
+    take the mean of the other generations' figures, fitted on none of their runs."""
+    import dataclasses
+
+    from server.config.slices import CHIPS
+
+    chip = lay.slice.chip
+    others = [c.mxu_efficiency for c in CHIPS.values() if c.generation != chip.generation]
+    eff = sum(others) / len(others)
+    sl = dataclasses.replace(lay.slice, chip=dataclasses.replace(chip, mxu_efficiency=eff))
+    return build(sl, lay.ici, lay.dcn), eff
+
+
 def own_layout(ref: object):  # type: ignore[no-untyped-def]
     cfg = config_mod.load(None, mr.config_text(ref))  # type: ignore[arg-type]
     chk = check(cfg)
@@ -235,9 +250,12 @@ def main() -> None:
         "MaxText's compiled train step (maxtext 0.2.5, libtpu 0.0.52), simulated on the slice, against published "
         f"runs; baseline B1: 6ND at the median published dense MFU ({dense_mfu:.1%})\n"
     )
-    head = f"{'published run':<58} {'pub s':>7} {'sim s':>7} {'err':>7} {'est s':>7} {'err':>7} {'B1 s':>7} {'err':>7}"
+    head = (
+        f"{'published run':<58} {'pub s':>7} {'sim s':>7} {'err':>7} {'LOGO s':>7} {'err':>7} {'est s':>7} {'err':>7} "
+        f"{'B1 s':>7} {'err':>7}"
+    )
     print(head)
-    sim_errs, est_errs, b1_errs = [], [], []
+    sim_errs, est_errs, b1_errs, logo_errs = [], [], [], []
     took_s: list[tuple[float, float, str]] = []  # (simulation seconds, the module's MB, the row)
     todo = [(r, c) for r, c in ROWS] + [(r, None) for r in own_config_rows()]
     missing: list[str] = []
@@ -277,20 +295,27 @@ def main() -> None:
         s = schedule_sim.simulate(text, lay)
         took = time.perf_counter() - t0
         took_s.append((took, len(text) / 1e6, ref_name))
+        lay_out, eff_out = held_out(lay)
+        logo = schedule_sim.simulate(text, lay_out).step_s
         b1 = baseline_step(ref, dense_mfu)
-        e_sim, e_est = s.step_s / pub - 1, est / pub - 1
+        e_sim, e_est, e_logo = s.step_s / pub - 1, est / pub - 1, logo / pub - 1
+        logo_errs.append(abs(e_logo))
         e_b1 = (b1 / pub - 1) if b1 else float("nan")
         sim_errs.append(abs(e_sim))
         est_errs.append(abs(e_est))
         if b1:
             b1_errs.append(abs(e_b1))
         print(
-            f"{ref_name[:58]:<58} {pub:7.2f} {s.step_s:7.2f} {e_sim:+7.1%} {est:7.2f} {e_est:+7.1%} "
+            f"{ref_name[:58]:<58} {pub:7.2f} {s.step_s:7.2f} {e_sim:+7.1%} {logo:7.2f} {e_logo:+7.1%} {est:7.2f} "
+            f"{e_est:+7.1%} "
             f"{(b1 or 0):7.2f} {e_b1:+7.1%}"
         )
         busy = ", ".join(f"{k} {v:.2f}" for k, v in s.busy_s.items() if v > 0)
         groups = ", ".join(f"{k} {g.seconds:.2f} ({g.exposed_s:.2f} exposed)" for k, g in s.groups.items())
-        print(f"   {what}; simulated in {took:.2f} s ({len(text) / 1e6:.1f} MB of HLO)")
+        print(
+            f"   {what}; simulated in {took:.2f} s ({len(text) / 1e6:.1f} MB of HLO); LOGO: MXU efficiency "
+            f"{eff_out:.3f} for {lay.slice.chip.mxu_efficiency:.2f}"
+        )
         print(f"   busy s: {busy}; collectives and host s: {groups}")
         if s.unpriced_kernels:
             print(f"   unpriced kernels: {', '.join(s.unpriced_kernels[:6])}")
@@ -301,11 +326,15 @@ def main() -> None:
         return f"{label}: {len(errs)} rows, median |error| {statistics.median(errs):.1%}, max {max(errs):.1%}"
 
     print()
-    print(line("simulated schedule", sim_errs))
+    print(line("simulated schedule (in sample: the chip table's MXU efficiency is fitted on these runs)", sim_errs))
+    print(line("simulated schedule, held out (LOGO: the other generations' MXU efficiency)", logo_errs))
     print(line("analytical estimate", est_errs))
     print(line("baseline B1", b1_errs))
-    ok = bool(sim_errs) and statistics.median(sim_errs) <= 0.07 and max(sim_errs) <= 0.20
-    print(f"target (median <= 7%, none above 20%, over every published run): {'PASS' if ok else 'MISS'} on these rows;")
+    ok = bool(logo_errs) and statistics.median(logo_errs) <= 0.07 and max(logo_errs) <= 0.20
+    print(
+        f"target (median <= 7%, none above 20%, over every published run; judged held out): {'PASS' if ok else 'MISS'} "
+        "on these rows;"
+    )
     print(
         f"   {len(sim_errs)} of the {len(sim_errs) + len(missing)} published runs here have a kept compile (the target "
         "is over all of them)"
