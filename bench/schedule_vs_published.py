@@ -78,6 +78,10 @@ RECIPE_FLAGS: tuple[tuple[str, str, str], ...] = (  # (a part of the run's name,
     ("(llama3_1_8b_8192)", "v6e", "v6e_llama3_1_8b_8192.txt"),
     ("(llama3_1_70b_8192)", "v6e", "v6e_llama3_1_70b_8192.txt"),
     ("(llama2_70b_4096:", "v6e", "v6e_llama2_70b_4096.txt"),
+    ("mixtral_8x7b_dropped", "v6e", "v6e_mixtral_dropped.txt"),  # also its int8 variant
+    ("mixtral_8x22b_dropped", "v6e", "v6e_mixtral_dropped.txt"),
+    ("custom_moe_700b", "v6e", "v6e_custom_moe_700b.txt"),
+    ("run_mixtral-8x7b.sh", "v5p", "v5p_mixtral_8x7b.txt"),
     ("synthetic-32b", "v5p", "maxtext_v5p_32b.txt"),
     ("synthetic-", "v5p", "maxtext_v5p_64b.txt"),  # 64b, 128b, 256b, 512b and 1024b.sh set the same string
     ("synthetic-", "v5e", "maxtext_v5e_128b.txt"),  # 16b, 32b, 64b and 128b.sh set the same string
@@ -101,6 +105,14 @@ def recipe_flags(ref: object) -> tuple[str, list[str]]:
     whose launch set none. Only `--flag=value` words are flags (v4's scripts also hold TPU_MEGACORE=..., an
     environment variable's text)."""
     gen = str(ref.slice).split("-")[0]  # type: ignore[attr-defined]
+    if gen == "tpu7x":  # the Ironwood recipe the run cites (tests/data/xla_flags/ironwood_recipes.json)
+        import json
+        import re
+
+        recipes = json.loads((FLAGS_DIR / "ironwood_recipes.json").read_text())["recipes"]
+        cited = re.findall(r"training/ironwood/[\w./\-]+run_recipe\.sh", ref.source + " " + ref.notes)  # type: ignore[attr-defined]
+        found = next((recipes[c]["flags"] for c in cited if c in recipes), "")
+        return found, []
     for part, generation, file in RECIPE_FLAGS:
         if part in ref.name and gen == generation:  # type: ignore[attr-defined]
             words = (FLAGS_DIR / file).read_text().split()
