@@ -422,3 +422,58 @@ def test_a_fusion_reading_a_stacked_buffer_through_a_nested_slice_moves_the_slic
     # the layer's slice, the weight and the result; the scalar index's 4 bytes
     expected = rows * emb * 2 + emb * emb * 2 + rows * emb * 2 + 4
     assert costs.fusion_bytes(m.instructions["f"], "outer") == expected
+
+
+def test_a_stacked_buffer_through_an_aliased_tiling_copy_moves_the_slice_or_the_update() -> None:
+    """libtpu relays a scan's stacked buffer through a nested copy fusion aliased to its operand
+    (`output_to_operand_aliasing={{}: (0, {})}`, tiling (16,128) to (8,128): compiled, MaxText's llama3.1-70b on
+    tpu7x) before slicing a layer out of it or updating one in place: HBM moves the slice (or the update), not the
+    80-layer stack; the same through a second level of nesting."""
+    layers, rows, emb = 80, 1024, 4096
+    stack = f"bf16[{layers},{rows},{emb}]"
+    view = (
+        f"\n%view (v: {stack}) -> {stack} {{\n"
+        f"  %v = {stack}{{2,1,0}} parameter(0)\n"
+        f"  ROOT %c = {stack}{{2,1,0}} copy(%v)\n"
+        "}\n"
+    )
+    alias = "output_to_operand_aliasing={{}: (0, {})}"
+    text = (
+        "HloModule m, is_scheduled=true\n" + view + f"\n%read (s: {stack}, i: s32[]) -> bf16[{rows},{emb}] {{\n"
+        f"  %s = {stack}{{2,1,0}} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        "  %z = s32[] constant(0)\n"
+        f"  %w = {stack}{{2,1,0}} fusion(%s), kind=kLoop, {alias}, calls=%view\n"
+        f"  %d = bf16[1,{rows},{emb}]{{2,1,0}} dynamic-slice(%w, %i, %z, %z), dynamic_slice_sizes={{1,{rows},{emb}}}\n"
+        f"  ROOT %b = bf16[{rows},{emb}]{{1,0}} bitcast(%d)\n"
+        "}\n"
+        f"\n%write (s: {stack}, i: s32[], u: bf16[{rows},{emb}]) -> {stack} {{\n"
+        f"  %s = {stack}{{2,1,0}} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        f"  %u = bf16[{rows},{emb}]{{1,0}} parameter(2)\n"
+        "  %z = s32[] constant(0)\n"
+        f"  %w = {stack}{{2,1,0}} fusion(%s), kind=kLoop, {alias}, calls=%view\n"
+        f"  %b = bf16[1,{rows},{emb}]{{2,1,0}} bitcast(%u)\n"
+        f"  ROOT %d = {stack}{{2,1,0}} dynamic-update-slice(%w, %b, %i, %z, %z)\n"
+        "}\n"
+        f"\n%outer (s: {stack}, i: s32[]) -> bf16[{rows},{emb}] {{\n"
+        f"  %s = {stack}{{2,1,0}} parameter(0)\n"
+        "  %i = s32[] parameter(1)\n"
+        f"  ROOT %n = bf16[{rows},{emb}]{{1,0}} fusion(%s, %i), kind=kLoop, calls=%read\n"
+        "}\n"
+        f"\nENTRY %main (st: {stack}, ix: s32[], up: bf16[{rows},{emb}]) -> {stack} {{\n"
+        f"  %st = {stack}{{2,1,0}} parameter(0)\n"
+        "  %ix = s32[] parameter(1)\n"
+        f"  %up = bf16[{rows},{emb}]{{1,0}} parameter(2)\n"
+        f"  %rd = bf16[{rows},{emb}]{{1,0}} fusion(%st, %ix), kind=kLoop, calls=%read\n"
+        f"  %od = bf16[{rows},{emb}]{{1,0}} fusion(%st, %ix), kind=kLoop, calls=%outer\n"
+        f"  ROOT %wr = {stack}{{2,1,0}} fusion(%st, %ix, %up), kind=kLoop, calls=%write\n"
+        "}\n"
+    )
+    m = hs.parse_module(text)
+    costs = hs.Costs(m, hs.Chip.of(V5E))
+    layer = rows * emb * 2
+    assert costs.fusion_bytes(m.instructions["rd"], "read") == layer + 4 + layer  # the slice, the index, the result
+    assert costs.fusion_bytes(m.instructions["od"], "outer") == layer + 4 + layer  # the same, one fusion deeper
+    # in place: the update read, the layer written; the index
+    assert costs.fusion_bytes(m.instructions["wr"], "write") == layer + 4 + 2 * layer

@@ -158,6 +158,9 @@ class Module:
         return found
 
 
+_ALIASES_OPERAND_0 = re.compile(r"output_to_operand_aliasing=\{\{\}: \(0, \{\}\)\}")
+
+
 def _balance(text: str, depth: int) -> int:
     """`depth` plus the brackets `text` opens less those it closes, outside quoted strings (JSON with \\" escapes)."""
     if '"' not in text:  # most lines: count the brackets without walking the characters
@@ -386,6 +389,7 @@ class Costs:
             return sum(_nbytes(self._operand(ins, i)) for i in range(len(ins.operand_names))) + _nbytes(ins.result)
         params: dict[str, int] = {}
         users: dict[str, list[tuple[Instruction, int]]] = {}
+        views: set[str] = set()  # nested fusions whose output aliases their operand 0: the same buffer, relaid
         root: Instruction | None = None
         for line in comp.lines:
             inner = self._ins(line)
@@ -397,11 +401,26 @@ class Costs:
                     params[inner.name] = int(num.group(1))
             for k, name in enumerate(inner.operand_names):
                 users.setdefault(name, []).append((inner, k))
+            if inner.opcode == "fusion" and _ALIASES_OPERAND_0.search(line) and len(inner.operand_names) == 1:
+                views.add(inner.name)
             if line.lstrip().startswith("ROOT"):
                 root = inner
+
+        def uses_of(name: str, depth: int = 0) -> list[tuple[Instruction, int]]:
+            # through an in-place view (libtpu's tiling copy of a scan's stacked buffer, aliased to its operand:
+            # `output_to_operand_aliasing={{}: (0, {})}`), the view's users are the buffer's (compiled: MaxText's
+            # llama3.1-70b on tpu7x slices the 80-layer stack through one; charged whole, 21 GB a layer)
+            out: list[tuple[Instruction, int]] = []
+            for u, k in users.get(name, []):
+                if u.name in views and k == 0 and depth < 8 and (root is None or u.name != root.name):
+                    out += uses_of(u.name, depth + 1)
+                else:
+                    out.append((u, k))
+            return out
+
         total = 0.0
         for pname, index in params.items():
-            uses = users.get(pname, [])
+            uses = uses_of(pname)
             if uses and root is not None and all(u is root and root.opcode == "tuple" for u, _ in uses):
                 continue  # passed through to the output (an async collective's buffers through its continuation)
             if uses and all(u.opcode in _SLICING and k == 0 for u, k in uses):
@@ -435,7 +454,8 @@ class Costs:
         if callee is None or depth > 8:
             return full
         param: str | None = None
-        users: list[tuple[Instruction, int]] = []
+        by_operand: dict[str, list[tuple[Instruction, int]]] = {}
+        views: set[str] = set()  # in-place views of their operand (fusion_bytes)
         for line in self.m.computations[callee].lines:
             inner = self._ins(line)
             if inner is None:
@@ -443,9 +463,22 @@ class Costs:
             if inner.opcode == "parameter" and re.search(rf"parameter\({k}\)", line):
                 param = inner.name
             for j, name in enumerate(inner.operand_names):
-                if param is not None and name == param:
-                    users.append((inner, j))
-        if param is None or not users:
+                by_operand.setdefault(name, []).append((inner, j))
+            if inner.opcode == "fusion" and _ALIASES_OPERAND_0.search(line) and len(inner.operand_names) == 1:
+                views.add(inner.name)
+        if param is None:
+            return full
+        users: list[tuple[Instruction, int]] = []
+        todo, seen = [param], set()
+        while todo:
+            name = todo.pop()
+            for u, j in by_operand.get(name, []):
+                if u.name in views and j == 0 and u.name not in seen:
+                    seen.add(u.name)
+                    todo.append(u.name)
+                else:
+                    users.append((u, j))
+        if not users:
             return full
         if all(u.opcode in _SLICING and j == 0 for u, j in users):
             return min(full, sum(_nbytes(u.result) for u, _ in users))
