@@ -140,6 +140,20 @@ def own_config(ref: object) -> str:
     return "base_config: base.yml  # MaxText's own\n" + "\n".join(lines) + "\n"
 
 
+# What the compiles tried here said (maxtext 0.2.5, libtpu 0.0.52), for the runs that did not compile: listed with
+# the run, not scored.
+TRIED = (
+    ("synthetic-32b 1x v5p-128", "does not fit today: HLO temporaries 98.22G of 95.73G HBM (E1000)"),
+    ("gpt-oss-120b", "maxtext 0.2.5 does not know the recipe's fsdp_shard_on_exp"),
+    ("llama4_maverick", "scoped VMEM out of memory in a Pallas kernel without the recipe's limit (E1001)"),
+    ("gemma4-31b", "still compiling after 15 min here (stopped)"),
+)
+
+
+def tried(name: str) -> str:
+    return next((f" ({why})" for part, why in TRIED if part in name), "")
+
+
 def substituted(ref: object) -> list[str]:
     return [w for k, (_, _, w) in SUBSTITUTES.items() if f"{k}: true" in mr.config_text(ref)]  # type: ignore[arg-type]
 
@@ -331,7 +345,7 @@ def main() -> None:
             if substituted(ref):
                 what += f"; kernel substituted: {', '.join(substituted(ref))}"
         if path is None:
-            missing.append(ref_name[:40])
+            missing.append(ref_name[:40] + tried(ref_name))
             continue
         pub, est = published_and_estimate(ref)
         t0 = time.perf_counter()
