@@ -420,6 +420,10 @@ try {
   await page.screenshot({ path: `${shots}/completion.png` });
   await page.keyboard.press('Enter');
   await suggest.waitFor({ state: 'hidden' });
+  // the editor redraws the accepted line after the widget hides: wait for the line as accepted (a rendering of the
+  // typed 'v6e16' read before the redraw failed this check twice while the file already held v6e-16)
+  const accepted = page.locator(`${editor} .view-line`).filter({ hasText: /^compile_topology:\s+v6e-16\s*$/ });
+  await accepted.first().waitFor({ timeout: 10_000 }).catch(() => {});
   const written = await page.locator(`${editor} .view-line`).filter({ hasText: /^compile_topology:\s+v6e/ }).last();
   const got = (await lineText(written)).trimEnd();
   if (got !== 'compile_topology: v6e-16') {
