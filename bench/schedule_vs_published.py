@@ -200,15 +200,11 @@ def held_out(lay):  # type: ignore[no-untyped-def]
     """The layout with its chip's MXU efficiency held out: the chip table's figure for a generation is calibrated on
     the published runs of that generation (server/config/slices.py "calibrated-mxu"); held out, a generation's rows
     take the mean of the other generations' figures, fitted on none of their runs."""
-    import dataclasses
-
     from server.config.slices import CHIPS
 
-    chip = lay.slice.chip
-    others = [c.mxu_efficiency for c in CHIPS.values() if c.generation != chip.generation]
+    others = [c.mxu_efficiency for c in CHIPS.values() if c.generation != lay.slice.chip.generation]
     eff = sum(others) / len(others)
-    sl = dataclasses.replace(lay.slice, chip=dataclasses.replace(chip, mxu_efficiency=eff))
-    return build(sl, lay.ici, lay.dcn), eff
+    return with_efficiency(lay, eff), eff
 
 
 PROFILE = ROOT / "tests" / "data" / "profiles" / "xprof-real-tpu-v5-training"
