@@ -33,7 +33,6 @@ FLOP_COUNT = "ASAP's FLOP count"
 XPROF_OPS = "XProf op profile"
 XPROF_STEPS = "XProf step table"
 XPROF = "XProf profile"
-SCHEDULE = "the TPU compiler's schedule, simulated"
 
 SOURCE_NAMES = (
     ("steptime", STEP_TIME_MODEL),
