@@ -1,0 +1,272 @@
+"""The MaxText runs of a launch file: which commands start a MaxText training or compile, with what.
+
+A run is one of:
+- `train`: `python3 -m MaxText.train CONFIG key=value ...` (also `maxtext.train`, `maxtext.trainers.pre_train.train`,
+  the `train_compile` forms and the script paths), MaxText's argv being the config file then `key=value` overrides
+  (src/maxtext/configs/pyconfig.py `initialize`, @e591f30cb);
+- `benchmark_runner`: `python3 -m benchmarks.benchmark_runner xpk|on-device --model_name=RECIPE --device_type=...`;
+- `xpk`: `xpk workload create --tpu-type|--device-type=... --num-slices=N --command "..."`, the command's own
+  MaxText invocation being the run (a benchmark_runner inside an XPK command stays a benchmark_runner run).
+
+The slice comes from `compile_topology` when the command sets it (the config pipeline reads it), else from XPK's or
+the benchmark runner's device type and slice count, else from a Kubernetes pod's GKE node selector and its JobSet's
+replicas. The XLA flags come from LIBTPU_INIT_ARGS in the command's environment (the script's `export`, the
+container's env). Nothing is executed; every value keeps where it was written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.launch.located import Located
+from server.launch.shell import Command
+from server.launch.sources import GKE_ACCELERATORS, Found, commands_in, nested
+
+TRAIN_MODULES = re.compile(r"^(?:MaxText|maxtext)(?:\.trainers\.pre_train)?\.train(?:_compile)?$")
+TRAIN_SCRIPTS = re.compile(r"(?:^|/)(?:MaxText|maxtext)/(?:trainers/pre_train/)?train(?:_compile)?\.py$")
+RUNNER_MODULE = "benchmarks.benchmark_runner"
+RUNNER_SCRIPT = re.compile(r"(?:^|/)benchmarks/benchmark_runner\.py$")
+_PYTHON = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
+_KEY = re.compile(r"^[A-Za-z_][\w.]*$")
+# Commands that run the rest of their argv: `env K=V cmd`, `nohup cmd`, `timeout 3h cmd`, `uv run cmd`.
+_WRAPPERS = {"env", "nohup", "time", "exec", "sudo", "command", "stdbuf", "nice", "ionice"}
+# Python options taking a value (`-X dev`, `-W error`); the others are single letters that may be combined.
+_PY_VALUE_OPTS = ("-X", "-W", "-Q")
+# The options that name a slice, as XPK (xpk workload create) and MaxText's benchmark runner spell them.
+XPK_DEVICE_OPTS = ("--tpu-type", "--device-type")
+XPK_SLICES_OPTS = ("--num-slices",)
+RUNNER_DEVICE_OPTS = ("--device_type",)
+RUNNER_SLICES_OPTS = ("--num_slices",)
+
+
+@dataclass(frozen=True)
+class Override:
+    """A `key=value` argument: the whole token and its two halves, each where it is written."""
+
+    key: str
+    value: str
+    token: Located
+    key_loc: Located
+    value_loc: Located
+
+    @property
+    def symbolic(self) -> bool:
+        return self.value_loc.is_symbolic
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A value a run takes from outside MaxText's argv: its text, where it is written, and how the file names it
+    (an option, a node-selector label, an environment variable)."""
+
+    value: str
+    loc: Located
+    label: str
+
+
+@dataclass
+class Run:
+    kind: str  # "train", "benchmark_runner", "xpk"
+    source: Located  # the outermost command of the run (the XPK or runner command when there is one)
+    module: str  # what python runs: the module or the script
+    config: Located | None = None  # MaxText's config argument (train), None for a benchmark recipe
+    overrides: list[Override] = field(default_factory=list)
+    device: Setting | None = None  # the slice: "v6e-256", "tpu7x:4x4x8"
+    num_slices: Setting | None = None
+    flags: Setting | None = None  # LIBTPU_INIT_ARGS
+    recipe: Setting | None = None  # benchmark_runner's --model_name
+    runner_args: dict[str, Setting] = field(default_factory=dict)  # benchmark_runner's --options
+    problems: list[tuple[str, Located]] = field(default_factory=list)  # what MaxText would refuse, located
+
+
+def runs_in(path: Path | None, text: str, language_id: str | None = None) -> list[Run]:
+    """Every MaxText run of the file, in file order."""
+    out: list[Run] = []
+    for found in commands_in(path, text, language_id):
+        out.extend(_runs(found, None))
+    return out
+
+
+def _runs(found: Found, xpk: Run | None) -> list[Run]:
+    words = _unwrap(found.command.words)
+    if not words:
+        return []
+    name = Path(words[0].text).name
+    if name in ("xpk", "xpk.py") or (_PYTHON.match(name) and _module(words) == ("xpk", 3)):
+        return _xpk(found, words)
+    if _PYTHON.match(name):
+        mod = _module(words)
+        if mod is None:
+            return []
+        module, rest = mod
+        if TRAIN_MODULES.match(module) or TRAIN_SCRIPTS.search(module):
+            return [_train(found, words[rest:], module, xpk)]
+        if module == RUNNER_MODULE or RUNNER_SCRIPT.search(module):
+            return [_runner(found, words[rest:], module, xpk)]
+    if name in ("bash", "sh") and len(words) > 2:
+        from server.launch.sources import shell_script
+
+        script = shell_script(words)
+        if script is not None:
+            return [r for f in nested(found, script) for r in _runs(f, xpk)]
+    return []
+
+
+def _unwrap(words: list[Located]) -> list[Located]:
+    """The argv after wrapper commands and their options (`env -u X K=V`, `timeout 3h`, `uv run`)."""
+    i = 0
+    while i < len(words):
+        name = Path(words[i].text).name
+        if name in _WRAPPERS:
+            i += 1
+            while i < len(words) and (words[i].text.startswith("-") or "=" in words[i].text):
+                i += 1
+            continue
+        if name == "timeout":
+            i += 1
+            while i < len(words) and words[i].text.startswith("-"):
+                i += 1
+            i += 1  # the duration
+            continue
+        if name in ("uv", "poetry", "pipenv", "pdm") and i + 1 < len(words) and words[i + 1].text == "run":
+            i += 2
+            while i < len(words) and words[i].text.startswith("-"):
+                i += 1
+            continue
+        break
+    return words[i:]
+
+
+def _module(words: list[Located]) -> tuple[str, int] | None:
+    """What `python ...` runs (a module's name or a script's path) and the index of its first argument."""
+    i = 1
+    while i < len(words):
+        w = words[i].text
+        if w == "-m" and i + 1 < len(words):
+            return words[i + 1].text, i + 2
+        if w.startswith("-m") and len(w) > 2:
+            return w[2:], i + 1
+        if w in _PY_VALUE_OPTS:
+            i += 2
+            continue
+        if w.startswith("-c") or w == "-":
+            return None
+        if w.startswith("-"):
+            i += 1
+            continue
+        return w, i + 1
+    return None
+
+
+def _env_flags(cmd: Command, found: Found) -> Setting | None:
+    """LIBTPU_INIT_ARGS as the command's environment holds it, else the container's env entry."""
+    v = cmd.env.get("LIBTPU_INIT_ARGS")
+    if v is not None:
+        return Setting(v.text, v, "LIBTPU_INIT_ARGS")
+    if found.context.flags is not None:
+        return Setting(found.context.flags.text, found.context.flags, "LIBTPU_INIT_ARGS")
+    return None
+
+
+def _pod_slice(run: Run, found: Found) -> None:
+    """The slice of a Kubernetes pod: its node selector's accelerator and topology, its JobSet's replicas."""
+    ctx = found.context
+    if run.device is None and ctx.accelerator is not None and ctx.topology is not None:
+        gen = GKE_ACCELERATORS.get(ctx.accelerator.text.strip())
+        name = f"{gen}:{ctx.topology.text.strip()}" if gen else f"{ctx.accelerator.text}:{ctx.topology.text}"
+        run.device = Setting(name, ctx.topology, f"node selector {ctx.accelerator.text} {ctx.topology.text}")
+    if run.num_slices is None and ctx.replicas is not None and run.device is not None:
+        run.num_slices = Setting(ctx.replicas.text.strip(), ctx.replicas, "JobSet replicas")
+
+
+def _train(found: Found, args: list[Located], module: str, xpk: Run | None) -> Run:
+    run = Run("xpk" if xpk else "train", xpk.source if xpk else found.command.source, module)
+    if xpk is not None:
+        run.device, run.num_slices = xpk.device, xpk.num_slices
+    rest = args
+    if rest and "=" not in rest[0].text:
+        run.config, rest = rest[0], rest[1:]
+    else:
+        run.problems.append(("MaxText's first argument is its config file (e.g. MaxText/configs/base.yml)", found.command.source))
+    for w in rest:
+        o = split_override(w)
+        if o is None:
+            run.problems.append((f"'{w.text}' is not key=value: MaxText's overrides are key=value", w))
+        else:
+            run.overrides.append(o)
+    run.flags = _env_flags(found.command, found)
+    _pod_slice(run, found)
+    return run
+
+
+def split_override(w: Located) -> Override | None:
+    parts = w.split("=", 1)
+    if len(parts) != 2 or not _KEY.match(parts[0].text):
+        return None
+    return Override(parts[0].text, parts[1].text, w, parts[0], parts[1])
+
+
+def _options(args: list[Located]) -> dict[str, Setting]:
+    """`--name=value` and `--name value` options (a bare `--flag` is "true")."""
+    out: dict[str, Setting] = {}
+    i = 0
+    while i < len(args):
+        w = args[i]
+        if w.text.startswith("--"):
+            if "=" in w.text:
+                name, value = w.split("=", 1)
+                out[name.text] = Setting(value.text, value, name.text)
+            elif i + 1 < len(args) and not args[i + 1].text.startswith("--"):
+                out[w.text] = Setting(args[i + 1].text, args[i + 1], w.text)
+                i += 1
+            else:
+                out[w.text] = Setting("true", w, w.text)
+        i += 1
+    return out
+
+
+def _pick(opts: dict[str, Setting], names: tuple[str, ...]) -> Setting | None:
+    return next((opts[n] for n in names if n in opts), None)
+
+
+def _runner(found: Found, args: list[Located], module: str, xpk: Run | None) -> Run:
+    run = Run("benchmark_runner", xpk.source if xpk else found.command.source, module)
+    opts = _options(args)
+    run.runner_args = opts
+    run.recipe = opts.get("--model_name")
+    run.device = _pick(opts, RUNNER_DEVICE_OPTS) or (xpk.device if xpk else None)
+    run.num_slices = _pick(opts, RUNNER_SLICES_OPTS) or (xpk.num_slices if xpk else None)
+    if run.device is not None and "-" in run.device.value:
+        run.device = _device(run.device)
+    if run.recipe is None:
+        run.problems.append(("benchmark_runner needs --model_name=RECIPE", found.command.source))
+    run.flags = _env_flags(found.command, found)
+    _pod_slice(run, found)
+    return run
+
+
+_XPK_TOPOLOGY = re.compile(r"^(?P<gen>[a-z0-9]+)-(?P<topo>\d+x\d+(?:x\d+)?)$", re.I)
+
+
+def _device(s: Setting) -> Setting:
+    """XPK's device type as a slice name ASAP reads: `tpu7x-4x4x8` is `tpu7x:4x4x8`; `v6e-256` stays."""
+    m = _XPK_TOPOLOGY.match(s.value.strip())
+    return Setting(f"{m['gen']}:{m['topo']}", s.loc, s.label) if m else s
+
+
+def _xpk(found: Found, words: list[Located]) -> list[Run]:
+    """`xpk workload create ... --command "..."`: the runs of its command, on XPK's slice."""
+    opts = _options(words[1:])
+    command = opts.get("--command")
+    if command is None:
+        return []
+    launcher = Run("xpk", found.command.source, "xpk")
+    device = _pick(opts, XPK_DEVICE_OPTS)
+    launcher.device = _device(device) if device is not None else None
+    launcher.num_slices = _pick(opts, XPK_SLICES_OPTS)
+    out: list[Run] = []
+    for f in nested(found, command.loc):
+        out.extend(_runs(f, launcher))
+    return out
