@@ -79,7 +79,7 @@ def test_run_flags_comment_unquoted_unclosed_empty_and_none() -> None:
 
 
 def test_run_flags_precedence_cli_over_comment_over_setting_over_defaults() -> None:
-    assert PRECEDENCE == ("cli", "comment", "setting")
+    assert PRECEDENCE == ("cli", "launch", "comment", "setting")
     cli_src = FlagSource.given("cli", AG)
     setting = FlagSource.given("setting", DP)
     comment = read_comment([f"# XLA_FLAGS={DP} {AG}"])

@@ -24,6 +24,7 @@ class DiagCode(StrEnum):
     NUMBER_SPELLING = "ASAP009"
     NO_SLICE = "ASAP010"
     XLA_FLAGS_PROBLEM = "ASAP011"
+    LAUNCH_COMMAND = "ASAP012"
     PLACEMENT_UNCHECKED = "ASAP099"
     INVALID_DEGREE = "ASAP100"
     ICI_PRODUCT_MISMATCH = "ASAP101"
@@ -197,6 +198,20 @@ _CODES = (
         "not know are kept and listed, not reported.",
         "Certain: absl's flag syntax (what libtpu parses the string with), at the token the message is about.",
         "Write each flag as `--name=value`, once, inside one quoted string; or remove the token.",
+    ),
+    Code(
+        DiagCode.LAUNCH_COMMAND,
+        "Launch command not read as MaxText reads it",
+        "config loading",
+        "A MaxText run of a launch file (a shell script, Makefile, Kubernetes manifest, XPK command or benchmark "
+        "recipe) has an argument MaxText would refuse or read otherwise than written: an argument that is not "
+        "`key=value`, a key given twice (the last is used), no config file, a benchmark recipe ASAP cannot find, "
+        "or a value ASAP needs that is known only when the command runs (`${VAR}` never assigned in the file, "
+        "`$(...)`).",
+        "Certain for the command's syntax (MaxText's argv: the config file, then `key=value` overrides, "
+        "pyconfig.initialize); a value known only at run time is left out, and MaxText's default priced instead.",
+        "Write each override as `key=value` after the config file, once; assign the variable in the file or set "
+        "the value literally for ASAP to check it.",
     ),
     Code(
         DiagCode.PLACEMENT_UNCHECKED,

@@ -12,8 +12,9 @@ precedence (the first source that states flags is used, the others are not merge
 3. the editor setting `asap.xlaFlags`: the flags of every run of the workspace;
 4. none stated: libtpu's defaults are assumed, and every surface says so.
 
-Launch commands (shell scripts, Kubernetes manifests, XPK) are a source of their own (issue 28): a `FlagSource`
-of kind "launch", placed in `PRECEDENCE`, is all that needs adding here.
+Launch commands (shell scripts, Kubernetes manifests, XPK, benchmark recipes) are a source of their own, kind
+"launch" (server/launch/analysis.py): LIBTPU_INIT_ARGS as the command's environment holds it, or the recipe's
+xla_flags; below the command line's `--xla-flags`, above the rest.
 
 Bad input never raises: a token that is not a flag, a value of the wrong kind or a flag given twice is kept as
 `problems` (server/config/xla_flags.py) and, for the config's comment, becomes a warning (ASAP011) on the comment
@@ -32,8 +33,8 @@ from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity, Span
 from server.config.xla_flags import FlagValue, XlaFlags, parse_xla_flags
 
-# The sources, most specific first. Issue 28's launch commands would go between "cli" and "comment".
-PRECEDENCE: tuple[str, ...] = ("cli", "comment", "setting")
+# The sources, most specific first.
+PRECEDENCE: tuple[str, ...] = ("cli", "launch", "comment", "setting")
 
 # Flags strings longer than this are cut there (a flags string of a real run is a few KB): the hover, the JSON
 # and the diagnostics stay bounded whatever is pasted into a setting or a command line.
@@ -84,6 +85,7 @@ class FlagSource:
     tokens: tuple[TokenAt, ...] = ()  # one per token of `text`, for a comment
     truncated: bool = False
     comment_lines: tuple[int, ...] = ()  # the 0-based lines of a comment source (with or without tokens)
+    label: str = ""  # how a launch source is named ("LIBTPU_INIT_ARGS at line 12")
 
     @classmethod
     def given(cls, kind: str, text: str | None) -> FlagSource | None:
@@ -102,6 +104,8 @@ class FlagSource:
 
     def describe(self) -> str:
         """Where the flags were read, in words: 'the comment on line 3', '--xla-flags', 'the asap.xlaFlags setting'."""
+        if self.label:
+            return self.label
         if self.kind == "comment":
             lines = [n + 1 for n in self.lines] or [0]
             return f"the comment on line {lines[0]}" if len(lines) == 1 else f"the comments on lines {_ranges(lines)}"
@@ -222,15 +226,15 @@ class RunFlags:
 
     def to_json(self) -> dict[str, Any]:
         """The `xla_flags` object of `asap estimate --json` and `asap analyze --json`: where the flags were read
-        (`source`: cli, comment, setting, or libtpu_defaults; `lines`, 1-based, for a comment), the groups set
-        with their key flag's value and every flag of theirs, the unknown flags (kept), the flags given more than
-        once and the problems (at most MAX_REPORTED listed; `problems_total` counts them all)."""
+        (`source`: cli, launch, comment, setting, or libtpu_defaults; `lines`, 1-based, for a comment or launch),
+        the groups set with their key flag's value and every flag of theirs, the unknown flags (kept), the flags
+        given more than once and the problems (at most MAX_REPORTED listed; `problems_total` counts them all)."""
         src, fl = self.source, self.flags
         problems = located_problems(self)
         return {
             "source": "libtpu_defaults" if src is None else src.kind,
             "described": self.describe(),
-            "lines": [n + 1 for n in src.lines] if src is not None and src.kind == "comment" else [],
+            "lines": [n + 1 for n in src.lines] if src is not None and src.kind in ("comment", "launch") else [],
             "variables": list(src.variables) if src is not None else [],
             "text": src.text if src is not None else None,
             "groups": {}

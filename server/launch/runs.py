@@ -50,6 +50,7 @@ class Override:
     token: Located
     key_loc: Located
     value_loc: Located
+    written: bool = True  # False: a value the command implies (a benchmark recipe's), written nowhere in the file
 
     @property
     def symbolic(self) -> bool:
@@ -79,6 +80,7 @@ class Run:
     recipe: Setting | None = None  # benchmark_runner's --model_name
     runner_args: dict[str, Setting] = field(default_factory=dict)  # benchmark_runner's --options
     problems: list[tuple[str, Located]] = field(default_factory=list)  # what MaxText would refuse, located
+    shell: bool = True  # written as a shell command (False: a container's argv list, one item per argument)
 
 
 def runs_in(path: Path | None, text: str, language_id: str | None = None) -> list[Run]:
@@ -183,13 +185,16 @@ def _pod_slice(run: Run, found: Found) -> None:
 
 def _train(found: Found, args: list[Located], module: str, xpk: Run | None) -> Run:
     run = Run("xpk" if xpk else "train", xpk.source if xpk else found.command.source, module)
+    run.shell = not found.argv_only
     if xpk is not None:
         run.device, run.num_slices = xpk.device, xpk.num_slices
     rest = args
     if rest and "=" not in rest[0].text:
         run.config, rest = rest[0], rest[1:]
     else:
-        run.problems.append(("MaxText's first argument is its config file (e.g. MaxText/configs/base.yml)", found.command.source))
+        run.problems.append(
+            ("MaxText's first argument is its config file (e.g. MaxText/configs/base.yml)", found.command.source)
+        )
     for w in rest:
         o = split_override(w)
         if o is None:

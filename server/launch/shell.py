@@ -202,7 +202,9 @@ def _unescape_dq(loc: Located) -> Located:
 
 
 def _pick(loc: Located, idx: list[int]) -> Located:
-    return Located("".join(loc.text[i] for i in idx), tuple(loc.offsets[i] for i in idx), tuple(loc.symbolic[i] for i in idx))
+    return Located(
+        "".join(loc.text[i] for i in idx), tuple(loc.offsets[i] for i in idx), tuple(loc.symbolic[i] for i in idx)
+    )
 
 
 def _symbolic(loc: Located) -> Located:
@@ -232,7 +234,9 @@ def _string(s: _Script, node: ts.Node, env: Env) -> list[_Part]:
     """A double-quoted string: its text between the children (escapes removed) and its expansions, none split."""
     parts: list[_Part] = []
     pos = node.start_byte + 1  # after the opening quote
-    end = node.end_byte - 1 if s.node(node).text.endswith('"') and node.end_byte - node.start_byte > 1 else node.end_byte
+    end = (
+        node.end_byte - 1 if s.node(node).text.endswith('"') and node.end_byte - node.start_byte > 1 else node.end_byte
+    )
     for c in node.named_children:
         if c.start_byte > pos:
             parts.append((_unescape_dq(s.loc(pos, c.start_byte)), False))

@@ -59,10 +59,11 @@ class Found:
     command: Command
     context: Context = field(default_factory=Context)
     nesting: int = 0
+    argv_only: bool = False  # a container's argv run without a shell: a new argument is a new list item
 
 
 def file_kind(path: Path | None, text: str, language_id: str | None = None) -> str | None:
-    """"shell", "make", "markdown", "yaml" or None (not a launch file ASAP reads)."""
+    """ "shell", "make", "markdown", "yaml" or None (not a launch file ASAP reads)."""
     lid = (language_id or "").lower()
     if lid in ("shellscript", "sh", "bash", "zsh"):
         return "shell"
@@ -260,7 +261,7 @@ def _container(node: MappingNode, text: str, ctx: Context, out: list[Found]) -> 
     if script is not None:
         out.extend(Found(c, here, 1) for c in commands(script, env))
     else:
-        out.append(Found(Command(argv, env, Located.join(argv)), here))
+        out.append(Found(Command(argv, env, Located.join(argv)), here, argv_only=True))
 
 
 def shell_script(argv: list[Located]) -> Located | None:

@@ -72,6 +72,11 @@ def analyze(
     """Analyze a config file (or an editor buffer's `text` for it). `flags`: the run's XLA flags from the command
     line or the editor setting (the config's own comment is read from `text`; server/config/run_flags.py)."""
     cfg = config_mod.load(path, text, reader, flags=flags) if reader else config_mod.load(path, text, flags=flags)
+    return analysis_of(path, cfg, default_slice)
+
+
+def analysis_of(path: Path | None, cfg: Config, default_slice: str | None = None) -> Analysis:
+    """The checks and the estimate of a loaded config (a launch command's run document, server/launch/)."""
     chk = check(cfg, default_slice)
     findings = [*cfg.findings, *chk.findings] if cfg.is_maxtext else []
     findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))
