@@ -97,6 +97,10 @@ class Source:
     def list_yml(self, directory: str) -> list[str]:
         raise NotImplementedError
 
+    def list_tree(self, directory: str) -> list[str]:
+        """Every file under `directory`, at any depth, sorted."""
+        raise NotImplementedError
+
     def read(self, path: str) -> str:
         raise NotImplementedError
 
@@ -120,6 +124,9 @@ class GitSource(Source):
         names = self._git("ls-tree", "--name-only", self.commit, f"{directory}/").splitlines()
         return sorted(n for n in names if n.endswith(".yml"))
 
+    def list_tree(self, directory: str) -> list[str]:
+        return sorted(self._git("ls-tree", "-r", "--name-only", self.commit, f"{directory}/").splitlines())
+
     def read(self, path: str) -> str:
         return self._git("show", f"{self.commit}:{path}")
 
@@ -141,6 +148,10 @@ class DirSource(Source):
 
     def list_yml(self, directory: str) -> list[str]:
         return sorted(f"{directory}/{p.name}" for p in (self.root / directory).glob("*.yml") if p.is_file())
+
+    def list_tree(self, directory: str) -> list[str]:
+        base = self.root / directory
+        return sorted(f"{directory}/{p.relative_to(base).as_posix()}" for p in base.rglob("*") if p.is_file())
 
     def read(self, path: str) -> str:
         return (self.root / path).read_text(encoding="utf-8")
