@@ -379,7 +379,6 @@ class _Reader:
         self.modules: dict[str, _Module | None] = {}
         self.problems: list[RecipeProblem] = []
         self.failed: set[str] = set()
-        self.read_files: set[str] = set()
         self._memo: dict[tuple[str, int, str], Value] = {}
         self._active: set[tuple[str, int, str]] = set()
         self._listing: dict[str, frozenset[str]] = {}
@@ -409,7 +408,6 @@ class _Reader:
         return mod
 
     def parse(self, dotted: str, rel: str, report: bool = True) -> _Module | None:
-        self.read_files.add(rel)
         shown = self.tree.display(rel)
         try:
             text = self.tree.read_text(rel)
@@ -740,7 +738,6 @@ class _Found:
     index: int
     variable: str | None
     dictionary: str | None = None
-    key: str | None = None
 
 
 def _runner_dicts(reader: _Reader) -> tuple[list[tuple[str, str]], list[str]]:
@@ -819,7 +816,7 @@ def _found_in(mod: _Module) -> list[_Found]:
             elif isinstance(model, ast.Name) and model.id in by_var:
                 by_var[model.id].dictionary = dictionary  # evaluated where it is written, registered here
             else:
-                out.append(_Found(value, i, target, dictionary, key=None))  # a registration ASAP cannot follow
+                out.append(_Found(value, i, target, dictionary))  # a registration ASAP cannot follow
     return out
 
 
