@@ -122,6 +122,8 @@ def _finding(cfg: Config, code: str, sev: Severity, msg: str, key: str, **kw: An
     if v is not None and v.origin == "parent" and v.entry is not None and v.entry.file is not None:
         msg += f" (set in {v.entry.file.name}:{v.entry.key_span.line + 1})"
         kw.setdefault("related", []).append(Related(v.entry.file, v.entry.key_span, f"{key} is set here"))
+    elif v is not None and v.origin == "parent" and v.where is not None:  # one of MaxText's configs, from the catalog
+        msg += f" (set in {v.where})"
     return Finding(code, sev, msg, key, path, span, **kw)
 
 
@@ -681,6 +683,9 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
         if v.origin not in ("document", "parent"):
             continue
         if key in IGNORED_KEYS:
+            n, problem = read_int(v.value) if key in INT_KEYS else (_int(v.value), None)
+            if n == 1 and problem is None:
+                continue  # a removed axis of degree 1 shards nothing: MaxText's own base.yml sets them so
             fixes = []
             e = cfg.entry(key)
             if e is not None:
@@ -693,8 +698,7 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
                         preferred=True,
                     )
                 )
-            n, problem = read_int(v.value) if key in INT_KEYS else (_int(v.value), None)
-            effect = f"its value {n} is NOT applied; " if n not in (1, None) else ""
+            effect = f"its value {n} is NOT applied; " if n is not None else ""
             if problem is not None:  # pydantic reads every key of types.py, an ignored one too, and refuses this
                 findings.append(
                     _finding(

@@ -3,10 +3,12 @@ values that remember where they were set (file, line, key) and the model's dimen
 
 Resolution order, lowest first, as MaxText's pyconfig merges (src/maxtext/configs/pyconfig.py:430-517@e591f30cb):
 ASAP's defaults and base.yml's values (server/config/defaults.py), the `base_config` chain from the root parent
-down to the document (`_load_config`, 188-203), the model file `model_name` names (server/config/models.py), then
-command-line overrides (`with_overrides`). The model file replaces what the config files set (MaxText merges
-base_yml_config, model_cfg, overrides in that order, 514); `override_model_config: true` only lets command-line
-overrides win over it (481-486). `logical_axis_rules` are merged rule by rule, not replaced (166-185, 493-503).
+down to the document (`_load_config`, 188-203: each parent next to the config naming it, else in MaxText's configs
+directory, which server/config/config_files.py `find_config` finds in a checkout or ASAP's catalog), the model
+file `model_name` names (server/config/models.py), then command-line overrides (`with_overrides`). The model file
+replaces what the config files set (MaxText merges base_yml_config, model_cfg, overrides in that order, 514);
+`override_model_config: true` only lets command-line overrides win over it (481-486). `logical_axis_rules` are
+merged rule by rule, not replaced (166-185, 493-503).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Related, Severity, Span, TextEdit
 from server.config import models
+from server.config.config_files import BASE_YML, ConfigFile, find_config
 from server.config.integers import INT_KEYS, read_int, reread
-from server.config.models import DIM_KEYS, ModelDims, ModelFile, ModelFileError
+from server.config.models import DIM_KEYS, ORIGIN_CATALOG, ORIGIN_CONFIG, ModelDims, ModelFile, ModelFileError
 from server.config.run_flags import FlagSource, RunFlags, comment_findings, read_comment, resolve_flags
 from server.config.slices import MAX_SLICES
 from server.config.source import (
@@ -95,6 +98,9 @@ class Value:
     value: Any
     origin: str  # 'document', 'parent', 'model' (the model file), 'default' (ASAP's or base.yml's), 'override'
     entry: Entry | None = None  # where it is written, when it is written in a file
+    # Where a value of a parent with no file on disk is written, for messages: "MaxText's
+    # src/maxtext/configs/inference/inference_jetstream.yml:12 (at e591f30cb, ASAP's catalog)".
+    where: str | None = None
 
     @property
     def file(self) -> Path | None:
@@ -142,7 +148,8 @@ class Config:
     path: Path | None
     document: YamlSource | None
     values: dict[str, Value] = field(default_factory=dict)
-    chain: list[Path] = field(default_factory=list)  # parents, nearest first
+    chain: list[Path] = field(default_factory=list)  # parents on disk, nearest first
+    parents: list[ConfigFile] = field(default_factory=list)  # every parent (catalog ones too), nearest first
     findings: list[Finding] = field(default_factory=list)
     model: ModelDims | None = None  # the resolved dimensions (None only for a file that is not a MaxText config)
     is_maxtext: bool = False
@@ -250,11 +257,15 @@ def _file_id(path: Path) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino) if st.st_ino else None
 
 
-def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Config) -> list[YamlSource]:
-    """Follow base_config from the document; nearest parent first. Errors are located at
-    the `base_config` line of the document (the only file the user is looking at)."""
-    parents: list[YamlSource] = []
-    seen = {path.resolve()} if path else set()
+def _load_parents(
+    doc: YamlSource, path: Path | None, reader: Reader, cfg: Config
+) -> list[tuple[YamlSource, ConfigFile]]:
+    """Follow base_config from the document, nearest parent first, each with where it was found (a file on disk,
+    or one of MaxText's configs in ASAP's catalog: config_files.find_config's order, MaxText's). Errors are located
+    at the `base_config` line of the document (the only file the user is looking at)."""
+    parents: list[tuple[YamlSource, ConfigFile]] = []
+    # Resolved paths on disk, and ("catalog", key) for MaxText's configs read from the catalog.
+    seen: set[object] = {path.resolve()} if path else set()
     # The files of the chain by identity too: a name that resolve() does not map to the same path (a hard link,
     # another case on a case-insensitive disk) can still name a file of the chain, the document itself above all.
     # Read as a parent, the document's own text on disk (not the buffer being edited, not a fix's result) would
@@ -262,111 +273,83 @@ def _load_parents(doc: YamlSource, path: Path | None, reader: Reader, cfg: Confi
     ids: dict[tuple[int, int], Path] = {}
     if path is not None and (own := _file_id(path)) is not None:
         ids[own] = path.resolve()
-    current, current_path = doc, path
+    current: YamlSource = doc
+    current_file: ConfigFile | None = None  # None: the document
     while True:
         entry = current.all_entries().get("base_config")
         if entry is None:
             return parents
         anchor = doc.all_entries()["base_config"].key_span
-        where = "" if current is doc else f" (in {current_path})"
+        where = "" if current_file is None else f" (in {current_file.where})"
+
+        def error(message: str, code: str = DiagCode.BASE_CONFIG_NOT_FOUND) -> list[tuple[YamlSource, ConfigFile]]:
+            cfg.findings.append(Finding(code, Severity.ERROR, message, "base_config", path, anchor))  # noqa: B023
+            return parents
+
         if not isinstance(entry.value, str) or not entry.value.strip():
-            cfg.findings.append(
-                Finding(
-                    DiagCode.BASE_CONFIG_NOT_FOUND,
-                    Severity.ERROR,
-                    f"base_config must be a file name, got {entry.value!r}{where}",
-                    "base_config",
-                    path,
-                    anchor,
-                )
-            )
-            return parents
-        base_dir = current_path.parent if current_path else Path.cwd()
+            return error(f"base_config must be a file name, got {entry.value!r}{where}")
+        relative_to = current_file if current_file is not None else (path.parent if path is not None else None)
         try:
-            if "\x00" in entry.value:
-                raise ValueError("it contains a NUL character")
-            parent_path = (base_dir / entry.value).resolve()
+            found, looked = find_config(entry.value, relative_to, cfg.maxtext_path)
         except (OSError, ValueError, RuntimeError) as e:  # not a path the system can look up
-            cfg.findings.append(
-                Finding(
-                    DiagCode.BASE_CONFIG_NOT_FOUND,
-                    Severity.ERROR,
-                    f"base_config must be a file name, got {entry.value!r}{where}: {e}",
-                    "base_config",
-                    path,
-                    anchor,
-                )
+            return error(f"base_config must be a file name, got {entry.value!r}{where}: {e}")
+        if found is None:
+            if Path(entry.value) == Path("configs", BASE_YML):
+                # Read as MaxText's base.yml since ASAP first took it so (0cd5483): its values are ASAP's defaults
+                return parents
+            return error(
+                f"base_config '{entry.value}' not found (looked in {_places(looked)}){where}; "
+                "keys it would set fall back to MaxText's defaults"
             )
+        if found.is_maxtext_base and found.origin != ORIGIN_CONFIG:
+            # MaxText's own base.yml from its configs directory: its values are ASAP's defaults, which every config
+            # starts from (server/config/defaults.py), so the chain ends here, correctly. One next to the naming
+            # config is read as any parent (it may be the user's own base.yml).
             return parents
-        fid = _file_id(parent_path)
+        identity: object = found.path if found.path is not None else ("catalog", found.key)
+        fid = _file_id(found.path) if found.path is not None else None
         same = ids.get(fid) if fid is not None else None
-        if parent_path in seen or same is not None:
-            alias = f"; it is {same.name} under another name" if same is not None and same != parent_path else ""
-            cfg.findings.append(
-                Finding(
-                    DiagCode.BASE_CONFIG_CYCLE,
-                    Severity.ERROR,
-                    f"base_config cycle: {entry.value} is already in the chain "
-                    f"({' -> '.join(p.name for p in [*([path] if path else []), *cfg.chain, parent_path])}{alias})",
-                    "base_config",
-                    path,
-                    anchor,
-                )
+        if identity in seen or same is not None:
+            alias = f"; it is {same.name} under another name" if same is not None and same != found.path else ""
+            names = [*([path.name] if path else []), *(_short(p) for p in cfg.parents), _short(found)]
+            return error(
+                f"base_config cycle: {entry.value} is already in the chain ({' -> '.join(names)}{alias})",
+                DiagCode.BASE_CONFIG_CYCLE,
             )
-            return parents
         try:
-            text = reader(parent_path)
+            text = found.read(reader)
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            bad = _unreadable(e, parent_path)
-            if bad is not None:
-                cfg.findings.append(
-                    Finding(
-                        DiagCode.BASE_CONFIG_NOT_FOUND,
-                        Severity.ERROR,
-                        f"base_config '{entry.value}' cannot be read: {bad.strerror} in {parent_path}{where}; "
-                        "keys it would set fall back to MaxText's defaults",
-                        "base_config",
-                        path,
-                        anchor,
-                    )
-                )
-                return parents
-            if Path(entry.value).name == "base.yml" and Path(entry.value).parent in (Path("."), Path("configs")):
-                # MaxText looks next to the config, then in its own configs directory: its base.yml holds the
-                # defaults ASAP already applies (server/config/defaults.py), so the chain ends here, correctly
-                return parents
-            cfg.findings.append(
-                Finding(
-                    DiagCode.BASE_CONFIG_NOT_FOUND,
-                    Severity.ERROR,
-                    f"base_config '{entry.value}' not found (looked for {parent_path}){where}; "
-                    "keys it would set fall back to MaxText's defaults",
-                    "base_config",
-                    path,
-                    anchor,
-                )
+            bad = _unreadable(e, found.path)
+            why = bad.strerror if bad is not None else (getattr(e, "strerror", None) or str(e))
+            return error(
+                f"base_config '{entry.value}' cannot be read: {why} in {found.where}{where}; "
+                "keys it would set fall back to MaxText's defaults"
             )
-            return parents
         try:
-            parent = parse(text, parent_path)
+            parent = parse(text, found.path)
         except YamlSyntaxError as e:
-            cfg.findings.append(
-                Finding(
-                    DiagCode.INVALID_YAML,
-                    Severity.ERROR,
-                    f"base_config '{entry.value}' is not valid YAML at line {e.span.line + 1}: {e.message}",
-                    "base_config",
-                    path,
-                    anchor,
-                )
+            catalog = f" ({found.where})" if found.origin == ORIGIN_CATALOG else ""
+            return error(
+                f"base_config '{entry.value}'{catalog} is not valid YAML at line {e.span.line + 1}: {e.message}",
+                DiagCode.INVALID_YAML,
             )
-            return parents
-        seen.add(parent_path)
-        if fid is not None:
-            ids[fid] = parent_path
-        cfg.chain.append(parent_path)
-        parents.append(parent)
-        current, current_path = parent, parent_path
+        seen.add(identity)
+        if fid is not None and found.path is not None:
+            ids[fid] = found.path
+        if found.path is not None:
+            cfg.chain.append(found.path)
+        cfg.parents.append(found)
+        parents.append((parent, found))
+        current, current_file = parent, found
+
+
+def _short(f: ConfigFile) -> str:
+    """A parent's name in a cycle's chain: the file's name, or a catalog entry's path in MaxText's configs."""
+    return f.path.name if f.path is not None else f"{f.key} (ASAP's catalog)"
+
+
+def _places(looked: list[str]) -> str:
+    return looked[0] if len(looked) == 1 else f"{', '.join(looked[:-1])} and {looked[-1]}"
 
 
 _FIELD = re.compile(r"([a-z_]+)\s*=\s*([^\s,]+)", re.I)
@@ -434,17 +417,20 @@ def load(
     cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.all_entries())
     if not cfg.is_maxtext:
         return cfg
+    cfg.maxtext_path = Path(maxtext_path).expanduser() if maxtext_path else models.default_maxtext_path()
     parents = _load_parents(doc, path, reader, cfg)
     cfg.reader = reader
-    cfg.maxtext_path = Path(maxtext_path).expanduser() if maxtext_path else models.default_maxtext_path()
 
     from server.config.defaults import base_defaults
 
     values: dict[str, Value] = {k: Value(k, v, "default") for k, v in base_defaults().items()}
-    for src in [*reversed(parents), doc]:
+    for src, found in [*reversed(parents), (doc, None)]:
         origin = "document" if src is doc else "parent"
         for key, ent in src.all_entries().items():
-            values[key] = Value(key, _as_loaded(src, ent) if key in INT_KEYS else ent.value, origin, ent)
+            value = Value(key, _as_loaded(src, ent) if key in INT_KEYS else ent.value, origin, ent)
+            if found is not None and found.path is None:  # one of MaxText's configs read from ASAP's catalog
+                value = Value(key, value.value, origin, None, found.at(ent.key_span.line + 1))
+            values[key] = value
     cfg.chain_values = values
     _resolve(cfg, {})
     cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span, problem = _asap_comment(doc.lines)
@@ -722,7 +708,9 @@ def _replaced(cfg: Config, mf: ModelFile, cv: Value, mv: Any, omc: bool) -> Find
     if mf.path is not None and cv.key in mf.entries:
         related.append(Related(mf.path, mf.entries[cv.key].key_span, f"the model file sets {cv.key}: {_fmt(mv)}"))
     where = (
-        ""
+        f" (in {cv.where})"
+        if cv.where is not None
+        else ""
         if cv.origin == "document" or cv.entry is None
         else f" (in {cv.entry.file.name if cv.entry.file else '?'}:{cv.entry.key_span.line + 1})"
     )
