@@ -272,6 +272,20 @@ def test_ignored_key_warns_and_says_value_not_applied(check):
     assert f.severity == Severity.WARNING and "NOT applied" in f.message and f.span.line == 3
 
 
+@pytest.mark.parametrize("written", ["1", "1.0", "'1'", "true"])
+@pytest.mark.parametrize("key", ["ici_sequence_parallelism", "dcn_sequence_parallelism"])
+def test_ignored_key_of_degree_one_is_no_warning(check, key, written):
+    """A removed axis set to 1 shards nothing, ignored or not: MaxText's own base.yml sets both so (no ASAP111)."""
+    an = check(f"{key}: {written}\nici_fsdp_parallelism: 256\n")
+    assert "ASAP111" not in codes(an) and errors(an) == []
+
+
+@pytest.mark.parametrize("value", ["2", "-1", "0"])
+def test_ignored_key_of_another_degree_warns(check, value):
+    f = only(check(f"ici_sequence_parallelism: {value}\nici_fsdp_parallelism: 256\n"), "ASAP111")
+    assert f.severity == Severity.WARNING and f"its value {value} is NOT applied" in f.message
+
+
 def test_unknown_parallelism_key_suggests_the_right_one(check):
     an = check("ici_fsdp_paralelism: 256\n")
     f = only(an, "ASAP113")

@@ -119,11 +119,11 @@ GOLDEN = {  # kind: (document, code of the finding, the fix's title, document af
     ),
     "comment out": (
         "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
-        "ici_sequence_parallelism: 1\nsteps: 10\n",
+        "ici_sequence_parallelism: 2\nsteps: 10\n",
         "ASAP111",
         "Comment out ici_sequence_parallelism",
         "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"
-        "# ici_sequence_parallelism: 1\nsteps: 10\n",
+        "# ici_sequence_parallelism: 2\nsteps: 10\n",
     ),
     "rename": (
         "model_name: llama2-7b\ncompile_topology: v5e-256\nici_fsdp_parallelism: -1  # fill\n"

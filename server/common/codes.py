@@ -85,9 +85,11 @@ _CODES = (
         "config loading",
         "The `base_config` parent cannot be read (or is not a file name). Keys it would set fall back to "
         "MaxText's defaults in ASAP's analysis.",
-        "Certain for the path ASAP resolves: relative to the directory of the file that names it (the message "
-        "shows where it looked).",
-        "Point `base_config` at an existing file (relative to this config's directory).",
+        "Certain for the places ASAP looks in, MaxText's: next to the file that names it, then MaxText's configs "
+        "directory (the checkout the file lies in, asap.maxtextPath's, ASAP's catalog of MaxText's configs); the "
+        "message lists every place looked in.",
+        "Point `base_config` at an existing file (relative to this config's directory or to MaxText's configs "
+        "directory), or name the MaxText checkout that has it (asap.maxtextPath, --maxtext-path).",
     ),
     Code(
         DiagCode.BASE_CONFIG_CYCLE,
@@ -357,7 +359,7 @@ _CODES = (
         "Key ignored by MaxText",
         "MaxText keys",
         "Current MaxText ignores this key: its mesh axis was removed from `mesh_axes`, so a value other than 1 "
-        "is silently not applied.",
+        "is silently not applied (a value of 1 shards nothing either way and is not reported).",
         "Current MaxText's base.yml and mesh_axes (DOMAIN.md §1); configs from late 2025 and older honoured it.",
         "Comment the key out (quick fix) and shard with the axis the message names instead.",
         ("mesh-validation-layers.md",),

@@ -114,7 +114,7 @@ async def test_quick_fix_ignored_key_comments_out_line(shared: AsapClient, workd
     change = document_edit(actions[0])
     assert change.text_document.version == 1
     after = apply_edits(doc.text, change.edits)
-    old = "ici_sequence_parallelism: 1  # legacy key, ignored by current MaxText"
+    old = "ici_sequence_parallelism: 2  # legacy key, ignored by current MaxText"
     assert after == doc.text.replace(old, "# " + old)
 
     v2 = doc.edit(change.edits)
