@@ -145,9 +145,15 @@ export class AsapClient implements vscode.Disposable {
     });
     this.notifications = notifications;
     const clientOptions: LanguageClientOptions = {
+      // YAML configs and Kubernetes manifests; launch files: shell scripts, Makefiles and READMEs' code blocks (the
+      // server reads the MaxText runs in them and stays silent on a file that has none)
       documentSelector: [
         { scheme: 'file', language: 'yaml' },
         { scheme: 'untitled', language: 'yaml' },
+        { scheme: 'file', language: 'shellscript' },
+        { scheme: 'untitled', language: 'shellscript' },
+        { scheme: 'file', language: 'makefile' },
+        { scheme: 'file', language: 'markdown' },
       ],
       synchronize: { configurationSection: 'asap' },
       initializationOptions: { settings: currentSettings() },

@@ -129,6 +129,10 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     expect(clientOptions.documentSelector).toEqual([
       { scheme: 'file', language: 'yaml' },
       { scheme: 'untitled', language: 'yaml' },
+      { scheme: 'file', language: 'shellscript' },
+      { scheme: 'untitled', language: 'shellscript' },
+      { scheme: 'file', language: 'makefile' },
+      { scheme: 'file', language: 'markdown' },
     ]);
     expect(clientOptions.synchronize).toEqual({ configurationSection: 'asap' });
     expect(clientOptions.initializationOptions).toEqual({

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server.cli import render
+from server.cli import launch, render
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity
 from server.config.mesh import check
@@ -140,6 +140,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             docs.append({"file": name, "errors": [done.to_json()]})
             status = max(status, done.status)
             continue
+        if isinstance(done[0], int):  # a launch file: its runs' status and report
+            status = max(status, done[0])
+            (docs if isinstance(done[1], dict) else texts).append(done[1])  # type: ignore[arg-type]
+            continue
         an, out = done
         if isinstance(out, dict):
             docs.append(out)
@@ -153,11 +157,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     return status
 
 
-def _check_one(args: argparse.Namespace, name: str) -> tuple[Analysis, dict[str, Any] | str] | CliError:
-    """One file of `asap check`: its analysis and report (the JSON document or the text), or why there is none."""
+def _check_one(
+    args: argparse.Namespace, name: str
+) -> tuple[Analysis, dict[str, Any] | str] | tuple[int, dict[str, Any] | str] | CliError:
+    """One file of `asap check`: its analysis and report (the JSON document or the text), or why there is none. A
+    launch file (server/cli/launch.py): its exit status and the report of its runs."""
     read = _read_config(name)
     if isinstance(read, CliError):
         return read
+    if launch.is_launch_file(*read):
+        try:
+            la = launch.launch_analysis(*read, args, _flags_arg(args))
+        except Exception as e:
+            return internal_error(e, args.debug, name)
+        if isinstance(la, str):
+            return CliError("usage", la, name)
+        total = len(launch.analyze_launch(*read).runs) if getattr(args, "run", None) else len(la.runs)
+        status = EXIT_FINDINGS if launch.errors_in(la) else EXIT_CLEAN
+        return status, (launch.check_json(la) if args.json else launch.check_text(la, total))
+    elif getattr(args, "run", None) is not None:
+        return CliError("usage", f"--run picks a run of a launch file; {name} is a YAML config", name)
     try:
         an = analyze(*read, default_slice=args.slice, flags=_flags_arg(args))
         an = offered_fixes(an, read[1], default_slice=args.slice)
@@ -178,6 +197,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if isinstance(overrides, CliError):
         return fail(args, overrides)
     path, text = read
+    if launch.is_launch_file(path, text):
+        la = launch.launch_analysis(path, text, args, _flags_arg(args))
+        if isinstance(la, str):
+            return fail(args, CliError("usage", la, args.config))
+        status, out = launch.estimate_runs(la, overrides, args.json, len(la.runs), args.slice)
+        _print_json(out) if args.json else print(out)
+        return status
+    if getattr(args, "run", None) is not None:
+        return fail(args, CliError("usage", f"--run picks a run of a launch file; {args.config} is a YAML config"))
     cfg = load(path, text, flags=_flags_arg(args))
     if overrides:
         cfg = with_overrides(cfg, overrides)
@@ -283,6 +311,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     path, text = read
     search = tuple(Path(p) for p in args.profile_search_path or [])
     profile = Path(args.profile) if args.profile else None
+    if launch.is_launch_file(path, text):
+        if args.plot:
+            return fail(args, CliError("usage", "--plot: draw a launch file's run with `asap analyze FILE --run N`"))
+        la = launch.launch_analysis(path, text, args, _flags_arg(args))
+        if isinstance(la, str):
+            return fail(args, CliError("usage", la, args.config))
+
+        def report_of(ra: launch.RunAnalysis) -> AnalysisReport:
+            # the run's document is a config of its own: the agents read it as MaxText reads the command
+            exp = Experiment(path, ra.document.text, args.slice, profile, Path.cwd(), search, _flags_arg(args))
+            doc, _ = run_report(exp, args.llm)
+            doc = _cached_verdicts(doc, path, ra.document.text, args.slice, exp.xla_flags)
+            return launch.located_report(doc, ra)
+
+        run_status, out = launch.analyze_runs(la, report_of, args.json)
+        if args.json:
+            _print_json(out)
+        return run_status
+    elif getattr(args, "run", None) is not None:
+        return fail(args, CliError("usage", f"--run picks a run of a launch file; {args.config} is a YAML config"))
     exp = Experiment(path, text, args.slice, profile, Path.cwd(), search, _flags_arg(args))
     if args.json or not sys.stderr.isatty():
         doc, _ = run_report(exp, args.llm)

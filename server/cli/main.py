@@ -56,6 +56,14 @@ SHARED_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "json": ("--json", {"action": "store_true", "help": "machine-readable output (see README)"}),
     "slice": ("--slice", {"metavar": "NAME", "help": "slice to assume when the config declares none"}),
     "maxtext-path": ("--maxtext-path", {"metavar": "PATH", "action": MaxTextPathAction, "help": MAXTEXT_PATH_HELP}),
+    "run": (
+        "--run",
+        {
+            "type": int,
+            "metavar": "N",
+            "help": "a launch file's run N (1-based, in file order); default: every run of the file",
+        },
+    ),
     "xla-flags": (
         "--xla-flags",
         {
@@ -104,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="validate the sharding mesh of MaxText configs for their TPU slice")
     c.add_argument("configs", nargs="+", metavar="CONFIG.yml")
     add_shared(c, "json", "slice", "maxtext-path", slice="slice to assume when a config declares none (e.g. v5e-256)")
-    add_shared(c, "xla-flags")
+    add_shared(c, "xla-flags", "run")
     c.set_defaults(func=cmd_check)
     e = sub.add_parser("estimate", help="roofline, memory, collectives, step time and MFU of a config on its slice")
     e.add_argument("config", metavar="CONFIG.yml")
@@ -113,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_shared(e, "slice", "json")
     e.add_argument("--top", type=int, default=0, metavar="N", help="also list the N fastest valid meshes of the slice")
-    add_shared(e, "maxtext-path", "xla-flags")
+    add_shared(e, "maxtext-path", "xla-flags", "run")
     e.set_defaults(func=cmd_estimate)
     pr = sub.add_parser("profile", help="KPIs, top ops, collectives and bottleneck verdict of an XProf profile")
     pr.add_argument("path", metavar="PATH", help="a .xplane.pb, a run directory, or a directory of exported tool JSON")
@@ -133,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="where <run_name>/tensorboard/plugins/profile may be (repeatable; like asap.profileSearchPaths)",
     )
     an.add_argument("--llm", choices=["off", "auto"], default="off", help="auto: Claude when a key is set")
-    add_shared(an, "maxtext-path", "json", "xla-flags")
+    add_shared(an, "maxtext-path", "json", "xla-flags", "run")
     an.add_argument("--plot", metavar="FILE", help="also write the roofline chart (.svg or .png)")
     an.add_argument("--plot-theme", choices=("light", "dark"), default="light", help="colours of --plot")
     an.set_defaults(func=cmd_analyze)

@@ -29,7 +29,7 @@ from server.common.findings import Finding, Fix, Related, Severity, Span, TextEd
 from server.config.axes import AXES, IGNORED_KEYS, KEY_TO_AXIS, Axis
 from server.config.integers import INT_KEYS, read_int, spelling
 from server.config.placement import Placement, jax_physical_shape, place
-from server.config.resolve import Config, Value, batch_size_problem, written
+from server.config.resolve import WRITTEN_HERE, Config, Value, batch_size_problem, written
 from server.config.slices import MAX_SLICES, Slice, SliceError, parse_slice
 
 
@@ -168,7 +168,7 @@ def _resolve_slice(cfg: Config, default_slice: str | None) -> tuple[Slice | None
             return parse_slice(str(topo.value), num_slices), "compile_topology", findings
         except SliceError as e:
             f = _finding(cfg, DiagCode.UNKNOWN_SLICE, Severity.ERROR, f"compile_topology: {e}", "compile_topology")
-            if topo.origin == "document" and topo.entry is not None:
+            if topo.origin in WRITTEN_HERE and topo.entry is not None:
                 f.span = topo.entry.value_span
             return None, "", [*findings, f]
     if cfg.declared_slice:
@@ -680,7 +680,7 @@ def _check_keys(cfg: Config, findings: list[Finding]) -> None:
         return
     known = set(KEY_TO_AXIS)
     for key, v in cfg.values.items():
-        if v.origin not in ("document", "parent"):
+        if v.origin not in (*WRITTEN_HERE, "parent"):
             continue
         if key in IGNORED_KEYS:
             n, problem = read_int(v.value) if key in INT_KEYS else (_int(v.value), None)
@@ -753,7 +753,7 @@ def _check_spelling(cfg: Config, findings: list[Finding]) -> None:
     MaxText reads. What MaxText refuses is not here: mesh.py's checks report it (ASAP100, ASAP005)."""
     doc = cfg.document
     for key, v in cfg.values.items():
-        if key not in INT_KEYS or v.origin not in ("document", "parent"):
+        if key not in INT_KEYS or v.origin not in (*WRITTEN_HERE, "parent"):
             continue
         n, problem = read_int(v.value)
         if n is None or problem is not None:

@@ -17,7 +17,7 @@ import difflib
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,13 +90,25 @@ def _looks_like_maxtext(text: str) -> bool:
     return any((m := _KEY_LINE.match(line)) and is_maxtext_key(m[1]) for line in split_lines(text[:65536]))
 
 
+# The first line of a launch command's run written as a YAML document (server/launch/project.py): every key but
+# base_config is a command-line override, so every reader of that document (the fix vetting, the agents, Verify)
+# resolves it as MaxText resolves the command.
+RUN_DOCUMENT_MARKER = "# asap: one MaxText run of a launch file; its keys are command-line overrides"
+
+# The origins of values written in the document being analysed (a fix can edit them where they are).
+WRITTEN_HERE = ("document", "command")
+
+
 @dataclass(frozen=True)
 class Value:
     """A resolved config value and where it came from."""
 
     key: str
     value: Any
-    origin: str  # 'document', 'parent', 'model' (the model file), 'default' (ASAP's or base.yml's), 'override'
+    # 'document', 'parent', 'model' (the model file), 'default' (ASAP's or base.yml's), 'override' (asked for: --mesh,
+    # a proposal), 'command' (a `key=value` of a launch command: an override MaxText's command line sets, written in
+    # the document being analysed, server/launch/)
+    origin: str
     entry: Entry | None = None  # where it is written, when it is written in a file
     # Where a value of a parent with no file on disk is written, for messages: "MaxText's
     # src/maxtext/configs/inference/inference_jetstream.yml:12 (at e591f30cb, ASAP's catalog)".
@@ -168,6 +180,9 @@ class Config:
     # when none is stated). with_overrides' copies keep them, so every estimate of this config sees them.
     flags_comment: FlagSource | None = None
     run_flags: RunFlags = field(default_factory=RunFlags)
+    # A launch command's `key=value` overrides (origin "command"): every resolution applies them over the model
+    # file as MaxText's command line does, with_overrides' included.
+    command_values: dict[str, Value] = field(default_factory=dict, repr=False)
 
     def get(self, key: str, default: Any = None) -> Any:
         """The resolved value of `key`, `default` when it is not set. A key of CHECKED_KEYS whose value fails its
@@ -203,7 +218,7 @@ class Config:
         """Where `key` is written in the document itself (None if inherited, defaulted, or brought in by a
         merge key: its value is not on a line of its own that a fix could rewrite)."""
         v = self.values.get(key)
-        if v is None or v.origin != "document" or v.entry is None or v.entry.merged:
+        if v is None or v.origin not in WRITTEN_HERE or v.entry is None or v.entry.merged:
             return None
         return v.entry
 
@@ -224,7 +239,7 @@ class Config:
         v = self.values.get(key)
         if v is not None and v.origin == "model" and key != "model_name":
             return self.anchor("model_name")  # a model file's value: where model_name is written
-        if v is not None and v.entry is not None and v.origin == "document":
+        if v is not None and v.entry is not None and v.origin in WRITTEN_HERE:
             return v.entry.file, v.entry.key_span
         if self.document is not None:
             base = self.document.all_entries().get("base_config")
@@ -392,11 +407,16 @@ def load(
     reader: Reader = _read_file,
     maxtext_path: Path | str | None = None,
     flags: FlagSource | None = None,
+    command_keys: frozenset[str] = frozenset(),
+    maxtext_run: bool = False,
 ) -> Config:
     """Load a config (the document's text may come from an editor buffer). `maxtext_path`: a MaxText checkout
     whose models/ folder to read model files from (default: models.default_maxtext_path()). `flags`: the run's
     XLA flags from the command line or the editor setting, weighed against the document's comment by
-    server/config/run_flags.py's PRECEDENCE."""
+    server/config/run_flags.py's PRECEDENCE. `command_keys`: the document's keys that are a launch command's
+    `key=value` overrides (server/launch/project.py writes a command as a document): resolved as MaxText's command
+    line, over the model file, with origin "command". `maxtext_run`: the document is a MaxText run whatever keys it
+    has (a launch command's)."""
     if text is None:
         if path is None:
             raise ValueError("load() needs a path or a text")
@@ -414,7 +434,10 @@ def load(
         cfg.findings.append(Finding(e.code, Severity.ERROR, e.message, e.key, path, e.span))
         return cfg
     cfg = Config(path, doc)
-    cfg.is_maxtext = doc.is_mapping and any(is_maxtext_key(k) for k in doc.all_entries())
+    if doc.lines and doc.lines[0] == RUN_DOCUMENT_MARKER:  # a launch command's run, written as a document
+        maxtext_run = True
+        command_keys = frozenset(k for k in doc.entries if k != "base_config")
+    cfg.is_maxtext = doc.is_mapping and (maxtext_run or any(is_maxtext_key(k) for k in doc.all_entries()))
     if not cfg.is_maxtext:
         return cfg
     cfg.maxtext_path = Path(maxtext_path).expanduser() if maxtext_path else models.default_maxtext_path()
@@ -430,13 +453,18 @@ def load(
             value = Value(key, _as_loaded(src, ent) if key in INT_KEYS else ent.value, origin, ent)
             if found is not None and found.path is None:  # one of MaxText's configs read from ASAP's catalog
                 value = Value(key, value.value, origin, None, found.at(ent.key_span.line + 1))
-            values[key] = value
+            if src is doc and key in command_keys:
+                cfg.command_values[key] = Value(key, value.value, "command", ent)
+            else:
+                values[key] = value
     cfg.chain_values = values
     _resolve(cfg, {})
     cfg.declared_slice, cfg.declared_num_slices, cfg.declared_slice_span, problem = _asap_comment(doc.lines)
     if problem is not None:
         cfg.findings.append(Finding(DiagCode.UNKNOWN_SLICE, Severity.ERROR, problem[0], None, path, problem[1]))
     cfg.flags_comment = read_comment(doc.lines)
+    if cfg.flags_comment is not None and doc.lines[0] == RUN_DOCUMENT_MARKER:
+        cfg.flags_comment = replace(cfg.flags_comment, kind="launch", label="LIBTPU_INIT_ARGS of the launch command")
     cfg.run_flags = resolve_flags(flags, cfg.flags_comment)
     cfg.findings += comment_findings(cfg.flags_comment, path)
     return cfg
@@ -531,7 +559,7 @@ def _rule_name(rule: Any) -> str | None:
 def _chain_anchor(cfg: Config, v: Value) -> tuple[Path | None, Span, list[Related]]:
     """Where a finding about a value written in the chain goes: its line in the document, else the
     document's base_config line with the parent's line as related information."""
-    if v.origin == "document" and v.entry is not None:
+    if v.origin in WRITTEN_HERE and v.entry is not None:
         return v.entry.file, v.entry.key_span, []
     base = cfg.document.all_entries().get("base_config") if cfg.document is not None else None
     span = base.key_span if base is not None else Span.point(0)
@@ -559,6 +587,7 @@ def _resolve(
     """cfg.values, model_file, model and the model's findings from cfg.chain_values, the model file and the
     overrides (`lookup`: the model file already found for the same name, and the error reading it)."""
     chain = cfg.chain_values
+    overrides = {**cfg.command_values, **overrides}
     temp = {**chain, **overrides}  # what MaxText reads model_name and override_model_config from (pyconfig.py:453)
     name_v = temp.get("model_name")
     name = name_v.value if name_v is not None else "default"
@@ -603,7 +632,7 @@ def _name_str(name: Any) -> str:
 
 
 def _name_anchor(cfg: Config, name_v: Value) -> tuple[Path | None, Span]:
-    if name_v.origin == "document" and name_v.entry is not None:
+    if name_v.origin in WRITTEN_HERE and name_v.entry is not None:
         return name_v.file, name_v.entry.value_span
     if name_v.origin == "parent":
         base = cfg.document.all_entries().get("base_config") if cfg.document is not None else None
@@ -676,7 +705,7 @@ def _did_you_mean(cfg: Config, name_v: Value, dirs: list[tuple[Path, str]]) -> l
     closest names MaxText would find (the model files of `dirs`, then the catalog). Nothing for a name set in a
     parent or by a merge key, or written as anything but a plain or quoted scalar on its line."""
     entry = name_v.entry
-    if name_v.origin != "document" or entry is None or entry.merged or cfg.document is None:
+    if name_v.origin not in WRITTEN_HERE or entry is None or entry.merged or cfg.document is None:
         return []
     sp = entry.value_span
     if sp.line != sp.end_line or not 0 <= sp.line < len(cfg.document.lines):

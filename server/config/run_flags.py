@@ -328,7 +328,7 @@ def comment_findings(source: FlagSource | None, path: Path | None) -> list[Findi
     """The config comment's problems as ASAP011 warnings at the token they are about (the comment line for the
     rest); at most MAX_REPORTED, the last saying how many more there are. The comment is read whether or not
     another source wins: what is written in the file is wrong either way."""
-    if source is None or source.kind != "comment":
+    if source is None or source.kind not in ("comment", "launch"):
         return []
     problems = located_problems(RunFlags(source, parse_xla_flags(source.text)))
     first = source.lines[0] if source.lines else 0

@@ -44,6 +44,7 @@ from server.editor.contract import CommandError
 from server.editor.protocol import Protocol
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Running, Versioned
+from server.launch import analysis as launch
 from server.presentation import agent_findings, verification
 from server.services import experiments
 from server.services.analysis import Analysis, analyze
@@ -177,9 +178,16 @@ class AsapServer(LanguageServer):
             doc = None
         return doc.source if doc is not None else path.read_text(encoding="utf-8")
 
-    def analyze_text(self, uri: str, source: str) -> Analysis:
-        """Pure: analyze one snapshot of a document's text (safe to run in a worker thread)."""
+    def analyze_text(self, uri: str, source: str, language_id: str | None = None) -> Analysis:
+        """Pure: analyze one snapshot of a document's text (safe to run in a worker thread). A launch file (a shell
+        script, Makefile, Markdown file, or Kubernetes YAML holding a MaxText run) is analysed run by run
+        (server/launch/analysis.py), its findings located in the file."""
         path = Path(p) if (p := to_fs_path(uri)) else None
+        if launch.is_launch_file(path, source, language_id):
+            la = launch.analyze_launch(
+                path, source, language_id, self.settings.default_slice, self.settings.flags, self.read
+            )
+            return launch.file_analysis(la)
         return analyze(path, source, self.read, self.settings.default_slice, self.settings.flags)
 
     def too_large(self, doc: TextDocument) -> Finding | None:
@@ -197,6 +205,7 @@ class AsapServer(LanguageServer):
         if self.too_large(doc) is not None:
             return None
         uri, version, source = doc.uri, doc.version, doc.source  # pygls edits documents in place: snapshot
+        language_id = doc.language_id
         st = self.state(uri)
         while True:
             if (an := st.ready(version)) is not None:
@@ -208,7 +217,7 @@ class AsapServer(LanguageServer):
                 return await asyncio.shield(run.future)  # a cancelled caller leaves it to the others
             await asyncio.wait([run.future])
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self.analyze_text, uri, source)
+        future = loop.run_in_executor(None, self.analyze_text, uri, source, language_id)
         st.running = Running(version, st.generation, future)
         future.add_done_callback(functools.partial(self._analysed, st, uri, version, st.generation))
         return await asyncio.shield(future)

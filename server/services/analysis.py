@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Related, Severity
@@ -26,6 +27,9 @@ class Analysis:
     findings: list[Finding] = field(default_factory=list)  # the static checks (config, mesh)
     estimate: Estimate | None = None
     estimate_findings: list[Finding] = field(default_factory=list)  # the performance model's
+    # A launch file's runs (server/launch/analysis.py RunAnalysis), each analysed on its own; `findings` then holds
+    # theirs, located in the launch file, and `config` is the file's (no YAML document of its own).
+    runs: list[Any] | None = None
 
     @property
     def diagnostics(self) -> list[Finding]:

@@ -200,17 +200,20 @@ def workdir(tmp_path: Path) -> Path:
 class Doc:
     """The client's copy of an open document: its text and version, as an editor keeps them."""
 
-    def __init__(self, client: AsapClient, path: Path, text: str | None = None) -> None:
+    def __init__(self, client: AsapClient, path: Path, text: str | None = None, language_id: str = "yaml") -> None:
         self.client, self.path = client, path
         self.uri = path.as_uri()
         self.text = path.read_text(encoding="utf-8") if text is None else text
         self.version = 1
+        self.language_id = language_id
 
     def open(self) -> Doc:
         self.mark = len(self.client.publishes)
         self.client.text_document_did_open(
             lsp.DidOpenTextDocumentParams(
-                lsp.TextDocumentItem(uri=self.uri, language_id="yaml", version=self.version, text=self.text)
+                lsp.TextDocumentItem(
+                    uri=self.uri, language_id=self.language_id, version=self.version, text=self.text
+                )
             )
         )
         return self

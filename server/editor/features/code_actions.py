@@ -23,6 +23,7 @@ from pygls.workspace import TextDocument
 
 from server.agents.report import AnalysisReport
 from server.common.findings import Finding, Fix
+from server.config.apply import apply_text
 from server.config.resolve import Reader
 from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.editor import lsp_convert
@@ -90,6 +91,11 @@ def _vet(
     for code actions: their vettings would otherwise all run, contending for the GIL with the event loop)."""
     if not current():
         raise _Stale
+    if an.runs is not None:  # a launch file: its fixes were vetted on their run's document, and written as edits of
+        # the file (server/launch/analysis.py); offered as they are
+        return {
+            _rule_key(f, fix): Vetted(fix.title, fix=fix, text=apply_text(text, list(fix.edits))) for f, fix in rules
+        }, None
     recheck = static_checks(an.path, reader, default_slice)
     done = {
         _rule_key(f, fix): vet_fix(

@@ -14,9 +14,11 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 
+from server.common.findings import Severity, Span
 from server.editor import lsp_convert
 from server.editor.contract import ClientCommand, ServerCommand
 from server.editor.server import AsapServer
+from server.launch.analysis import RunAnalysis
 from server.perf import wording
 from server.perf.estimate import Estimate
 from server.presentation import agent_findings, verification
@@ -36,6 +38,8 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     an = ls.ready_analysis(doc)
     if an is None:
         return [] if ls.analysis_failed(doc) else _analysing(ls, doc)
+    if an.runs is not None:  # a launch file: one row per run, on its command's first line
+        return [_run_lens(doc, ra) for ra in an.runs]
     anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
     if anchor is None:
         return []
@@ -77,6 +81,20 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         # the proposals' quick fixes, offered wherever the cursor is in the file: open them at the mesh block
         lenses.append(lens("Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character))
     return lenses
+
+
+def _run_lens(doc: TextDocument, ra: RunAnalysis) -> lsp.CodeLens:
+    """A launch file's run: its estimate in one line (or what stops it), on the command's first line."""
+    rng = lsp_convert.client_range(doc, Span.point(ra.span.line, ra.span.column))
+    est = ra.analysis.estimate
+    if est is not None:
+        title = estimate_title(est)
+    else:
+        errors = sum(f.severity == Severity.ERROR for f in ra.findings)
+        title = f"ASAP: run {ra.index}: {errors} error{'s' if errors != 1 else ''}, no estimate" if errors else "ASAP"
+    sl = ra.analysis.check.slice
+    tip = f"Run {ra.index} ({ra.run.kind}: {ra.run.module})" + (f" on {sl.describe()}" if sl else "")
+    return _lens(rng, title, tooltip=tip)
 
 
 def estimate_title(est: Estimate) -> str:

@@ -66,9 +66,14 @@ def _item(doc: TextDocument, it: Item, markdown: bool) -> lsp.CompletionItem:
     )
 
 
+LAUNCH_LANGUAGES = frozenset({"shellscript", "makefile", "markdown"})
+
+
 def completion(ls: AsapServer, params: lsp.CompletionParams) -> lsp.CompletionList | None:
     doc = ls.workspace.get_text_document(params.text_document.uri)
     if ls.too_large(doc) is not None:
+        return None
+    if doc.language_id in LAUNCH_LANGUAGES:  # a launch file's keys are `key=value` words, not YAML keys
         return None
     line, column = position(doc, params.position)
     fs = to_fs_path(doc.uri)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 from pygls.workspace import TextDocument
 
-from server.common.findings import Severity, Span
+from server.common.findings import Finding, Severity, Span
 from server.editor import lsp_convert
 from server.editor.server import AsapServer
+from server.launch import analysis as launch
 from server.presentation import explain
 from server.services.analysis import Analysis
 
@@ -30,6 +31,8 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     an = ls.ready_analysis(doc)
     if an is None:
         return None if ls.analysis_failed(doc) else _analysing(doc, line)
+    if an.runs is not None:  # a launch file: the run's token under the cursor
+        return _hover(doc, launch_hover(an, line, col, ls.shown(doc, an, agents=False)))
     st = ls.state(doc.uri)
     shown = ls.shown(doc, an, agents=False)  # the diagnosis has its own section (explain.agent_md)
     found = (explain.profile_hover(st.profile, line, col) if st.profile else None) or explain.hover(
@@ -47,6 +50,27 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
                 found = ("\n\n---\n\n".join(p for p in parts if p), span)
                 break
     return _hover(doc, found)
+
+
+def launch_hover(an: Analysis, line: int, col: int, shown: list[Finding]) -> tuple[str, Span] | None:
+    """A launch file's hover: the diagnostics there, then which run the token belongs to and the explanation of its
+    key as the run's config resolves it (the run's estimate when the token is the command's own)."""
+    urgent = explain.diagnostic_md(shown, line, col)
+    hit = launch.run_at(an.runs or [], line, col)
+    if hit is None:
+        return urgent
+    ra, vline, vcol, span = hit
+    run = ra.run
+    sl = ra.analysis.check.slice
+    head = f"**ASAP · run {ra.index}** ({run.kind}: `{run.module}`" + (f", {sl.describe()}" if sl else "") + ")"
+    parts = [p for p in (urgent[0] if urgent else None, head) if p]
+    own = explain.key_md(ra.analysis, vline, vcol, short=urgent is not None)
+    if own:
+        parts.append(own)
+    if ra.analysis.estimate is not None:
+        parts.append(ra.analysis.estimate.summary())
+    parts.append(ra.analysis.config.run_flags.hover_line())
+    return "\n\n".join(parts), span
 
 
 def _diagnosis_spans(ls: AsapServer, doc: TextDocument, an: Analysis) -> list[Span]:

@@ -19,6 +19,7 @@ from server.config.resolve import Config, load
 from server.editor import lsp_convert
 from server.editor.features.completion import client_range, position
 from server.editor.server import AsapServer
+from server.launch import analysis as launch
 from server.presentation import navigation
 
 log = logging.getLogger("asap")
@@ -40,6 +41,12 @@ async def definition(ls: AsapServer, params: lsp.DefinitionParams) -> lsp.Locati
     path, text, read = _path(doc.uri), doc.source, ls.read
 
     def find() -> navigation.Target | None:
+        if an is not None and an.runs is not None:  # a launch file: the definition of the run's token there
+            hit = launch.run_at(an.runs, line, column)
+            if hit is None:
+                return None
+            ra, vline, vcol, _ = hit
+            return navigation.definition(ra.analysis.config, vline, vcol, read)
         cfg: Config = an.config if an is not None else load(path, text, read)
         return navigation.definition(cfg, line, column, read)
 

@@ -1,0 +1,106 @@
+"""Launch files through the real server over stdio (issue 28 item 3): a shell script's MaxText run gets its
+diagnostics on the `key=value` token, a hover naming the run and explaining the key, a quick fix that edits the
+token in place (the script's quoting and every other line kept) and clears the finding, and a code lens on the
+command's first line; a Kubernetes manifest's run likewise; a YAML file with no MaxText run stays silent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from .conftest import AsapClient, Doc, apply_edits, initialize
+
+SCRIPT = """#!/bin/bash
+# train on a v5e-256 slice
+export LIBTPU_INIT_ARGS="--xla_tpu_enable_data_parallel_all_reduce_opt=true"
+ARGS="model_name=llama2-7b per_device_batch_size=4"
+python3 -m MaxText.train MaxText/configs/base.yml ${ARGS} \\
+    ici_fsdp_parallelism=8 ici_tensor_parallelism="16" compile_topology=v5e-256
+"""
+
+
+async def test_shell_script_run_diagnostics_hover_fix_and_lens(fresh: AsapClient, tmp_path: Path) -> None:
+    await initialize(fresh)
+    path = tmp_path / "train.sh"
+    path.write_text(SCRIPT, encoding="utf-8")
+    doc = Doc(fresh, path, language_id="shellscript").open()
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP101" for d in ds))
+    bad = next(d for d in diags if d.code == "ASAP101")
+    line = SCRIPT.splitlines()[bad.range.start.line]
+    token = line[bad.range.start.character : bad.range.end.character]
+    assert bad.range.start.line == 5 and token.endswith("_parallelism"), token
+
+    hover = await doc.hover(5, line.index("ici_fsdp_parallelism") + 3)
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+    md = hover.contents.value
+    assert "run 1" in md and "ASAP101" in md and "LIBTPU_INIT_ARGS at line 3" in md, md
+    # a token that comes from a variable: its hover is where the variable is written
+    batch = SCRIPT.splitlines()[3].index("per_device_batch_size")
+    hover = await doc.hover(3, batch + 2)
+    assert hover is not None and "per_device_batch_size" in hover.contents.value  # type: ignore[union-attr]
+
+    actions = await doc.code_actions([bad])
+    fixes = [a for a in actions if a.edit is not None and a.diagnostics and a.diagnostics[0].code == "ASAP101"]
+    assert fixes, [a.title for a in actions]
+    edit = fixes[0].edit
+    assert edit is not None
+    changes = edit.changes or {c.text_document.uri: c.edits for c in edit.document_changes or []}  # type: ignore[union-attr]
+    edits = list(changes[doc.uri])
+    fixed = apply_edits(SCRIPT, edits)
+    assert fixed.splitlines()[:5] == SCRIPT.splitlines()[:5]  # comments, the export and the variable kept
+    doc.edit(edits)
+    after = await doc.diagnostics(version=2)
+    assert not any(d.code == "ASAP101" for d in after), [d.message for d in after]
+
+    lenses = await fresh.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    assert lenses and all(lens.range.start.line == 4 for lens in lenses)
+    assert lenses[0].command is not None and "MFU" in lenses[0].command.title
+
+
+async def test_manifest_run_and_plain_yaml(fresh: AsapClient, tmp_path: Path) -> None:
+    await initialize(fresh)
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        """apiVersion: v1
+kind: Pod
+spec:
+  nodeSelector:
+    cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice
+    cloud.google.com/gke-tpu-topology: 16x16
+  containers:
+  - name: train
+    command: ["bash", "-c", "python3 -m MaxText.train MaxText/configs/base.yml RUN_ARGS"]
+""".replace("RUN_ARGS", "model_name=llama2-7b ici_fsdp_parallelism=3"),
+        encoding="utf-8",
+    )
+    doc = Doc(fresh, manifest).open()
+    diags = await doc.diagnostics(version=1, where=lambda ds: any(d.code == "ASAP101" for d in ds))
+    bad = next(d for d in diags if d.code == "ASAP101")
+    line = doc.text.splitlines()[bad.range.start.line]
+    assert line[bad.range.start.character : bad.range.end.character] == "ici_fsdp_parallelism"
+
+    plain = tmp_path / "service.yaml"
+    plain.write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n", encoding="utf-8")
+    other = Doc(fresh, plain).open()
+    assert await other.diagnostics(version=1) == []
+
+
+async def test_definition_of_a_run_token(fresh: AsapClient, tmp_path: Path) -> None:
+    """F12 on the config argument opens the config; on model_name's value, the model file (a checkout's)."""
+    await initialize(fresh)
+    (tmp_path / "models").mkdir()
+    model = tmp_path / "models" / "tiny-test.yml"
+    model.write_text("base_emb_dim: 512\nbase_num_query_heads: 8\nbase_num_kv_heads: 8\nbase_mlp_dim: 1024\n")
+    config = tmp_path / "my.yml"
+    config.write_text("per_device_batch_size: 2\n")
+    script = tmp_path / "go.sh"
+    text = "python3 -m MaxText.train my.yml model_name=tiny-test compile_topology=v5e-16\n"
+    script.write_text(text, encoding="utf-8")
+    doc = Doc(fresh, script, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    for col, want in ((text.index("my.yml") + 1, config), (text.index("tiny-test") + 2, model)):
+        found = await fresh.text_document_definition_async(
+            lsp.DefinitionParams(lsp.TextDocumentIdentifier(doc.uri), lsp.Position(0, col))
+        )
+        assert isinstance(found, lsp.Location) and found.uri == want.as_uri(), (col, found)
