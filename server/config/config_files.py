@@ -286,11 +286,13 @@ def find_config(
     absolute = given.is_absolute()
     search.disk(given if absolute else base / given, ORIGIN_CONFIG)
     if not command_line:
-        if absolute:  # MaxText takes an absolute base_config as given
+        if absolute or search.found is not None:  # MaxText takes an absolute base_config as given
             return search.found, search.looked
         for d in _configs_dirs(base, maxtext_path, command_line=False):
             search.disk(d / given, ORIGIN_CHECKOUT)
         search.catalog(_catalog_key(name))
+        return search.found, search.looked
+    if search.found is not None:
         return search.found, search.looked
     rest = configs_relative(name)
     dirs = _configs_dirs(base, maxtext_path, command_line=True)
