@@ -325,3 +325,54 @@ def test_cli_analyze_a_run(tmp_path: Path):
     assert run["line"] == 2 and report["proposals"], report.keys()
     lines = {f["line"] for f in report["findings"]}
     assert lines and lines <= {2, 3}, lines  # the command's lines, not the run document's
+
+
+def test_cli_verify_a_run_compiles_the_command_as_it_runs(tmp_path: Path):
+    """`asap verify FILE --run N` hands MaxText's train_compile what the command runs: the config it names
+    (MaxText's own base.yml as MaxText finds it in its package) and the command's key=value overrides."""
+    import os
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from support import fake_maxtext
+
+    exe = fake_maxtext.write(tmp_path / "maxtext-env")
+    (exe.parent / "release").touch()  # a command-line mesh compiles at once
+    script = tmp_path / "go.sh"
+    script.write_text(
+        "echo first\n"
+        "python3 -m MaxText.train MaxText/configs/base.yml model_name=llama2-7b per_device_batch_size=1 \\\n"
+        "  ici_fsdp_parallelism=256 compile_topology=v6e-256\n"
+    )
+    env = {**os.environ, "ASAP_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("ASAP_MAXTEXT_PYTHON", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli.main", "verify", str(script), "--maxtext-python", str(exe), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "ok"
+    (args,) = (exe.parent / "args").read_text().splitlines()
+    words = args.split()
+    assert words[2] == "src/maxtext/configs/base.yml"  # resolve_config_path finds it in MaxText's package
+    assert {"model_name=llama2-7b", "per_device_batch_size=1", "ici_fsdp_parallelism=256"} <= set(words)
+    assert "compile_topology=v6e-256" in words
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "l0: &l0 [1, *l0]\n",  # a recursive alias
+        "a: &a [x, x]\nb: &b [*a, *a]\nc: &c [*b, *b]\nd: &d [*c, *c]\ne: [*d, *d]\n",  # aliases of aliases
+        "k: " + "[" * 300 + "]" * 300 + "\n",  # nested past the parser's recursion
+    ],
+)
+def test_yaml_that_is_no_manifest_is_read_once(tmp_path: Path, text: str):
+    p = tmp_path / "x.yaml"
+    p.write_text(text)
+    assert runs_in(p, text) == []
+    assert not is_launch_file(p, text)

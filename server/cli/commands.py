@@ -108,6 +108,18 @@ def _analysed(
     if isinstance(overrides, CliError):
         return overrides
     path, text = read
+    if launch.is_launch_file(path, text):  # one run of a launch file: its document is the config (the run's keys
+        # resolve as its command line) and the compile is the command's (verify.maxtext_source)
+        la = launch.launch_analysis(path, text, args, _flags_arg(args))
+        if isinstance(la, str):
+            return CliError("usage", la, str(path))
+        if len(la.runs) != 1:
+            what = "no MaxText run" if not la.runs else f"{len(la.runs)} runs: pick one with --run N"
+            return CliError("usage", f"{path} has {what}", str(path))
+        ra = la.runs[0]
+        return path, ra.document.text, ra.analysis, overrides
+    if getattr(args, "run", None) is not None:
+        return CliError("usage", f"--run picks a run of a launch file; {path} is a YAML config", str(path))
     return path, text, analyze(path, text, default_slice=args.slice, flags=_flags_arg(args)), overrides
 
 

@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compile the proposals, withdrawing those the TPU compiler rejects and compiling the next "
         "candidates in their place (not with --mesh)",
     )
-    add_shared(ve, "slice")
+    add_shared(ve, "slice", "run")
     ve.add_argument("--max-layers", type=int, default=4, metavar="N", help="compile at most N layers, extrapolate")
     ve.add_argument("--timeout", type=float, default=900.0, metavar="S", help="stop a compile after S seconds")
     add_shared(ve, "maxtext-path")

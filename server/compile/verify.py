@@ -48,7 +48,7 @@ from server.compile.ref_model import JNP_DTYPES, RefSpec
 from server.config import resolve as config_mod
 from server.config.axes import AXES
 from server.config.mesh import MeshCheck, check
-from server.config.resolve import Config
+from server.config.resolve import RUN_DOCUMENT_MARKER, Config
 from server.config.slices import GiB, Slice
 from server.perf import arith, wording
 from server.perf.estimate import Estimate, EstimateError, estimate
@@ -626,6 +626,21 @@ def reference_compile(
     return PlannedCompile(cache_key(job, vers), "reference", spec.layers, chk.slice, job=job)
 
 
+def maxtext_source(cfg: Config, overrides: dict[str, Any]) -> tuple[Path, dict[str, Any]]:
+    """What MaxText's train_compile is given for `cfg` asked with `overrides`: the config file and the command-line
+    keys. A launch command's run (server/launch/: its document is ASAP's, never MaxText's) compiles as the command
+    runs: the config the command names (`src/maxtext/configs/base.yml` when it is MaxText's own, which MaxText's
+    resolve_config_path finds in the package it runs), its `key=value` overrides, then `overrides`."""
+    assert cfg.path is not None
+    doc = cfg.document
+    if doc is None or not doc.lines or doc.lines[0] != RUN_DOCUMENT_MARKER:
+        return cfg.path, overrides
+    base = doc.entries.get("base_config")
+    name = str(base.value) if base is not None else "base.yml"
+    path = Path(name) if Path(name).is_absolute() else Path("src/maxtext/configs") / name
+    return path, {**{k: v.value for k, v in cfg.command_values.items()}, **overrides}
+
+
 def maxtext_compile(
     cfg: Config, chk: MeshCheck, overrides: dict[str, Any], vers: dict[str, str | None]
 ) -> PlannedCompile:
@@ -636,7 +651,8 @@ def maxtext_compile(
     assert chk.slice is not None and cfg.path is not None
     job = mesh_job(chk, cfg.get("allow_split_physical_axes", False) is True)
     mesh_axes = [(a, i * d) for a, i, d in zip(job["axes"], job["ici"], job["dcn"], strict=True)]
-    key = verify_maxtext.cache_key(cfg.path, chk.slice, overrides, vers)
+    source, keys = maxtext_source(cfg, overrides)
+    key = verify_maxtext.cache_key(source, chk.slice, keys, vers)
     layers = cfg.model.num_decoder_layers if cfg.model is not None else 0
     return PlannedCompile(key, "maxtext", layers, chk.slice, mesh_axes=mesh_axes, versions=vers, layout=_layout(chk))
 
@@ -1005,9 +1021,8 @@ def _verify_maxtext(
     if run is None:
         if cache.only:
             return VerifyResult(VerifyStatus.UNAVAILABLE, "not compiled yet (asap verify)", estimate=est_json, **base)
-        out = verify_maxtext.run(
-            python, cfg.path, sl, overrides, mesh_axes, timeout_s, progress, cancel, layout=_layout(chk)
-        )
+        source, keys = maxtext_source(cfg, overrides)
+        out = verify_maxtext.run(python, source, sl, keys, mesh_axes, timeout_s, progress, cancel, layout=_layout(chk))
         if out["cancelled"]:
             return VerifyResult(VerifyStatus.CANCELLED, "verification cancelled", estimate=est_json, **base)
         if out["timed_out"]:

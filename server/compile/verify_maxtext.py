@@ -177,7 +177,9 @@ def run(
             child = childproc.run(
                 command(python, config_path, sl, overrides, Path(tmp) / "jax_cache"),
                 env=env,
-                cwd=config_path.parent,
+                # a relative path (a launch command's `src/maxtext/configs/base.yml`) is MaxText's to resolve from
+                # where the server runs, as the command would from where it is launched
+                cwd=config_path.parent if config_path.is_absolute() else None,
                 on_line=on_line,
                 timeout_s=timeout_s,
                 cancel=cancel,

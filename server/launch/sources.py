@@ -192,12 +192,13 @@ def _kubernetes(text: str) -> list[Found]:
     replicated job's `replicas`, the container's LIBTPU_INIT_ARGS env entry."""
     try:
         docs = list(YAML(typ="rt").compose_all(text))
-    except (YAMLError, ValueError):
+    except (YAMLError, ValueError, RecursionError):  # not YAML, or nested past the parser's recursion
         return []
     out: list[Found] = []
+    seen: set[int] = set()
     for doc in docs:
         if doc is not None:
-            _visit(doc, text, Context(), out)
+            _visit(doc, text, Context(), out, seen, 0)
     return out
 
 
@@ -208,10 +209,19 @@ def _get(node: MappingNode, key: str) -> Node | None:
     return None
 
 
-def _visit(node: Node, text: str, ctx: Context, out: list[Found]) -> None:
+# A manifest is a few levels deep; past this a document is not one (and a recursive alias, `a: &a [*a]`, ends here).
+MAX_DEPTH = 64
+
+
+def _visit(node: Node, text: str, ctx: Context, out: list[Found], seen: set[int], depth: int) -> None:
+    """Each node once (an alias shares its anchor's node: a document of aliases of aliases is not walked again and
+    again), at most MAX_DEPTH deep."""
+    if id(node) in seen or depth > MAX_DEPTH:
+        return
+    seen.add(id(node))
     if isinstance(node, SequenceNode):
         for item in node.value:
-            _visit(item, text, ctx, out)
+            _visit(item, text, ctx, out, seen, depth + 1)
         return
     if not isinstance(node, MappingNode):
         return
@@ -235,7 +245,7 @@ def _visit(node: Node, text: str, ctx: Context, out: list[Found]) -> None:
     for k, v in node.value:
         if isinstance(k, ScalarNode) and k.value in ("containers", "initContainers", "nodeSelector"):
             continue
-        _visit(v, text, ctx, out)
+        _visit(v, text, ctx, out, seen, depth + 1)
 
 
 def _container(node: MappingNode, text: str, ctx: Context, out: list[Found]) -> None:

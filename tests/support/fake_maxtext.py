@@ -1,13 +1,13 @@
-"""A stand-in for a MaxText environment's Python (setting asap.maxtextPython, `asap verify --maxtext-python`): a
-shell script that answers as MaxText's train_compile does, as far as ASAP reads it (server/compile/verify_maxtext.py):
-its version probe, its milestones on stderr, its memory report on stdout (12 + 3 GiB per chip), the optimized train
-step it dumps where XLA_FLAGS' --xla_dump_to says (a scheduled module: 32 loop steps of a 32768 x 32768 bf16 matmul,
+"""A stand-in for a MaxText environment's Python (setting asap.maxtextPython, `asap verify --maxtext-python`): a shell
+script that answers as MaxText's train_compile does, as far as ASAP reads it (server/compile/verify_maxtext.py): its
+version probe, its milestones on stderr, its memory report on stdout (12 + 3 GiB per chip), the optimized train step
+it dumps where XLA_FLAGS' --xla_dump_to says (a scheduled module: 32 loop steps of a 32768 x 32768 bf16 matmul,
 HLO_STEP_S simulated on a v6e chip), and libtpu's out-of-memory message (39.8 of 31.25 GiB) for any mesh with
-fsdp=16. A compile of a proposal (any mesh given on the
-command line) waits until the file `release` exists next to the script, and every compile while a file `hold` exists
-there, so a test decides when they may finish; each compile appends its process id to `pids` there. Each script
-reports its own path as MaxText's version, so its compiles are cached apart from every other's. Used by
-tests/lsp/test_verify_advice.py and tests/test_verification.py, and usable from the e2e."""
+fsdp=16. A compile of a proposal (any mesh given on the command line) waits until the file `release` exists next to
+the script, and every compile while a file `hold` exists there, so a test decides when they may finish; each compile
+appends its process id to `pids` there, and its arguments as one line to `args`. Each script reports its own path as
+MaxText's version, so its compiles are cached apart from every other's. Used by tests/lsp/test_verify_advice.py and
+tests/test_verification.py, and usable from the e2e."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ if [ "$1" = "-c" ]; then
   exit 0
 fi
 echo $$ >> "$here/pids"
+printf '%s\n' "$*" >> "$here/args"
 echo 'Starting train_compile.py' >&2
 while [ -e "$here/hold" ]; do sleep 0.05; done
 case " $* " in
