@@ -1,10 +1,11 @@
 """`asap` command line: the same analysis as the editor, for terminals and CI.
 
-    asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256] [--xla-flags FLAGS]
-    asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json] [--xla-flags FLAGS]
+    asap check CONFIG.yml [CONFIG.yml ...] [--json] [--slice v5e-256] [--xla-flags FLAGS] [--run N]
+    asap estimate CONFIG.yml [--mesh k=v,...] [--top N] [--json] [--xla-flags FLAGS] [--run N]
     asap profile PATH [--config CONFIG.yml] [--json]
-    asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json] [--xla-flags FLAGS]
+    asap analyze CONFIG.yml [--profile PATH] [--slice NAME] [--llm off|auto] [--json] [--xla-flags FLAGS] [--run N]
     asap verify CONFIG.yml [CONFIG.yml ...] [--mesh k=v,...] [--proposals [--ray [ADDRESS]]] [--slice NAME] [--json]
+                [--run N]
     asap outcome CONFIG.yml --profile PATH [--experiment ID --proposal N] [--json]
     asap stats [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
@@ -23,6 +24,10 @@ invalid config (`asap estimate` too), or `{"errors": [{"kind", "message", "file"
 `asap verify A.yml B.yml` likewise: with one config its output is as ever; with several, the text has a section per
 config (`=== A.yml`) and --json is `{"configs": [{"file", "exit_status", "report" | "errors"}], "exit_status"}`,
 `report` being the document `asap verify A.yml --json` prints; the exit status is the worst of the configs.
+
+CONFIG.yml may also be a launch file (a shell script, Makefile, Markdown file or Kubernetes manifest holding MaxText
+runs, server/cli/launch.py): check, estimate and analyze report each run (`--run N` picks one); verify and outcome
+take its one run, or run N.
 
 This module is the parser and the entry point; the commands are in server/cli/commands.py and their human
 output in server/cli/render.py.
