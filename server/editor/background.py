@@ -88,6 +88,9 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     st = ls.state(uri)
     try:
         an = await ls.analysis(doc)  # off the event loop; refresh() usually has it already
+        if an is not None and an.runs is not None:
+            await _run_agents_of_runs(ls, uri, doc, version, an)
+            return
         if an is None or not an.config.is_maxtext or an.check.slice is None:  # None: over the size limit
             return
         task = st.jobs.get("agents")
@@ -116,6 +119,39 @@ async def run_agents(ls: AsapServer, uri: str) -> None:
     ls.refresh_code_lenses()  # a lens drawn before the agents answered still shows the estimate and Analyze
     if ls.settings.verify == "auto" and current.version == version:
         start(ls, uri, "verify")
+
+
+# The runs of one launch file the agents analyse on open and save (each is a full analysis, one after another in the
+# agents' worker); the others on request (their code lens' Analyze).
+MAX_RUNS_ANALYSED = 4
+
+
+async def _run_agents_of_runs(ls: AsapServer, uri: str, doc: Any, version: int | None, an: Analysis) -> None:
+    """The agents on each run of a launch file that has a slice and no error (the first MAX_RUNS_ANALYSED), each
+    on its run's document (server/launch/project.py): its report kept by the run's index, published as it comes."""
+    from server.common.findings import Severity
+
+    loop = asyncio.get_running_loop()
+    st = ls.state(uri)
+    kb, llm = kb_path(ls), ls.settings.llm
+    todo = [
+        ra
+        for ra in an.runs or []
+        if ra.analysis.check.slice is not None and not any(f.severity == Severity.ERROR for f in ra.findings)
+    ][:MAX_RUNS_ANALYSED]
+    name = Path(an.path or "launch").name
+    for ra in todo:
+        exp = experiment(ls, uri, ra.document.text)
+        async with client_progress(ls, "ASAP: diagnosing and pricing meshes", f"{name}, run {ra.index}"):
+            report, _ = await loop.run_in_executor(ls.agent_pool(), worker.run_report, exp, llm, None, None, kb)
+            report = await loop.run_in_executor(None, cached_verdicts, ls, ra.analysis, report, ra.document.text)
+        current = ls.workspace.text_documents.get(uri)
+        if current is None:
+            return
+        st.run_agents[ra.index] = Versioned(version, report)
+        props = [p for p in report.proposals if not p.keep_current]
+        log.info("agents, %s run %d (version %s): %d proposal(s)", name, ra.index, version, len(props))
+        ls.refresh_code_lenses()
 
 
 def cached_verdicts(ls: AsapServer, an: Analysis, report: AnalysisReport, text: str) -> AnalysisReport:

@@ -261,6 +261,12 @@ class AsapServer(LanguageServer):
         st = self.docs.get(doc.uri)
         return st.agents.fresh(doc.version) if st is not None and st.agents is not None else None
 
+    def run_agents_of(self, doc: TextDocument, index: int) -> AnalysisReport | None:
+        """The agents' report on run `index` of a launch file, when it is of the document as it is now."""
+        st = self.docs.get(doc.uri)
+        got = st.run_agents.get(index) if st is not None else None
+        return got.fresh(doc.version) if got is not None else None
+
     def workspace_root(self, uri: str) -> Path | None:
         """The workspace folder holding `uri` (profile links are stored and discovered there)."""
         path = to_fs_path(uri)

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 
 from server.agents.report import AnalysisReport, CompilerVerdictView, FitOptionView, NothingFitsView, ProposalView
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Fix, Severity, Span
 from server.config import axes
-from server.config.apply import ApplyError, proposal_edits
+from server.config.apply import ApplyError, apply_text, proposal_edits
 from server.config.resolve import Reader
 from server.config.safe_edits import Vetted, vet_fix
+from server.launch.analysis import RunAnalysis
+from server.launch.project import launch_edits
 from server.perf import wording
 from server.services.analysis import Analysis, analyze
 
@@ -262,6 +265,27 @@ def proposal_offers(result: AnalysisReport, an: Analysis, text: str, reader: Rea
             log.info("proposal %d not offered: the edited config would not launch as proposed", p.rank)
             continue  # never offer an edit that would not launch as proposed
         out.append(vetted)
+    return out
+
+
+def run_proposal_offers(
+    result: AnalysisReport, ra: RunAnalysis, text: str, reader: Reader | None = None
+) -> list[Vetted]:
+    """A launch file's run: its proposals vetted on the run's document as a config's are (proposal_offers), each
+    then written as edits of the launch file (server/launch/project.py launch_edits: values in their tokens, new keys
+    appended to the command); one that cannot be written there is left out. `text`: the launch file's."""
+    out: list[Vetted] = []
+    for v in proposal_offers(result, ra.analysis, ra.document.text, reader):
+        if v.fix is None or v.text is None:
+            out.append(v)
+            continue
+        try:
+            edits = launch_edits(ra.document, v.text, ra.analysis.path, ra.positions)
+        except ValueError as e:
+            log.info("proposal %s not offered for run %d: %s", v.fix.proposal, ra.index, e)
+            continue
+        fix = replace(v.fix, edits=tuple(edits))
+        out.append(Vetted(v.title, fix=fix, text=apply_text(text, list(edits))))
     return out
 
 

@@ -104,3 +104,44 @@ async def test_definition_of_a_run_token(fresh: AsapClient, tmp_path: Path) -> N
             lsp.DefinitionParams(lsp.TextDocumentIdentifier(doc.uri), lsp.Position(0, col))
         )
         assert isinstance(found, lsp.Location) and found.uri == want.as_uri(), (col, found)
+
+
+async def test_agents_on_a_run_propose_meshes_applied_as_token_edits(fresh: AsapClient, tmp_path: Path) -> None:
+    """On open the agents analyse each run; the run's code lens gives their verdict and Proposals, and at the
+    command "Apply proposal N" edits the tokens of the launch file (its other lines kept), which then reads as the
+    proposed mesh."""
+    from .conftest import wait_for_log
+
+    await initialize(fresh)
+    path = tmp_path / "llama.sh"
+    text = (
+        "# llama2-7b on one v5e-256 slice\n"
+        'export LIBTPU_INIT_ARGS=""\n'
+        "python3 -m MaxText.train MaxText/configs/base.yml model_name=llama2-7b per_device_batch_size=4 \\\n"
+        "    ici_fsdp_parallelism=16 ici_tensor_parallelism=16 compile_topology=v5e-256\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    logs = len(fresh.log_messages)
+    doc = Doc(fresh, path, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    await wait_for_log(fresh, f"agents, {path.name} run 1 (version 1)", start=logs, timeout=90)
+    lenses = await fresh.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    titles = [lens.command.title for lens in lenses if lens.command is not None]
+    assert all(lens.range.start.line == 2 for lens in lenses), titles
+    assert "Analyze" not in titles and titles[0].startswith("ASAP:"), titles
+    assert "Proposals" in titles, titles  # tensor=16 on a 7B model: the engine proposes fsdp meshes
+    rng = lsp.Range(lsp.Position(2, 0), lsp.Position(2, 0))
+    res = await fresh.text_document_code_action_async(
+        lsp.CodeActionParams(lsp.TextDocumentIdentifier(doc.uri), rng, lsp.CodeActionContext(diagnostics=[]))
+    )
+    applies = [a for a in res or [] if isinstance(a, lsp.CodeAction) and a.edit is not None]
+    assert applies, [getattr(a, "title", a) for a in res or []]
+    edit = applies[0].edit
+    assert edit is not None
+    changes = edit.changes or {c.text_document.uri: c.edits for c in edit.document_changes or []}  # type: ignore[union-attr]
+    edits = list(changes[doc.uri])
+    fixed = apply_edits(text, edits)
+    assert fixed.splitlines()[:2] == text.splitlines()[:2]
+    doc.edit(edits)
+    after = await doc.diagnostics(version=2)
+    assert not [d for d in after if d.severity == lsp.DiagnosticSeverity.Error], [d.message for d in after]

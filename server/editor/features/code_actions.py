@@ -29,6 +29,7 @@ from server.config.safe_edits import Vetted, static_checks, vet_fix
 from server.editor import lsp_convert
 from server.editor.contract import ServerCommand
 from server.editor.server import AsapServer
+from server.launch import analysis as launch
 from server.presentation import agent_findings
 from server.services.analysis import Analysis
 
@@ -174,6 +175,8 @@ async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.
         for f in ls.located(doc, an)
         if lsp_convert.is_diagnostic_of(f, diag, doc)
     ]
+    if an.runs is not None:
+        return await _launch_actions(ls, doc, an, text, asked, params.range)
     on_diagnosis = _on_diagnosis(ls, doc, an, params.range)
     rules, proposals = await _vetted(ls, doc, an, text, [(f, fix) for _, f in asked for fix in f.fixes], on_diagnosis)
     if doc.version != version:
@@ -204,6 +207,48 @@ async def code_action(ls: AsapServer, params: lsp.CodeActionParams) -> list[lsp.
                 action.data = {"uri": doc.uri, "version": doc.version, "proposal": proposal}
                 action.edit = None
             actions.append(action)
+    return actions
+
+
+async def _launch_actions(
+    ls: AsapServer,
+    doc: TextDocument,
+    an: Analysis,
+    text: str,
+    asked: list[tuple[lsp.Diagnostic, Finding]],
+    rng: lsp.Range,
+) -> list[lsp.CodeAction]:
+    """A launch file's actions: the rule fixes of the diagnostics asked about (vetted on their run, written as edits
+    of the file), and "Apply proposal N" of the agents' report on the run whose command is at the request (a
+    token of it, or its first line, where the code lens' Proposals opens them)."""
+    version = doc.version
+    rules, _ = await _vetted(ls, doc, an, text, [(f, fix) for _, f in asked for fix in f.fixes], False)
+    actions = [
+        a for diag, f in asked for fix in f.fixes if (a := _action(ls, rules[_rule_key(f, fix)], doc, diag)) is not None
+    ]
+    line, col = lsp_convert.server_position(doc, rng.start)
+    hit = launch.run_at(an.runs or [], line, col)
+    ra = hit[0] if hit is not None else next((r for r in an.runs or [] if r.span.line == line), None)
+    report = ls.run_agents_of(doc, ra.index) if ra is not None else None
+    if ra is None or report is None:
+        return actions
+    offers = await asyncio.get_running_loop().run_in_executor(
+        None, agent_findings.run_proposal_offers, report, ra, text, ls.read
+    )
+    if doc.version != version:
+        return []
+    for vetted in offers:
+        action = _action(ls, vetted, doc, None)
+        if action is None:
+            continue
+        proposal = vetted.fix.proposal if vetted.fix is not None else None
+        if proposal is not None and report.experiment:
+            action.command = lsp.Command(
+                title="Record the applied proposal",
+                command=ServerCommand.RECORD_APPLIED,
+                arguments=[report.experiment, proposal, doc.uri],
+            )
+        actions.append(action)
     return actions
 
 

@@ -39,7 +39,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     if an is None:
         return [] if ls.analysis_failed(doc) else _analysing(ls, doc)
     if an.runs is not None:  # a launch file: one row per run, on its command's first line
-        return [_run_lens(doc, ra) for ra in an.runs]
+        return [lens for ra in an.runs for lens in _run_lenses(ls, doc, ra)]
     anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
     if anchor is None:
         return []
@@ -83,18 +83,30 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     return lenses
 
 
-def _run_lens(doc: TextDocument, ra: RunAnalysis) -> lsp.CodeLens:
-    """A launch file's run: its estimate in one line (or what stops it), on the command's first line."""
+def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis) -> list[lsp.CodeLens]:
+    """A launch file's run, on the command's first line: the agents' verdict once they answered, else its estimate
+    in one line (or what stops it) and Analyze; Proposals when the agents have some."""
     rng = lsp_convert.client_range(doc, Span.point(ra.span.line, ra.span.column))
     est = ra.analysis.estimate
-    if est is not None:
+    report = ls.run_agents_of(doc, ra.index)
+    sl = ra.analysis.check.slice
+    tip = f"Run {ra.index} ({ra.run.kind}: {ra.run.module})" + (f" on {sl.describe()}" if sl else "")
+    if report is not None:
+        title = agent_findings.lens_title(report, est.mfu if est is not None else None)
+        tip = f"{tip}. {agent_findings.lens_tooltip(report) or ''}".strip()
+    elif est is not None:
         title = estimate_title(est)
     else:
         errors = sum(f.severity == Severity.ERROR for f in ra.findings)
         title = f"ASAP: run {ra.index}: {errors} error{'s' if errors != 1 else ''}, no estimate" if errors else "ASAP"
-    sl = ra.analysis.check.slice
-    tip = f"Run {ra.index} ({ra.run.kind}: {ra.run.module})" + (f" on {sl.describe()}" if sl else "")
-    return _lens(rng, title, tooltip=tip)
+    lenses = [_lens(rng, title, tooltip=tip)]
+    if report is None and est is not None:
+        lenses.append(_lens(rng, "Analyze", ServerCommand.RUN_AGENTS, doc.uri))
+    if report is not None and agent_findings.usable(report):
+        lenses.append(
+            _lens(rng, "Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character)
+        )
+    return lenses
 
 
 def estimate_title(est: Estimate) -> str:

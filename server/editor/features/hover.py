@@ -32,7 +32,12 @@ def hover(ls: AsapServer, params: lsp.HoverParams) -> lsp.Hover | None:
     if an is None:
         return None if ls.analysis_failed(doc) else _analysing(doc, line)
     if an.runs is not None:  # a launch file: the run's token under the cursor
-        return _hover(doc, launch_hover(an, line, col, ls.shown(doc, an, agents=False)))
+        found = launch_hover(an, line, col, ls.shown(doc, an, agents=False))
+        hit = launch.run_at(an.runs, line, col)
+        report = ls.run_agents_of(doc, hit[0].index) if hit is not None else None
+        if found is not None and report is not None:  # the agents' diagnosis and proposals of that run
+            found = (f"{explain.agent_md(report, stale=False, verified=None)}\n\n---\n\n{found[0]}", found[1])
+        return _hover(doc, found)
     st = ls.state(doc.uri)
     shown = ls.shown(doc, an, agents=False)  # the diagnosis has its own section (explain.agent_md)
     found = (explain.profile_hover(st.profile, line, col) if st.profile else None) or explain.hover(
