@@ -64,17 +64,20 @@ export function rooflineHtml(cspSource: string, scriptUri: string, nonce: string
 </html>`;
 }
 
+/** The languages ASAP reads: YAML configs and manifests, and the launch files holding MaxText runs. */
+const ANALYSED = ['yaml', 'shellscript', 'makefile', 'markdown'];
+
 function targetUri(arg: unknown): string | undefined {
-  if (typeof arg === 'string') return arg;
+  if (typeof arg === 'string') return arg; // a launch file's run is `<uri>#run=N`
   if (arg instanceof vscode.Uri) return arg.toString();
   const doc = vscode.window.activeTextEditor?.document;
-  return doc && doc.languageId === 'yaml' ? doc.uri.toString() : undefined;
+  return doc && ANALYSED.includes(doc.languageId) ? doc.uri.toString() : undefined;
 }
 
 /** A config editor the panel may follow: a YAML file (or an unsaved one), not an output or diff pane. */
 function followable(editor: vscode.TextEditor | undefined): string | undefined {
   const doc = editor?.document;
-  if (!doc || doc.languageId !== 'yaml' || !['file', 'untitled'].includes(doc.uri.scheme)) return undefined;
+  if (!doc || !ANALYSED.includes(doc.languageId) || !['file', 'untitled'].includes(doc.uri.scheme)) return undefined;
   return doc.uri.toString();
 }
 

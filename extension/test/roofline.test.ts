@@ -202,10 +202,11 @@ describe('roofline view', () => {
     await until(() => panel.webview.posted.length === 3);
     expect(run).toHaveBeenLastCalledWith(SERVER_COMMANDS.roofline, [OTHER, 'dark']);
 
-    // a YAML file that is no config: the chart stays; a non-YAML editor or none (the panel focused): ignored
+    // a YAML file that is no config: the chart stays; an editor of a language ASAP does not read (plain text; YAML,
+    // shell scripts, Makefiles and Markdown it does) or none (the panel focused): ignored
     for (const cb of state.editorListeners) cb(editor('file:///ws/workflow.yml'));
     await until(() => log.lines.some((l) => l.includes('roofline stays on /ws/other.yml')));
-    for (const cb of state.editorListeners) cb(editor('file:///ws/notes.md', 'markdown'));
+    for (const cb of state.editorListeners) cb(editor('file:///ws/notes.txt', 'plaintext'));
     for (const cb of state.editorListeners) cb(undefined);
     for (const cb of state.editorListeners) cb(editor('output:asap', 'yaml'));
     await new Promise((r) => setImmediate(r));

@@ -145,3 +145,27 @@ async def test_agents_on_a_run_propose_meshes_applied_as_token_edits(fresh: Asap
     doc.edit(edits)
     after = await doc.diagnostics(version=2)
     assert not [d for d in after if d.severity == lsp.DiagnosticSeverity.Error], [d.message for d in after]
+
+
+async def test_roofline_of_each_run(fresh: AsapClient, tmp_path: Path) -> None:
+    """Each run's code lens opens its own roofline (`#run=N` when the file has several)."""
+    await initialize(fresh)
+    path = tmp_path / "two.sh"
+    path.write_text(
+        "python3 -m MaxText.train base.yml model_name=llama2-7b ici_fsdp_parallelism=256 compile_topology=v5e-256\n"
+        "python3 -m MaxText.train base.yml model_name=llama2-13b ici_fsdp_parallelism=256 compile_topology=v5e-256\n",
+        encoding="utf-8",
+    )
+    doc = Doc(fresh, path, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    lenses = await fresh.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    targets = [lens.command.arguments[0] for lens in lenses if lens.command and lens.command.title == "Roofline"]
+    assert targets == [f"{doc.uri}#run=1", f"{doc.uri}#run=2"]
+    titles = []
+    for target in targets:
+        reply = await fresh.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="asap.server.roofline", arguments=[target, "light"])
+        )
+        titles.append(reply["title"])
+        assert reply["spec"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+    assert titles == ["ASAP roofline: two.sh, run 1", "ASAP roofline: two.sh, run 2"]

@@ -39,7 +39,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     if an is None:
         return [] if ls.analysis_failed(doc) else _analysing(ls, doc)
     if an.runs is not None:  # a launch file: one row per run, on its command's first line
-        return [lens for ra in an.runs for lens in _run_lenses(ls, doc, ra)]
+        return [lens for ra in an.runs for lens in _run_lenses(ls, doc, ra, len(an.runs) > 1)]
     anchor = an.config.mesh_anchor() if an.config.is_maxtext else None
     if anchor is None:
         return []
@@ -83,7 +83,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     return lenses
 
 
-def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis) -> list[lsp.CodeLens]:
+def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis, several: bool) -> list[lsp.CodeLens]:
     """A launch file's run, on the command's first line: the agents' verdict once they answered, else its estimate
     in one line (or what stops it) and Analyze; Proposals when the agents have some."""
     rng = lsp_convert.client_range(doc, Span.point(ra.span.line, ra.span.column))
@@ -102,6 +102,10 @@ def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis) -> list[lsp.
     lenses = [_lens(rng, title, tooltip=tip)]
     if report is None and est is not None:
         lenses.append(_lens(rng, "Analyze", ServerCommand.RUN_AGENTS, doc.uri))
+    if est is not None:  # the run's roofline (`#run=N` names the run when the file has several)
+        lenses.append(
+            _lens(rng, "Roofline", ClientCommand.SHOW_ROOFLINE, f"{doc.uri}#run={ra.index}" if several else doc.uri)
+        )
     if report is not None and agent_findings.usable(report):
         lenses.append(
             _lens(rng, "Proposals", ClientCommand.SHOW_PROPOSALS, doc.uri, rng.start.line, rng.start.character)

@@ -111,10 +111,13 @@ async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, 
     from server.agents.report import EstimateView, ProfileView
     from server.presentation import roofline_chart
 
+    uri, _, fragment = uri.partition(RUN_FRAGMENT)  # a launch file's run: `<uri>#run=N` (its code lens' Roofline)
     doc = ls.workspace.text_documents.get(uri)
     if doc is None:
         raise CommandError(ErrorCode.CONFIG_NOT_OPEN, "the roofline needs the config open in the editor")
     an = await _analysis(ls, doc)
+    if an.runs is not None:
+        return _run_roofline(ls, doc, an, theme, int(fragment) if fragment.isdigit() else None)
     if an.estimate is None:
         raise CommandError(
             ErrorCode.NO_ESTIMATE, "no estimate for this config: declare its slice and fix the mesh errors first"
@@ -132,6 +135,36 @@ async def roofline(ls: AsapServer, uri: str, theme: str = "light") -> dict[str, 
     )
     name = Path(to_fs_path(uri) or uri).name
     return RooflineReply(title=f"ASAP roofline: {name}", spec=chart, fresh=report is not None).model_dump()
+
+
+RUN_FRAGMENT = "#run="
+
+
+def _run_roofline(ls: AsapServer, doc: TextDocument, an: Analysis, theme: str, index: int | None) -> dict[str, Any]:
+    """A launch file's roofline: run `index` (default: the first with an estimate), with its agents' proposals."""
+    from server.agents.report import EstimateView
+    from server.presentation import roofline_chart
+
+    runs = [r for r in an.runs or [] if r.analysis.estimate is not None and index in (None, r.index)]
+    if not runs:
+        raise CommandError(
+            ErrorCode.NO_ESTIMATE, "no estimate for this run: declare its slice and fix the mesh errors first"
+        )
+    ra = runs[0]
+    est = ra.analysis.estimate
+    assert est is not None
+    report = ls.run_agents_of(doc, ra.index)
+    chart = roofline_chart.chart(
+        EstimateView.from_json(est.to_json()),
+        ra.analysis,
+        theme,
+        slice_name=est.layout.slice.name,
+        proposals=report.proposals if report is not None else [],
+        current_compiler=report.current_compiler if report is not None else None,
+    )
+    name = Path(to_fs_path(doc.uri) or doc.uri).name
+    title = f"ASAP roofline: {name}" + (f", run {ra.index}" if len(an.runs or []) > 1 else "")
+    return RooflineReply(title=title, spec=chart, fresh=report is not None).model_dump()
 
 
 async def link_profile(ls: AsapServer, uri: str, profile: str | None = None) -> dict[str, Any]:
