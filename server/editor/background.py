@@ -69,11 +69,11 @@ def _open_file(ls: AsapServer, uri: str) -> tuple[TextDocument, Path] | None:
     return (doc, Path(path)) if doc is not None and path else None
 
 
-def start(ls: AsapServer, uri: str, job: Literal["agents", "verify"]) -> None:
+def start(ls: AsapServer, uri: str, job: Literal["agents", "verify"], run: int | None = None) -> None:
     """(Re)start a document's job in the background: "agents", the diagnosis and proposals (on open, save and
     Analyze; never on a keystroke), or "verify", the TPU compiler's verdict on the current mesh and the fresh
-    proposals."""
-    ls.state(uri).restart(job, (run_agents if job == "agents" else run_verify)(ls, uri))
+    proposals (of a launch file's run `run`)."""
+    ls.state(uri).restart(job, run_agents(ls, uri) if job == "agents" else run_verify(ls, uri, run))
 
 
 # -- the agents ---------------------------------------------------------------------------------------------
@@ -154,6 +154,66 @@ async def _run_agents_of_runs(ls: AsapServer, uri: str, doc: Any, version: int |
         ls.refresh_code_lenses()
 
 
+async def _verify_run(ls: AsapServer, uri: str, doc: Any, version: int | None, an: Analysis, index: int | None) -> None:
+    """A launch file's run verified as a config is (verification.verify_advice on its document, which compiles the
+    command as it runs: verify.maxtext_source): the current mesh, then its agents' proposals; the verdicts kept by
+    the run's index, published as they come. Locally (a Ray sweep compiles saved configs)."""
+    runs = [r for r in an.runs or [] if r.analysis.check.slice is not None and index in (None, r.index)]
+    if not runs:
+        return
+    ra = runs[0]
+    st = ls.state(uri)
+    report = ls.run_agents_of(doc, ra.index)
+    settings = ls.settings
+    loop = asyncio.get_running_loop()
+    cancel = CancelToken()
+    name = Path(an.path or "launch").name
+
+    def publish(entries: list[verification.VerifiedTarget]) -> None:
+        current = ls.workspace.text_documents.get(uri)
+        if current is None or current.version != version or cancel.cancelled:
+            return
+        st.run_verified[ra.index] = Versioned(version, entries)
+        ls.publish_current(uri)
+        ls.refresh_code_lenses()
+
+    def on_verdict(entries: list[verification.VerifiedTarget], marked: Any, newest: Any = None) -> None:
+        loop.call_soon_threadsafe(publish, entries)
+
+    ls.refresh_code_lenses()
+    try:
+        async with client_progress(ls, "ASAP: TPU compiler", f"{name}, run {ra.index}", cancel=cancel) as progress:
+            advice = await loop.run_in_executor(
+                None,
+                lambda: verification.verify_advice(
+                    ra.analysis,
+                    report,
+                    settings.default_slice,
+                    progress=progress.report,
+                    cancel=cancel,
+                    maxtext_python=settings.maxtext_python,
+                    on_verdict=on_verdict,
+                    text=ra.document.text,
+                ),
+            )
+            progress.end_message = "cancelled" if advice.cancelled else "done"
+    except asyncio.CancelledError:
+        cancel.cancel()
+        raise
+    except Exception:
+        log.exception("verification failed on %s run %d", uri, ra.index)
+        ls.refresh_code_lenses()
+        return
+    if advice.cancelled or cancel.cancelled:
+        ls.refresh_code_lenses()
+        return
+    publish(advice.entries)
+    if advice.report is not None and report is not None:
+        st.run_agents[ra.index] = Versioned(version, advice.report)
+    for e in advice.entries[:1]:
+        log.info("TPU compiler, %s of %s run %d: %s", e.label, name, ra.index, e.result.message)
+
+
 def cached_verdicts(ls: AsapServer, an: Analysis, report: AnalysisReport, text: str) -> AnalysisReport:
     """The report with the TPU compiler's verdicts ASAP's cache keeps for its meshes (a proposal the compiler
     rejected is withdrawn and its cached replacements take its place); compiles nothing. Worker thread."""
@@ -175,7 +235,7 @@ def cached_verdicts(ls: AsapServer, an: Analysis, report: AnalysisReport, text: 
 
 
 # -- the TPU compiler ---------------------------------------------------------------------------------------
-async def run_verify(ls: AsapServer, uri: str) -> None:
+async def run_verify(ls: AsapServer, uri: str, run: int | None = None) -> None:
     """The current mesh compiled first, its verdict published as soon as it is known; then the proposals, those the
     compiler rejects replaced by the engine's next candidates (verification.verify_advice). Progress is cancellable:
     a cancel kills the compile child and leaves the advice as it was (the verdicts of the compiles that completed
@@ -190,6 +250,9 @@ async def run_verify(ls: AsapServer, uri: str) -> None:
     try:
         an = await ls.analysis(doc)
     except Exception:  # logged where it failed
+        return
+    if an is not None and an.runs is not None:
+        await _verify_run(ls, uri, doc, version, an, run)
         return
     if an is None or not an.config.is_maxtext or an.check.slice is None:
         return

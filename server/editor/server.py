@@ -45,6 +45,7 @@ from server.editor.protocol import Protocol
 from server.editor.settings import Settings
 from server.editor.state import DocumentState, Running, Versioned
 from server.launch import analysis as launch
+from server.launch.project import map_finding
 from server.presentation import agent_findings, verification
 from server.services import experiments
 from server.services.analysis import Analysis, analyze
@@ -285,6 +286,13 @@ class AsapServer(LanguageServer):
         all; `published` is what goes to the client's Problems."""
         st = self.state(doc.uri)
         findings: list[Finding] = [*self.located(doc, an), *(st.profile.findings if st.profile else [])]
+        if an.runs is not None:  # a launch file: each run's compiler verdicts, at the run's tokens
+            for ra in an.runs:
+                got = st.run_verified.get(ra.index)
+                if got is not None and got.version == doc.version:
+                    made = verification.findings(got.value, ra.analysis, stale=False)
+                    findings += [map_finding(ra.document, f, an.path, ra.positions) for f in made]
+            return findings
         if an.config.document is None:  # the text does not parse: the (stale) diagnosis and verdict have no key
             return findings  # to stand on here, and are never moved to line 1; they return with the keys
         if st.agents is not None and agents:

@@ -61,6 +61,7 @@ class DocumentState:
     agents: Versioned[AnalysisReport] | None = None  # the agents' diagnosis and proposals
     # A launch file's: the agents' report of each run, by its 1-based index in the file (server/launch/)
     run_agents: dict[int, Versioned[AnalysisReport]] = field(default_factory=dict)
+    run_verified: dict[int, Versioned[list[VerifiedTarget]]] = field(default_factory=dict)  # and the compiler's
     verified: Versioned[list[VerifiedTarget]] | None = None  # the TPU compiler's, per target
     new_outcome: Outcome | None = None  # an outcome recorded by itself, to announce once
     jobs: dict[str, asyncio.Task[None]] = field(default_factory=dict, repr=False)  # "refresh", "agents", "verify"

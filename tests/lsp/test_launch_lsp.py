@@ -169,3 +169,36 @@ async def test_roofline_of_each_run(fresh: AsapClient, tmp_path: Path) -> None:
         titles.append(reply["title"])
         assert reply["spec"]["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
     assert titles == ["ASAP roofline: two.sh, run 1", "ASAP roofline: two.sh, run 2"]
+
+
+async def test_verify_a_run_in_the_editor(fresh: AsapClient, tmp_path: Path) -> None:
+    """The run's Verify compiles the command as it runs (MaxText's train_compile given the config it names and its
+    key=value overrides: tests/support/fake_maxtext.py records them) and its code lens then gives the verdict."""
+    import sys
+
+    from .conftest import wait_for_log
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from support import fake_maxtext
+
+    exe = fake_maxtext.write(tmp_path / "maxtext-env")
+    (exe.parent / "release").touch()  # command-line meshes compile at once
+    await initialize(fresh, {"settings": {"maxtextPython": str(exe)}}, configuration=False)
+    path = tmp_path / "v6e.sh"
+    path.write_text(
+        "python3 -m MaxText.train MaxText/configs/base.yml model_name=llama2-7b per_device_batch_size=1 \\\n"
+        "  ici_fsdp_parallelism=256 compile_topology=v6e-256\n",
+        encoding="utf-8",
+    )
+    doc = Doc(fresh, path, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    mark = len(fresh.log_messages)
+    await fresh.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="asap.server.verify", arguments=[doc.uri])
+    )
+    await wait_for_log(fresh, f"TPU compiler, current mesh of {path.name} run 1: ", start=mark, timeout=60)
+    first = (exe.parent / "args").read_text().splitlines()[0].split()
+    assert first[2] == "src/maxtext/configs/base.yml" and "ici_fsdp_parallelism=256" in first
+    lenses = await fresh.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
+    titles = [lens.command.title for lens in lenses if lens.command is not None]
+    assert any(t.startswith("TPU compiler: fits") for t in titles), titles

@@ -102,6 +102,20 @@ def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis, several: boo
     lenses = [_lens(rng, title, tooltip=tip)]
     if report is None and est is not None:
         lenses.append(_lens(rng, "Analyze", ServerCommand.RUN_AGENTS, doc.uri))
+    if est is not None:  # the compiler's verdict on the run's mesh once known (a click verifies again), else Verify
+        target = f"{doc.uri}#run={ra.index}" if several else doc.uri
+        got = ls.state(doc.uri).run_verified.get(ra.index)
+        entry = verification.current_entry(got.value) if got is not None and got.version == doc.version else None
+        job = ls.state(doc.uri).jobs.get("verify")
+        if entry is not None:
+            verdict = verification.summary(entry.result, figures=True)
+            lenses.append(
+                _lens(rng, f"TPU compiler: {verdict}", ServerCommand.VERIFY, target, tooltip=entry.result.message)
+            )
+        elif job is not None and not job.done():
+            lenses.append(_lens(rng, "TPU compiler: compiling…"))
+        else:
+            lenses.append(_lens(rng, "Verify", ServerCommand.VERIFY, target))
     if est is not None:  # the run's roofline (`#run=N` names the run when the file has several)
         lenses.append(
             _lens(rng, "Roofline", ClientCommand.SHOW_ROOFLINE, f"{doc.uri}#run={ra.index}" if several else doc.uri)

@@ -95,8 +95,10 @@ async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -
 
 
 def verify(ls: AsapServer, uri: str) -> None:
-    """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify")."""
-    background.start(ls, uri, "verify")
+    """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify"; a launch file's
+    run N: `<uri>#run=N`)."""
+    uri, _, fragment = uri.partition(RUN_FRAGMENT)
+    background.start(ls, uri, "verify", int(fragment) if fragment.isdigit() else None)
 
 
 def run_agents(ls: AsapServer, uri: str) -> None:
