@@ -202,3 +202,19 @@ async def test_verify_a_run_in_the_editor(fresh: AsapClient, tmp_path: Path) -> 
     lenses = await fresh.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(doc.uri)))
     titles = [lens.command.title for lens in lenses if lens.command is not None]
     assert any(t.startswith("TPU compiler: fits") for t in titles), titles
+
+
+async def test_analyze_command_on_a_launch_file(fresh: AsapClient, tmp_path: Path) -> None:
+    """`asap.server.analyze` (ASAP: Analyze) on a launch file: the analyze document of its run."""
+    await initialize(fresh)
+    path = tmp_path / "one.sh"
+    path.write_text(
+        "python3 -m MaxText.train base.yml model_name=llama2-7b ici_fsdp_parallelism=256 compile_topology=v5e-256\n",
+        encoding="utf-8",
+    )
+    doc = Doc(fresh, path, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    result = await fresh.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="asap.server.analyze", arguments=[doc.uri])
+    )
+    assert result["slice"]["name"] == "v5e-256" and result["mesh"]["ici"]["fsdp"] == 256, result["mesh"]

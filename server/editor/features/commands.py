@@ -48,8 +48,17 @@ async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
     keeps for its proposals (ASAP: Verify compiles them)."""
     from server.agents.coordinator import run_report
 
+    uri, _, fragment = uri.partition(RUN_FRAGMENT)
     path, doc = _open_config(ls, uri, "analysis needs a saved config open in the editor")
-    exp, kb, llm = background.experiment(ls, uri, doc.source), background.kb_path(ls), ls.settings.llm
+    text = doc.source
+    whole = await _analysis(ls, doc)
+    if whole.runs is not None:  # a launch file: its run N (default the first with an estimate), as its document
+        runs = [r for r in whole.runs if r.analysis.estimate is not None]
+        runs = [r for r in runs if r.index == int(fragment)] if fragment.isdigit() else runs
+        if not runs:
+            raise CommandError(ErrorCode.NO_ESTIMATE, "no run of this launch file has an estimate to analyse")
+        text = runs[0].document.text
+    exp, kb, llm = background.experiment(ls, uri, text), background.kb_path(ls), ls.settings.llm
     loop = asyncio.get_running_loop()
     async with client_progress(ls, "ASAP: analyzing", path.name) as progress:
         report, cached = await loop.run_in_executor(None, lambda: run_report(exp, llm, progress.report, kb_path=kb))
@@ -57,6 +66,10 @@ async def analyze(ls: AsapServer, uri: str) -> dict[str, Any]:
     an = await ls.analysis(doc) if doc.source == exp.text else None
     if an is not None:  # the TPU compiler's verdicts its cache keeps: proposals it rejected are withdrawn
         report = await loop.run_in_executor(None, background.cached_verdicts, ls, an, report, doc.source)
+    elif whole.runs is not None:
+        ra = next(r for r in whole.runs if r.document.text == exp.text)
+        run_text: str = ra.document.text
+        report = await loop.run_in_executor(None, background.cached_verdicts, ls, ra.analysis, report, run_text)
     return report.to_json()
 
 
