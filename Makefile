@@ -62,6 +62,9 @@ demo: $(STAMP)
 	@echo "== A config whose mesh does not fit its slice (asap exits 1 on errors)"
 	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml || test $$? -eq 1
 	@echo
+	@echo "== A launch file: an XPK script whose MaxText arguments and XLA flags live in variables (one result per run)"
+	$(VENV)/bin/asap check examples/launch/xpk_llama3_8b_v6e_16.sh || test $$? -eq 1
+	@echo
 	@echo "== The same as JSON (for CI), findings only; the whole document is in .tmp/bad-mesh.json"
 	@mkdir -p .tmp
 	$(VENV)/bin/asap check examples/bad-mesh-v5e-256.yml --json > .tmp/bad-mesh.json || test $$? -eq 1
