@@ -71,6 +71,32 @@ def test_unclosed_quote_and_garbage_do_not_raise():
         runs_in(Path("x.sh"), text)
 
 
+def test_command_substitution_is_one_field_when_expanded_unquoted():
+    """`idx=$(date +%Y-%m-%d)` then `run_name=r_${idx}`: the substitution's source text has a blank that its value
+    (unknown statically) does not; it separates nothing (MaxText's end_to_end scripts)."""
+    text = "idx=$(date +%Y-%m-%d-%H-%M)\npython3 -m MaxText.train base.yml run_name=r_${idx} steps=5\n"
+    (cmd,) = commands(Located.of(text, 0))
+    assert [w.text for w in cmd.words[4:]] == ["run_name=r_$(date +%Y-%m-%d-%H-%M)", "steps=5"]
+    assert cmd.words[4].is_symbolic and not cmd.words[5].is_symbolic
+
+
+def test_append_assignment_adds_to_the_value():
+    """`CMD+=...` appends (MaxText's test_checkpointing.sh builds its command so, then runs `$CMD`)."""
+    text = 'CMD="python3 -m MaxText.train base.yml steps=5"\nCMD+=" model_name=llama2-7b"\nX+=1\n$CMD\n'
+    (run,) = runs_in(Path("t.sh"), text)
+    assert [(o.key, o.value) for o in run.overrides] == [("steps", "5"), ("model_name", "llama2-7b")]
+    assert _at(text, run.overrides[1].token) == "model_name=llama2-7b"
+
+
+def test_documentation_placeholder_is_symbolic():
+    """`export TPU_TYPE="your-tpu-type"` (MaxText's docs) is filled in before the run, as an empty value is."""
+    text = 'export TPU_TYPE="your-tpu-type"\nN="<num-slices>"\npython3 -m MaxText.train base.yml a=${TPU_TYPE} b=$N\n'
+    (cmd,) = commands(Located.of(text, 0))
+    assert cmd.words[4].is_symbolic and cmd.words[4].text == "a=${TPU_TYPE}"
+    assert cmd.words[5].is_symbolic and cmd.words[5].text == "b=${N}"
+    assert not commands(Located.of('X="yours"\necho $X\n', 0))[0].words[1].is_symbolic
+
+
 # -- finding the runs --------------------------------------------------------------------------------------------
 def test_xpk_recipe_run_with_slice_flags_and_overrides_from_variables():
     text = XPK.read_text()
@@ -171,6 +197,59 @@ def test_which_files_are_launch_files(tmp_path: Path):
     assert is_launch_file(tmp_path / "run.sh", "")
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # run from the checkout's root without installing (tpu-recipes' Ironwood DeepSeek GCS/Lustre recipes)
+        "python3 -m src.maxtext.trainers.pre_train.train maxtext/configs/base.yml steps=5\n",
+        # MaxText's PREFLIGHT.md: NUMA binding before python
+        "numactl --membind 0 --cpunodebind=0 python3 -m MaxText.train base.yml steps=5\n",
+        # a prefix unknown statically (MaxText's test_generate_param_only_checkpoint.sh: `echo` in a dry run)
+        "if $dry; then cmd=echo; else cmd=''; fi\n$cmd python3 -m MaxText.train base.yml steps=5\n",
+        # XPK run from its checkout (MaxText's emergency checkpointing guide)
+        'python3 xpk/xpk.py workload create --tpu-type=v5p-8 --command "python3 -m MaxText.train base.yml steps=5"\n',
+    ],
+)
+def test_launch_forms_found(text: str):
+    (run,) = runs_in(Path("t.sh"), text)
+    assert [(o.key, o.value) for o in run.overrides] == [("steps", "5")]
+
+
+def test_help_is_not_a_run():
+    """MaxText's trainers run under absl's app.run: `--help` prints the flags and exits (install_maxtext.md)."""
+    assert runs_in(Path("t.sh"), "python3 -m maxtext.trainers.pre_train.train --help\n") == []
+
+
+def test_kubernetes_slice_topology_from_pod_annotation(tmp_path: Path):
+    """The Ironwood Gemma 4 manifests (tpu-recipes c8cfe2f) name the topology in the pod template's annotation
+    cloud.google.com/gke-tpu-slice-topology, the node selector only the accelerator."""
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(
+        """apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+spec:
+  replicatedJobs:
+  - name: slice
+    replicas: 1
+    template:
+      spec:
+        template:
+          metadata:
+            annotations:
+              cloud.google.com/gke-tpu-slice-topology: 4x4x4
+          spec:
+            nodeSelector:
+              cloud.google.com/gke-tpu-accelerator: tpu7x
+            containers:
+            - name: c
+              command: ["python3", "-m", "MaxText.train", "MaxText/configs/base.yml", "model_name=llama2-7b"]
+"""
+    )
+    text = manifest.read_text()
+    (run,) = runs_in(manifest, text)
+    assert run.device is not None and run.device.value == "tpu7x:4x4x4" and _at(text, run.device.loc) == "4x4x4"
+
+
 # -- analysis -------------------------------------------------------------------------------------------------
 BAD = """#!/bin/bash
 # a run whose ICI product does not match its slice
@@ -245,6 +324,66 @@ def test_argument_that_is_not_key_value(tmp_path: Path):
     (ra,) = analyze_launch(tmp_path / "a.sh", text).runs
     bad = [f for f in ra.findings if f.code == "ASAP012" and f.severity.label == "error"]
     assert {text[f.span.column : f.span.end_column] for f in bad} == {"--steps", "5"}
+
+
+def _errors(ra) -> list[str]:  # type: ignore[no-untyped-def]
+    return [f"{f.code}: {f.message}" for f in ra.findings if f.severity.label == "error"]
+
+
+def test_config_argument_may_be_omitted_as_maxtext_allows(tmp_path: Path):
+    """MaxText's package takes its first argument as the config only when it ends in .yml, else trains with
+    base.yml (pyconfig._resolve_or_infer_config @e591f30cb); the older MaxText.train always wanted one."""
+    text = "python3 -m maxtext.trainers.pre_train.train model_name=llama2-7b compile_topology=v5e-256\n"
+    (ra,) = analyze_launch(tmp_path / "t.sh", text).runs
+    assert ra.run.config is None and not _errors(ra)
+    assert [o.key for o in ra.run.overrides] == ["model_name", "compile_topology"]
+    assert ra.analysis.config.model is not None and ra.analysis.config.model.name == "llama2-7b"
+    (old,) = analyze_launch(tmp_path / "t.sh", text.replace("maxtext.trainers.pre_train", "MaxText")).runs
+    assert any("first argument is its config" in e for e in _errors(old))
+    (yaml,) = analyze_launch(tmp_path / "t.sh", text.replace(" model_name", " c.yaml model_name")).runs
+    assert any("'c.yaml' does not end in .yml" in e for e in _errors(yaml))
+
+
+def test_benchmark_runner_without_model_name_runs_the_default_recipe(tmp_path: Path):
+    """--model_name defaults to trillium_model_dict's first recipe (benchmark_runner.py:135 @e591f30cb)."""
+    from server.launch import recipes
+
+    text = "python3 -m benchmarks.benchmark_runner on-device --base_output_directory gs://b/ --num_steps=5\n"
+    (ra,) = analyze_launch(tmp_path / "t.sh", text).runs
+    default = recipes.catalog().default_name
+    assert default and ra.run.recipe is not None and ra.run.recipe.value == default
+    assert not _errors(ra)
+    assert any(f.severity.label == "information" and default in f.message for f in ra.findings)
+    assert {o.key: o.value for o in ra.run.overrides}["steps"] == "5"
+
+
+def test_xpk_gpu_device_type_is_not_a_slice_error(tmp_path: Path):
+    """XPK's --device-type also names GPUs (MaxText's XPK guide: h100-80gb-8): no slice, said, not an error."""
+    text = (
+        "xpk workload create --device-type h100-80gb-8 "
+        '--command "python3 -m MaxText.train MaxText/configs/base.yml steps=5"\n'
+    )
+    (ra,) = analyze_launch(tmp_path / "t.sh", text).runs
+    assert not _errors(ra) and ra.analysis.check.slice is None
+    note = next(f for f in ra.findings if "not a TPU" in f.message)
+    assert note.severity.label == "information" and text[note.span.column : note.span.end_column] == "h100-80gb-8"
+    typo = text.replace("--device-type h100-80gb-8", "--tpu-type h100-80gb-8")  # --tpu-type is a TPU's, always
+    assert any(f.code == "ASAP005" for f in analyze_launch(tmp_path / "t.sh", typo).runs[0].findings)
+
+
+def test_documentation_placeholders_are_not_errors(tmp_path: Path):
+    """MaxText's AOT guide: `export TPU_TYPE="your-tpu-type"` then compile_topology=${TPU_TYPE}."""
+    text = (
+        'export TPU_TYPE="your-tpu-type"\nexport PER_DEVICE_BATCH_SIZE=your-batch-size\n'
+        "python3 -m maxtext.trainers.pre_train.train_compile compile_topology=${TPU_TYPE} "
+        "per_device_batch_size=${PER_DEVICE_BATCH_SIZE}\n"
+    )
+    (ra,) = analyze_launch(tmp_path / "t.sh", text).runs
+    assert not _errors(ra)
+    assert {f.key for f in ra.findings if "known only when the command runs" in f.message} == {
+        "compile_topology",
+        "per_device_batch_size",
+    }
 
 
 # -- the command line --------------------------------------------------------------------------------------------

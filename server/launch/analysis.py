@@ -173,6 +173,12 @@ def analyze_run(
         early.append(
             Finding(DiagCode.LAUNCH_COMMAND, Severity.ERROR, message, None, path, positions.of(loc) or Span.point(0))
         )
+    for message, loc in run.notes:
+        early.append(
+            Finding(
+                DiagCode.LAUNCH_COMMAND, Severity.INFORMATION, message, None, path, positions.of(loc) or Span.point(0)
+            )
+        )
 
     def load(text: str) -> resolve.Config:
         keys = frozenset(k for k in _keys(text) if k != "base_config")
@@ -273,10 +279,27 @@ def _recipe(
 ) -> None:
     """A benchmark runner's recipe as the run's config and overrides: its tuning params and MaxText's model name,
     written where `--model_name` is; its xla_flags as the run's flags unless the environment states some."""
-    if run.recipe is None or run.recipe.loc.is_symbolic:
-        return
     from server.launch import recipes
 
+    if run.recipe is None:
+        default = _default_recipe(maxtext_path)
+        if default is None:
+            return
+        # no --model_name: benchmark_runner's argparse default (benchmark_runner.py:135, 216 @e591f30cb)
+        run.recipe = Setting(default, run.source, "benchmark_runner's default --model_name")
+        findings.append(
+            Finding(
+                DiagCode.LAUNCH_COMMAND,
+                Severity.INFORMATION,
+                f"no --model_name: benchmark_runner runs its default recipe, {default} (the first of "
+                "trillium_model_dict)",
+                None,
+                path,
+                positions.of(run.source) or Span.point(0),
+            )
+        )
+    if run.recipe.loc.is_symbolic:
+        return
     at = run.recipe.loc
     recipe = recipes.find_recipe(run.recipe.value, Path(maxtext_path) if maxtext_path else None)
     if recipe is None:
@@ -312,6 +335,17 @@ def _recipe(
             (False,) * len(recipe.xla_flags),
         )
         run.flags = Setting(recipe.xla_flags, flags, f"recipe {recipe.name}'s xla_flags")
+
+
+def _default_recipe(maxtext_path: Path | str | None) -> str | None:
+    """What benchmark_runner's --model_name defaults to: the checkout's runner (when its benchmarks read), else the
+    catalog's."""
+    from server.launch import recipes
+
+    lib = recipes.read_checkout(maxtext_path) if maxtext_path else None
+    if lib is not None and lib.usable and lib.default_name:
+        return lib.default_name
+    return recipes.catalog().default_name
 
 
 def _yaml_scalar(value: Any) -> str:

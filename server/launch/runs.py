@@ -24,14 +24,25 @@ from server.launch.located import Located
 from server.launch.shell import Command
 from server.launch.sources import GKE_ACCELERATORS, Found, commands_in, nested
 
-TRAIN_MODULES = re.compile(r"^(?:MaxText|maxtext)(?:\.trainers\.pre_train)?\.train(?:_compile)?$")
+# `src.` when run from the checkout's root without installing (`python3 -m src.maxtext.trainers.pre_train.train`,
+# tpu-recipes' Ironwood DeepSeek GCS and Lustre recipes).
+TRAIN_MODULES = re.compile(r"^(?:src\.)?(?:MaxText|maxtext)(?:\.trainers\.pre_train)?\.train(?:_compile)?$")
 TRAIN_SCRIPTS = re.compile(r"(?:^|/)(?:MaxText|maxtext)/(?:trainers/pre_train/)?train(?:_compile)?\.py$")
 RUNNER_MODULE = "benchmarks.benchmark_runner"
 RUNNER_SCRIPT = re.compile(r"(?:^|/)benchmarks/benchmark_runner\.py$")
 _PYTHON = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
 _KEY = re.compile(r"^[A-Za-z_][\w.]*$")
+# MaxText's package since its 2025 layout (`maxtext.trainers.pre_train.train`, src/maxtext/...) takes its first
+# argument as the config only when it ends in `.yml`; otherwise it trains with the module's default config (base.yml
+# for train and train_compile) and reads every argument as an override (pyconfig._resolve_or_infer_config,
+# _CONFIG_FILE_MAPPING, @e591f30cb). The older `MaxText.train` always took its first argument as the config.
+_INFERS_CONFIG = re.compile(r"(?:^|[./])maxtext[./]")
+# absl's help flags: MaxText's trainers run under absl's app.run, which prints the flags' help and exits on these.
+_ABSL_HELP = frozenset({"--help", "-?", "--helpshort", "--helpfull", "--helpxml"})
 # Commands that run the rest of their argv: `env K=V cmd`, `nohup cmd`, `timeout 3h cmd`, `uv run cmd`.
 _WRAPPERS = {"env", "nohup", "time", "exec", "sudo", "command", "stdbuf", "nice", "ionice"}
+# An option's value for numactl or taskset: nodes, CPUs or a mask (`0`, `0-3,8`, `all`, `0x3`).
+_CPU_LIST = re.compile(r"^(?:[\d,.:+!-]+|all|0x[0-9a-f]+)$", re.IGNORECASE)
 # Python options taking a value (`-X dev`, `-W error`); the others are single letters that may be combined.
 _PY_VALUE_OPTS = ("-X", "-W", "-Q")
 # The options that name a slice, as XPK (xpk workload create) and MaxText's benchmark runner spell them.
@@ -80,6 +91,7 @@ class Run:
     recipe: Setting | None = None  # benchmark_runner's --model_name
     runner_args: dict[str, Setting] = field(default_factory=dict)  # benchmark_runner's --options
     problems: list[tuple[str, Located]] = field(default_factory=list)  # what MaxText would refuse, located
+    notes: list[tuple[str, Located]] = field(default_factory=list)  # what ASAP leaves out of the run, and why
     shell: bool = True  # written as a shell command (False: a container's argv list, one item per argument)
 
 
@@ -96,14 +108,16 @@ def _runs(found: Found, xpk: Run | None) -> list[Run]:
     if not words:
         return []
     name = Path(words[0].text).name
-    if name in ("xpk", "xpk.py") or (_PYTHON.match(name) and _module(words) == ("xpk", 3)):
-        return _xpk(found, words)
+    launched = _module(words) if _PYTHON.match(name) else None
+    if name in ("xpk", "xpk.py") or (launched is not None and Path(launched[0]).name in ("xpk", "xpk.py")):
+        return _xpk(found, words)  # `xpk`, `python3 -m xpk`, `python3 xpk/xpk.py` (MaxText's docs)
     if _PYTHON.match(name):
-        mod = _module(words)
-        if mod is None:
+        if launched is None:
             return []
-        module, rest = mod
+        module, rest = launched
         if TRAIN_MODULES.match(module) or TRAIN_SCRIPTS.search(module):
+            if any(w.text in _ABSL_HELP for w in words[rest:]):
+                return []  # absl answers with the help text: nothing trains
             return [_train(found, words[rest:], module, xpk)]
         if module == RUNNER_MODULE or RUNNER_SCRIPT.search(module):
             return [_runner(found, words[rest:], module, xpk)]
@@ -124,6 +138,15 @@ def _unwrap(words: list[Located]) -> list[Located]:
         if name in _WRAPPERS:
             i += 1
             while i < len(words) and (words[i].text.startswith("-") or "=" in words[i].text):
+                i += 1
+            continue
+        if words[i].is_symbolic and i + 1 < len(words) and _PYTHON.match(Path(words[i + 1].text).name):
+            # `$cmd python3 -m ...`: a prefix unknown statically (empty, `echo` in a dry run, a wrapper) before python
+            i += 1
+            continue
+        if name in ("numactl", "taskset"):  # `numactl --membind 0 --cpunodebind=0 python3 ...` (MaxText's PREFLIGHT.md)
+            i += 1
+            while i < len(words) and (words[i].text.startswith("-") or _CPU_LIST.match(words[i].text)):
                 i += 1
             continue
         if name == "timeout":
@@ -189,15 +212,22 @@ def _train(found: Found, args: list[Located], module: str, xpk: Run | None) -> R
     if xpk is not None:
         run.device, run.num_slices = xpk.device, xpk.num_slices
     rest = args
-    if rest and "=" not in rest[0].text:
-        run.config, rest = rest[0], rest[1:]
-    else:
+    infers = bool(_INFERS_CONFIG.search(module))
+    first = rest[0] if rest else None
+    if first is not None and "=" not in first.text and (not infers or first.is_symbolic or first.text.endswith(".yml")):
+        run.config, rest = first, rest[1:]
+    elif not infers:
         run.problems.append(
             ("MaxText's first argument is its config file (e.g. MaxText/configs/base.yml)", found.command.source)
         )
-    for w in rest:
+    # else: no config argument, MaxText's base.yml (run.config None)
+    for i, w in enumerate(rest):
         o = split_override(w)
-        if o is None:
+        if o is None and infers and i == 0 and first is not None and run.config is None and "=" not in w.text:
+            run.problems.append(
+                (f"'{w.text}' does not end in .yml, so MaxText reads it as an override, and it is not key=value", w)
+            )
+        elif o is None:
             run.problems.append((f"'{w.text}' is not key=value: MaxText's overrides are key=value", w))
         else:
             run.overrides.append(o)
@@ -245,13 +275,14 @@ def _runner(found: Found, args: list[Located], module: str, xpk: Run | None) -> 
     run.num_slices = _pick(opts, RUNNER_SLICES_OPTS) or (xpk.num_slices if xpk else None)
     if run.device is not None and "-" in run.device.value:
         run.device = _device(run.device)
-    if run.recipe is None:
-        run.problems.append(("benchmark_runner needs --model_name=RECIPE", found.command.source))
+    # no --model_name: the runner's argparse default, the first recipe of trillium_model_dict (benchmark_runner.py:135,
+    # 216 @e591f30cb), which the analysis looks up where the recipes are read
     run.flags = _env_flags(found.command, found)
     _pod_slice(run, found)
     return run
 
 
+_TPU_DEVICE = re.compile(r"^(?:v\d|tpu)", re.IGNORECASE)  # v4-8, v5litepod-16, v5p-8, v6e-256, tpu7x-4x4x4
 _XPK_TOPOLOGY = re.compile(r"^(?P<gen>[a-z0-9]+)-(?P<topo>\d+x\d+(?:x\d+)?)$", re.I)
 
 
@@ -271,7 +302,23 @@ def _xpk(found: Found, words: list[Located]) -> list[Run]:
     device = _pick(opts, XPK_DEVICE_OPTS)
     launcher.device = _device(device) if device is not None else None
     launcher.num_slices = _pick(opts, XPK_SLICES_OPTS)
+    note: tuple[str, Located] | None = None
+    if (
+        device is not None
+        and device.label == "--device-type"
+        and not device.loc.is_symbolic
+        and not _TPU_DEVICE.match(device.value.strip())
+    ):
+        # XPK's --device-type also names GPUs and CPUs (h100-80gb-8, n2-standard-32-4): not a slice ASAP models
+        note = (
+            f"{device.label}={device.value} is not a TPU: ASAP models TPU slices only; no slice, no estimate",
+            device.loc,
+        )
+        launcher.device = launcher.num_slices = None
     out: list[Run] = []
     for f in nested(found, command.loc):
         out.extend(_runs(f, launcher))
+    if note is not None:
+        for run in out:
+            run.notes.append(note)
     return out

@@ -11,6 +11,7 @@ so a script being typed (an unclosed quote) still yields the commands before the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -24,6 +25,9 @@ Env = dict[str, Located]
 
 # Characters a backslash escapes inside double quotes (bash(1), QUOTING); before any other it stays.
 _DQ_ESCAPES = '$`"\\\n'
+# A documentation placeholder assigned for the reader to replace (`export TPU_TYPE="your-tpu-type"`,
+# `PROJECT=<project-id>`): unknown until run time, as an empty assignment is.
+_PLACEHOLDER = re.compile(r"^(?:your[-_]\S*|YOUR_\S*|<[^<>\s]+>)$", re.IGNORECASE)
 # How deep scripts may nest (`bash -c "..."` inside `--command="..."`): a bound, not a limit any real launch meets.
 MAX_NESTING = 8
 
@@ -103,11 +107,16 @@ def _assign(s: _Script, node: ts.Node, env: Env) -> None:
         return
     value = node.child_by_field_name("value")
     key = s.node(name).text
+    appends = any(c.type == "+=" for c in node.children)  # `X+=...` adds to X's value (bash(1), PARAMETERS)
     if value is None:
-        env[key] = _placeholder(s.node(node), key)
+        if not (appends and key in env):
+            env[key] = _placeholder(s.node(node), key)
         return
     v = _join(_word(s, value, env))
-    env[key] = _placeholder(v, key) if v.text == "" else v
+    if appends and key in env:
+        env[key] = Located.join([env[key], v])
+        return
+    env[key] = _placeholder(v, key) if v.text == "" or _PLACEHOLDER.match(v.text) else v
 
 
 def _placeholder(at: Located, name: str) -> Located:
@@ -152,9 +161,12 @@ def _fields(parts: list[_Part]) -> list[Located]:
             started = True
             continue
         i, n = 0, len(text)
+        # a symbolic character is source text standing for a value unknown statically (`$(date +%Y-%m-%d)`): its
+        # blanks are that text's, not the value's, and separate nothing
+        blank = [c in " \t\n" and not sym for c, sym in zip(text.text, text.symbolic, strict=True)]
         while i < n:
             j = i
-            while j < n and text.text[j] not in " \t\n":
+            while j < n and not blank[j]:
                 j += 1
             if j > i:
                 cur.append(text[i:j])
@@ -163,7 +175,7 @@ def _fields(parts: list[_Part]) -> list[Located]:
                 if started:
                     fields.append(Located.join(cur))
                 cur, started = [], False
-                while j < n and text.text[j] in " \t\n":
+                while j < n and blank[j]:
                     j += 1
             i = j
     if started:

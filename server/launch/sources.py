@@ -25,6 +25,9 @@ from server.launch.shell import MAX_NESTING, Command, Env, commands
 # accelerator label names the generation; the topology label its chips per axis.
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+# A pod template's annotation naming the slice its pods form, where the node selector names only the accelerator
+# (tpu-recipes' Ironwood Gemma 4 manifests, c8cfe2f): the topology when no node selector label gives one.
+SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
 GKE_ACCELERATORS = {
     "tpu-v4-podslice": "v4",
     "tpu-v5-lite-podslice": "v5e",
@@ -226,6 +229,12 @@ def _visit(node: Node, text: str, ctx: Context, out: list[Found], seen: set[int]
     if not isinstance(node, MappingNode):
         return
     ctx = Context(ctx.accelerator, ctx.topology, ctx.replicas, ctx.flags)
+    meta = _get(node, "metadata")
+    annotations = _get(meta, "annotations") if isinstance(meta, MappingNode) else None
+    if isinstance(annotations, MappingNode):
+        topo = _get(annotations, SLICE_TOPOLOGY_ANNOTATION)
+        if isinstance(topo, ScalarNode):
+            ctx.topology = _scalar(topo, text)  # a node selector's topology label below it still wins
     selector = _get(node, "nodeSelector")
     if isinstance(selector, MappingNode):
         acc, topo = _get(selector, ACCELERATOR_LABEL), _get(selector, TOPOLOGY_LABEL)
