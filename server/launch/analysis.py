@@ -137,6 +137,34 @@ def run_at(runs: list[RunAnalysis], line: int, column: int) -> tuple[RunAnalysis
     return None
 
 
+def recipe_at(runs: list[RunAnalysis], line: int, column: int) -> tuple[RunAnalysis, Span] | None:
+    """The benchmark run whose `--model_name` value is at (line, column), with the value's span."""
+    for ra in runs:
+        if ra.run.recipe is None or ra.run.found_recipe is None:
+            continue
+        sp = ra.positions.of(ra.run.recipe.loc)
+        if sp is not None and sp.line == line and sp.column <= column <= sp.end_column:
+            return ra, sp
+    return None
+
+
+def recipe_md(ra: RunAnalysis) -> str:
+    """What a benchmark recipe sets, and where it is written (MaxText's Python, never imported: read with ast)."""
+    r = ra.run.found_recipe
+    where = f"{r.file}:{r.line}" + (f" (MaxText {r.commit[:9]}, ASAP's catalog)" if r.commit else " (your checkout)")
+    keys = ", ".join(f"`{k}`" for k in list(r.tuning_params)[:12])
+    more = f" and {len(r.tuning_params) - 12} more" if len(r.tuning_params) > 12 else ""
+    lines = [
+        f"**benchmark recipe `{r.name}`**: MaxText's `model_name` {r.model_type}, defined at {where}",
+        f"Sets {len(r.tuning_params)} config keys: {keys}{more}.",
+        "Its `xla_flags` are the run's LIBTPU_INIT_ARGS"
+        + (f" (line {r.xla_flags_line})." if r.xla_flags_line else ".")
+        + " A value of the recipe is changed in that file, not here.",
+    ]
+    lines += [f"- caveat: {c}" for c in r.caveats]
+    return "\n\n".join(lines)
+
+
 def analyze_launch(
     path: Path | None,
     text: str,
@@ -148,6 +176,10 @@ def analyze_launch(
 ) -> LaunchAnalysis:
     """Every run of the launch file `path` (`text`: its content, an editor's buffer), each analysed on its own."""
     positions = Positions(text)
+    if maxtext_path is None:  # asap.maxtextPath, --maxtext-path, $ASAP_MAXTEXT_PATH: its configs and benchmarks
+        from server.config import models
+
+        maxtext_path = models.default_maxtext_path()
     out: list[RunAnalysis] = []
     for i, run in enumerate(runs_in(path, text, language_id), 1):
         out.append(analyze_run(i, run, path, positions, default_slice, flags, reader, maxtext_path))
@@ -301,25 +333,24 @@ def _recipe(
     if run.recipe.loc.is_symbolic:
         return
     at = run.recipe.loc
-    recipe = recipes.find_recipe(run.recipe.value, Path(maxtext_path) if maxtext_path else None)
+    found = recipes.lookup_recipe(run.recipe.value, Path(maxtext_path) if maxtext_path else None)
+    recipe = found.recipe
     if recipe is None:
-        names = recipes.recipe_names(Path(maxtext_path) if maxtext_path else None)
-        from server.config.resolve import close_model_names
-
-        close = close_model_names(run.recipe.value, names)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        hint = f" Did you mean {', '.join(found.suggestions[:3])}?" if found.suggestions else ""
+        looked = f" (looked in {', '.join(found.searched)})" if found.searched else ""
         findings.append(
             Finding(
                 DiagCode.LAUNCH_COMMAND,
                 Severity.ERROR,
-                f"benchmark recipe '{run.recipe.value}' is not in MaxText's benchmarks (the checkout's, or ASAP's "
-                f"catalog).{hint}",
+                f"benchmark recipe '{run.recipe.value}' is not in MaxText's benchmarks{looked}: benchmark_runner "
+                f"refuses it.{hint}",
                 None,
                 path,
                 positions.of(at) or Span.point(0),
             )
         )
         return
+    run.found_recipe = recipe
     args = {k.lstrip("-"): s.value for k, s in run.runner_args.items()}
     values = recipes.benchmark_overrides(recipe, args)
     written = {o.key for o in run.overrides}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from server.launch.located import Located
 from server.launch.shell import Command
@@ -89,6 +90,7 @@ class Run:
     num_slices: Setting | None = None
     flags: Setting | None = None  # LIBTPU_INIT_ARGS
     recipe: Setting | None = None  # benchmark_runner's --model_name
+    found_recipe: Any = None  # the recipe it names, as read (server/launch/recipes.py Recipe), once resolved
     runner_args: dict[str, Setting] = field(default_factory=dict)  # benchmark_runner's --options
     problems: list[tuple[str, Located]] = field(default_factory=list)  # what MaxText would refuse, located
     notes: list[tuple[str, Located]] = field(default_factory=list)  # what ASAP leaves out of the run, and why

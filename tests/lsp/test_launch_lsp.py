@@ -218,3 +218,50 @@ async def test_analyze_command_on_a_launch_file(fresh: AsapClient, tmp_path: Pat
         lsp.ExecuteCommandParams(command="asap.server.analyze", arguments=[doc.uri])
     )
     assert result["slice"]["name"] == "v5e-256" and result["mesh"]["ici"]["fsdp"] == 256, result["mesh"]
+
+
+async def test_benchmark_recipe_hover_and_definition(fresh: AsapClient, tmp_path: Path) -> None:
+    """`--model_name=RECIPE`: the hover says what the recipe sets and where MaxText defines it; F12 opens it in
+    the user's checkout (asap.maxtextPath), at its MaxTextModel( line."""
+    await initialize(fresh)
+    checkout = tmp_path / "maxtext"
+    bench = checkout / "benchmarks"
+    bench.mkdir(parents=True)
+    # MaxText's layout as benchmark_runner reads it: its dictionaries' `.get(options.model_name)`, the recipes
+    # registered with _add_to_model_dictionary
+    (bench / "benchmark_runner.py").write_text(
+        "from benchmarks.maxtext_trillium_model_configs import trillium_model_dict\n"
+        "def main():\n"
+        "  model = trillium_model_dict.get(options.model_name)\n"
+    )
+    (bench / "benchmark_utils.py").write_text("class MaxTextModel: ...\n")
+    (bench / "maxtext_trillium_model_configs.py").write_text(
+        "from benchmarks.benchmark_utils import MaxTextModel, _add_to_model_dictionary\n"
+        "trillium_model_dict = {}\n"
+        "tiny = _add_to_model_dictionary(\n"
+        "    trillium_model_dict,\n"
+        "    MaxTextModel(\n"
+        '        model_name="tiny-recipe",\n'
+        '        model_type="llama2-7b",\n'
+        '        tuning_params={"per_device_batch_size": 2, "ici_fsdp_parallelism": -1},\n'
+        '        xla_flags="",\n'
+        "    ),\n"
+        ")\n"
+    )
+    fresh.workspace_did_change_configuration(
+        lsp.DidChangeConfigurationParams(settings={"asap": {"maxtextPath": str(checkout)}})
+    )
+    script = tmp_path / "bench.sh"
+    text = "python3 -m benchmarks.benchmark_runner xpk --device_type=v5e-256 --model_name=tiny_recipe\n"
+    script.write_text(text, encoding="utf-8")
+    doc = Doc(fresh, script, language_id="shellscript").open()
+    await doc.diagnostics(version=1)
+    col = text.index("tiny_recipe") + 2
+    hover = await doc.hover(0, col)
+    assert hover is not None and isinstance(hover.contents, lsp.MarkupContent)
+    assert "benchmark recipe `tiny_recipe`" in hover.contents.value and "your checkout" in hover.contents.value
+    found = await fresh.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(doc.uri), lsp.Position(0, col))
+    )
+    assert isinstance(found, lsp.Location) and found.uri.endswith("maxtext_trillium_model_configs.py")
+    assert found.range.start.line == 4  # MaxTextModel(

@@ -61,6 +61,13 @@ def launch_hover(an: Analysis, line: int, col: int, shown: list[Finding]) -> tup
     """A launch file's hover: the diagnostics there, then which run the token belongs to and the explanation of its
     key as the run's config resolves it (the run's estimate when the token is the command's own)."""
     urgent = explain.diagnostic_md(shown, line, col)
+    recipe = launch.recipe_at(an.runs or [], line, col)
+    if recipe is not None:  # `--model_name=RECIPE`: the recipe, where MaxText defines it
+        ra, sp = recipe
+        parts = [p for p in (urgent[0] if urgent else None, launch.recipe_md(ra)) if p]
+        if ra.analysis.estimate is not None:
+            parts.append(ra.analysis.estimate.summary())
+        return "\n\n".join(parts), sp
     hit = launch.run_at(an.runs or [], line, col)
     if hit is None:
         return urgent

@@ -14,6 +14,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 from pygls.uris import to_fs_path
 
+from server.common.findings import Span
 from server.config import models
 from server.config.resolve import Config, load
 from server.editor import lsp_convert
@@ -42,6 +43,13 @@ async def definition(ls: AsapServer, params: lsp.DefinitionParams) -> lsp.Locati
 
     def find() -> navigation.Target | None:
         if an is not None and an.runs is not None:  # a launch file: the definition of the run's token there
+            recipe = launch.recipe_at(an.runs, line, column)
+            if recipe is not None:  # a recipe in the user's checkout: its MaxTextModel( line
+                r = recipe[0].run.found_recipe
+                file = Path(r.file)
+                if r.commit is None and file.is_file():
+                    return navigation.Target(file, Span.point(max(r.line - 1, 0)), "benchmark recipe")
+                return None
             hit = launch.run_at(an.runs, line, column)
             if hit is None:
                 return None
