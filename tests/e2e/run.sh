@@ -109,6 +109,15 @@ fake_maxtext.write(pathlib.Path(sys.argv[2]))' "$ROOT/tests" "$D/maxtext"
   printf '%s\n' '# A MaxText config whose profile is a run in Cloud Storage (ASAP: Link Profile...)' \
     'model_name: llama2-7b' 'compile_topology: v5e-4' 'per_device_batch_size: 1' 'ici_fsdp_parallelism: 4' \
     >"$D/ws/gcs-demo.yml"
+  # A launch file (VS Code's shellscript by its extension): one MaxText run over two lines whose ICI product (128)
+  # is not its slice's 256 (ASAP101 on ici_fsdp_parallelism=8), after the comment and export the fix must keep.
+  cat >"$D/ws/train.sh" <<'EOF'
+#!/bin/bash
+# llama2-7b on a v5e-256 slice
+export LIBTPU_INIT_ARGS="--xla_tpu_enable_data_parallel_all_reduce_opt=true"
+python3 -m MaxText.train MaxText/configs/base.yml model_name=llama2-7b per_device_batch_size=4 \
+    ici_fsdp_parallelism=8 ici_tensor_parallelism=16 compile_topology=v5e-256
+EOF
   PY="$PY" MAXTEXT="$D/maxtext/python" node -e '
     const settings = {
       "asap.python": process.env.PY, "asap.maxtextPython": process.env.MAXTEXT,

@@ -1,7 +1,7 @@
 // ASAP smoke scenario in real VS Code (code-server) driven by playwright-core.
 // Usage: node vscode-e2e.mjs <workbench url> <screenshot dir>
 // Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
 
 const [url, shots] = process.argv.slice(2);
@@ -10,7 +10,9 @@ const [url, shots] = process.argv.slice(2);
 // base_config into the parent, completion of a slice name after compile_topology; Verify's progress and its cancel,
 // then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit); last,
 // "ASAP: Link Profile..." with a gs:// URL (Cloud Storage is gcp-storage-emulator: run.sh), refused for a missing
-// bucket, then the newest run of a MaxText run directory, whose profile the config's hover shows.
+// bucket, then the newest run of a MaxText run directory, whose profile the config's hover shows. Last, a launch
+// file: a shell script's MaxText run with ASAP101 on its key=value token, its hover naming the run, the token's quick
+// fix (the rest of the script kept) and the run's code lens on the command's first line.
 const FILE = 'bad-mesh-v5e-256.yml';
 const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const FIX = 'Set ici_fsdp_parallelism to 16';
@@ -24,8 +26,11 @@ const GCS_BUCKET = process.env.ASAP_E2E_GCS_BUCKET; // gs://<bucket>/run holds t
 const GCS_OLDER = process.env.ASAP_E2E_GCS_OLDER;
 const GCS_NEWER = process.env.ASAP_E2E_GCS_NEWER;
 const GCS_MISSING = 'asap-e2e-missing';
+const WS = new URL(url).searchParams.get('folder');
 // The workspace's profile links, as the server stores them (.asap/links.json: config path -> profile).
-const LINKS_FILE = `${new URL(url).searchParams.get('folder')}/.asap/links.json`;
+const LINKS_FILE = `${WS}/.asap/links.json`;
+const LAUNCH = 'train.sh'; // written by run.sh: `python3 -m MaxText.train ... \` then the mesh, 8 x 16 on v5e-256
+const LAUNCH_FIX = 'Set ici_fsdp_parallelism to 16';
 const storedLinks = () => (existsSync(LINKS_FILE) ? (JSON.parse(readFileSync(LINKS_FILE, 'utf8')).links ?? {}) : {});
 
 const t0 = Date.now();
@@ -75,12 +80,40 @@ async function openFile(name) {
   }
 }
 
+// The box of `text` on the view line showing it, whatever spans the grammar split the line into (a shell script's
+// arguments can share one span with their neighbours): a DOM range over its characters.
+async function textBox(text) {
+  return line(text).evaluate((el, text) => {
+    const at = el.textContent.replace(/\u00a0/g, ' ').indexOf(text);
+    const range = document.createRange();
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(), seen = 0; n; seen += n.textContent.length, n = walker.nextNode()) {
+      const len = n.textContent.length;
+      if (seen <= at && at < seen + len) range.setStart(n, at - seen);
+      if (seen < at + text.length && at + text.length <= seen + len) range.setEnd(n, at + text.length - seen);
+    }
+    const r = range.getBoundingClientRect();
+    const { left, right, top, bottom } = r;
+    return { left, right, top, bottom, x: left + r.width / 2, y: top + r.height / 2 };
+  }, text);
+}
+
+// Click the anchor on the line showing `anchorLine`: a span matching a RegExp, or the characters of a string.
+async function clickAnchor(anchorLine, anchor) {
+  if (typeof anchor === 'string') {
+    const at = await textBox(anchor);
+    await page.mouse.click(at.x, at.y);
+  } else {
+    await line(anchorLine).locator('span', { hasText: anchor }).last().click();
+  }
+}
+
 async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
   // Ctrl+. can race the light bulb: retry a few times.
   for (let attempt = 1; ; attempt++) {
     try {
       await page.mouse.move(0, 0);
-      await line(anchorLine).locator('span', { hasText: anchorSpan }).last().click();
+      await clickAnchor(anchorLine, anchorSpan);
       await page.keyboard.press('Control+.');
       const rows = page.locator('.action-widget .monaco-list-row.action');
       await rows.filter({ hasText: fix }).first().waitFor({ timeout: 5000 });
@@ -104,12 +137,18 @@ async function applyQuickFix(anchorLine, anchorSpan, fix, expectLine) {
 }
 
 // Hover `key` until `hover` shows. The pointer crosses other lines on its way, and a hover of an error there can open
-// first and cover the key (seen in CI): close any hover, move the pointer away, and hover the key again.
-async function hoverKey(key, hover) {
+// first and cover the key (seen in CI): close any hover, move the pointer away, and hover the key again. `inText`:
+// the key's characters, not a span of its own (a shell script's `key=value`).
+async function hoverKey(key, hover, inText = false) {
   for (let attempt = 1; ; attempt++) {
     await page.keyboard.press('Escape');
     await page.mouse.move(5, 5);
-    await line(key).locator('span', { hasText: new RegExp(`^${key}$`) }).last().hover();
+    if (inText) {
+      const at = await textBox(key);
+      await page.mouse.move(at.x, at.y);
+    } else {
+      await line(key).locator('span', { hasText: new RegExp(`^${key}$`) }).last().hover();
+    }
     try {
       await hover.waitFor({ timeout: 8_000 });
       return;
@@ -139,6 +178,46 @@ async function quickFixes(anchorLine, anchorSpan, want) {
       await page.keyboard.press('Escape');
     }
   }
+}
+
+// The Problems panel's entries of the file `name` (its rows: a file at level 1, then its entries at level 2) and the
+// panel's text, once an entry matches `want` (present) or none does (!present); without `want`, as they are now.
+// Evaluated in the page (self-contained).
+function panelEntries({ name, want, present }) {
+  const panel = document.querySelector('.markers-panel');
+  if (!panel) return null;
+  let file = '';
+  const mine = [];
+  for (const row of panel.querySelectorAll('.monaco-list-row')) {
+    if (row.getAttribute('aria-level') === '1') file = row.innerText;
+    else if (file.includes(name)) mine.push(row.innerText.replace(/\s*\n\s*/g, ' '));
+  }
+  if (want !== null && mine.some((e) => new RegExp(want).test(e)) !== present) return null;
+  return { mine, all: panel.innerText.replace(/\s*\n\s*/g, ' ') };
+}
+async function problemsOf(name, want = null, present = true, timeout = 30_000) {
+  const arg = { name, want: want === null ? null : want.source, present };
+  return (await page.waitForFunction(panelEntries, arg, { timeout })).jsonValue();
+}
+
+// The text of the file at `path` once it is `want` (read on each change event; a save can be seen half written), or
+// as it is after `timeout` ms.
+function fileBecomes(path, want, timeout = 15_000) {
+  return new Promise((resolve) => {
+    let text;
+    const check = () => {
+      text = readFileSync(path, 'utf8');
+      if (text === want) done();
+    };
+    const done = () => {
+      watcher.close();
+      clearTimeout(timer);
+      resolve(text);
+    };
+    const watcher = watch(path, check); // before the first read: a write in between is not missed
+    const timer = setTimeout(done, timeout);
+    check();
+  });
 }
 
 // "ASAP: Link Profile..." -> "Enter a gs:// URL..." -> the URL, as a user would.
@@ -350,15 +429,7 @@ try {
   // asap.showInformationDiagnostics is on). The panel's rows: a file (level 1), then its entries (level 2).
   await palette('F1', 'Focus on Problems View', 'Problems');
   await page.locator('.markers-panel').waitFor({ state: 'visible' });
-  const problems = await page.locator('.markers-panel').evaluate((panel, name) => {
-    let file = '';
-    const mine = [];
-    for (const row of panel.querySelectorAll('.monaco-list-row')) {
-      if (row.getAttribute('aria-level') === '1') file = row.innerText;
-      else if (file.includes(name)) mine.push(row.innerText.replace(/\s*\n\s*/g, ' '));
-    }
-    return { mine, all: panel.innerText.replace(/\s*\n\s*/g, ' ') };
-  }, HEALTHY);
+  const problems = await problemsOf(HEALTHY);
   log(`PROBLEMS: ${problems.all.slice(0, 300)}`);
   if (problems.mine.length) throw new Error(`${HEALTHY} is not quiet in Problems: ${problems.mine.join(' | ')}`);
   log(`QUIET: no Problems entry for ${HEALTHY}`);
@@ -529,6 +600,69 @@ try {
   if (stored[GCS_CONFIG] !== runUrl) throw new Error(`links file: ${JSON.stringify(stored)}, expected ${runUrl}`);
   log(`GCS LINKED: ${LINKS_FILE} has ${GCS_CONFIG} -> ${stored[GCS_CONFIG]}`);
   await page.keyboard.press('Escape');
+
+  // A launch file, in the same editor and server: VS Code knows train.sh as a shell script by its extension, and
+  // ASAP's client is active for shell scripts too.
+  const script = readFileSync(`${WS}/${LAUNCH}`, 'utf8');
+  await openFile(LAUNCH);
+  await line('ici_fsdp_parallelism=8').waitFor();
+  await page.locator('[id="status.editor.mode"]', { hasText: 'Shell Script' }).waitFor();
+  log(`opened ${LAUNCH} (Shell Script)`);
+  // (4, before the fix) the run's code lens, on the command's first line, says what stops its estimate. Waited for
+  // while the editor has the focus: VS Code cancels a pending code lens request when the editor loses it (the
+  // Problems view below), and asks again only when it gets the focus back.
+  const errorLens = lensRow(/^ASAP:\s.*\brun 1: 1 error\b/);
+  await errorLens.waitFor({ timeout: 30_000 });
+  log(`LAUNCH CODE LENS before the fix: ${(await errorLens.innerText()).replace(/\u00a0/g, ' ')}`);
+  // (1) ASAP101 in Problems at the token (line 5, column 5: past the continuation line's indent), squiggled under the
+  // key of `ici_fsdp_parallelism=8` (a diagnostic on another line or token would be elsewhere).
+  await palette('F1', 'Focus on Problems View', 'Problems');
+  const launchProblems = await problemsOf(LAUNCH, /ASAP101.*\[Ln 5, Col 5\]/);
+  log(`LAUNCH PROBLEM: ${launchProblems.mine.join(' | ')}`);
+  await page.locator(`${editor} .squiggly-error`).first().waitFor();
+  const key = await textBox('ici_fsdp_parallelism');
+  const tokenBox = await textBox('ici_fsdp_parallelism=8');
+  const squiggles = await page.locator(`${editor} .squiggly-error`).evaluateAll((els) =>
+    els.map((e) => e.getBoundingClientRect()).map(({ left, right, top, bottom }) => ({ left, right, top, bottom })));
+  const under = squiggles.filter((r) => r.top < key.bottom && r.bottom > key.top);
+  if (under.length !== 1 || Math.abs(under[0].left - key.left) > 2 || under[0].right < key.right - 2 ||
+    under[0].right > tokenBox.right + 2) {
+    throw new Error(`squiggles ${JSON.stringify(squiggles)} are not under the token ${JSON.stringify(tokenBox)}`);
+  }
+  // (2) the hover on the token: the server's part names the run and the diagnostic
+  const launchHover = page.locator('.monaco-hover .markdown-hover', { hasText: /ASAP · run 1\b/ }).first();
+  await hoverKey('ici_fsdp_parallelism', launchHover, true);
+  const launchHoverText = (await launchHover.innerText()).replace(/\s*\n\s*/g, ' ');
+  if (!/\bASAP101\b/.test(launchHoverText)) throw new Error(`the launch hover lacks ASAP101: ${launchHoverText}`);
+  const runAt = launchHoverText.indexOf('ASAP · run 1');
+  log(`LAUNCH HOVER: ${launchHoverText.slice(0, 120)} … ${launchHoverText.slice(runAt, runAt + 300)}`);
+  await page.screenshot({ path: `${shots}/launch-hover.png` });
+  // (3) the quick fix writes the token in place, and the rest of the script is kept
+  await applyQuickFix('ici_fsdp_parallelism', 'ici_fsdp_parallelism', LAUNCH_FIX, 'ici_fsdp_parallelism=16');
+  log(`LAUNCH QUICK FIX applied: ${(await lineText(line('ici_fsdp_parallelism'))).trim()}`);
+  await page.locator('.markers-panel').waitFor({ state: 'visible' });
+  const launchAfter = await problemsOf(LAUNCH, /ASAP101/, false);
+  await page.locator(`${editor} .squiggly-error`).first().waitFor({ state: 'detached' });
+  log(`ASAP101 gone for ${LAUNCH} (Problems and squiggle): ${launchAfter.mine.join(' | ') || 'no entry'}`);
+  // (4) the run's estimate, on the command's first line (between the export line and the python3 line)
+  const estimateLens = lensRow(/^ASAP:\s.*\bMFU \d+%/);
+  await estimateLens.waitFor({ timeout: 30_000 });
+  const lensBox = await estimateLens.boundingBox();
+  const exportBox = await line('export LIBTPU_INIT_ARGS').boundingBox();
+  const commandBox = await line('python3 -m MaxText.train').boundingBox();
+  if (lensBox.y < exportBox.y + exportBox.height - 1 || lensBox.y + lensBox.height > commandBox.y + 1) {
+    throw new Error(`the run's lens is not over the command's first line: ${JSON.stringify({ lensBox, commandBox })}`);
+  }
+  log(`LAUNCH CODE LENS: ${(await estimateLens.innerText()).replace(/\u00a0/g, ' ')}`);
+  // The file as saved: VS Code saves a file a code action's edit changed (files.refactoring.autoSave), Ctrl+S where
+  // it did not. The tab is not marked dirty while it saves, so the disk is watched for the text instead.
+  await page.keyboard.press('Control+S');
+  const wantScript = script.replace(' ici_fsdp_parallelism=8 ', ' ici_fsdp_parallelism=16 ');
+  const savedScript = await fileBecomes(`${WS}/${LAUNCH}`, wantScript);
+  if (wantScript === script || savedScript !== wantScript) {
+    throw new Error(`${LAUNCH} after the fix: ${JSON.stringify(savedScript)}, expected ${JSON.stringify(wantScript)}`);
+  }
+  log(`LAUNCH SAVED: only the token changed; the comment, the export and the continuation kept`);
   log('PASS');
 } catch (e) {
   console.error('FAIL', e);
