@@ -515,3 +515,22 @@ def test_yaml_that_is_no_manifest_is_read_once(tmp_path: Path, text: str):
     p.write_text(text)
     assert runs_in(p, text) == []
     assert not is_launch_file(p, text)
+
+
+def test_a_fix_that_would_change_another_run_is_not_offered(tmp_path: Path):
+    """A value two runs share through a variable: rewriting it for one run would change the other, so the read-back
+    refuses that fix (the others, written in the run's own tokens, are offered)."""
+    text = (
+        "FSDP=8\n"
+        "python3 -m MaxText.train base.yml model_name=llama2-7b ici_fsdp_parallelism=$FSDP compile_topology=v5e-16\n"
+        "python3 -m MaxText.train base.yml model_name=llama2-7b ici_fsdp_parallelism=$FSDP compile_topology=v5e-8\n"
+    )
+    first, second = analyze_launch(tmp_path / "shared.sh", text).runs
+    assert not any(f.code == "ASAP101" for f in second.findings)
+    f = next(f for f in first.findings if f.code == "ASAP101")
+    assert f.fixes, "a fix written in run 1's own tokens is offered"
+    for fx in f.fixes:
+        assert all(e.span.line == 1 for e in fx.edits), fx  # never the shared assignment on line 0
+        again = analyze_launch(tmp_path / "shared.sh", apply_text(text, list(fx.edits))).runs
+        assert not any(x.code == "ASAP101" for x in again[0].findings)
+        assert again[1].document.text == second.document.text  # run 2 reads as before

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from server.common.codes import DiagCode
-from server.common.findings import Finding, Fix, Severity, Span
+from server.common.findings import Finding, Fix, Severity, Span, TextEdit
 from server.config import resolve
 from server.config.mesh import check
 from server.config.resolve import Reader
@@ -42,6 +42,7 @@ class RunAnalysis:
     findings: list[Finding]  # in the launch file, with the fixes that can be written there
     span: Span  # the run's command in the launch file
     positions: Positions  # the launch file's offsets as lines and columns
+    language_id: str | None = None  # the editor's language of the file (None: told by its name)
 
     @property
     def line(self) -> int:
@@ -93,6 +94,50 @@ class LaunchAnalysis:
 
     def to_json(self) -> dict[str, Any]:
         return {"file": str(self.path) if self.path else None, "runs": [r.to_json() for r in self.runs]}
+
+
+def reads_back(
+    doc: RunDocument,
+    index: int,
+    document_after: str,
+    edits: list[TextEdit],
+    path: Path | None,
+    positions: Positions,
+    language_id: str | None = None,
+) -> bool:
+    """The read-back of a fix written into a launch file (what safe_edits does for a YAML fix): the file with the
+    edits, read again, still holds as many runs; run `index` now says what `document_after` (its document after
+    the fix) says, key for key; every other run says what it said; and no line of the file but those the edits
+    touch has changed (comments, other commands and variables kept)."""
+    from server.config.apply import apply_text
+
+    before = positions.text
+    after = apply_text(before, edits)
+    runs_before = runs_in(path, before, language_id)
+    runs_after = runs_in(path, after, language_id)
+    if len(runs_after) != len(runs_before) or not 1 <= index <= len(runs_after):
+        return False
+    pos_after = Positions(after)
+    for i, (old, new) in enumerate(zip(runs_before, runs_after, strict=True), 1):
+        new_doc = run_document(new, path, pos_after, doc.base)
+        if i == index:
+            if _entries(new_doc.text) != _entries(document_after):
+                return False
+        elif _entries(new_doc.text) != _entries(run_document(old, path, positions, doc.base).text):
+            return False
+    touched = {ln for e in edits for ln in range(e.span.line, e.span.end_line + 1)}
+    old_lines, new_lines = before.splitlines(), after.splitlines()
+    if len(old_lines) != len(new_lines):
+        return False
+    return all(a == b for n, (a, b) in enumerate(zip(old_lines, new_lines, strict=True)) if n not in touched)
+
+
+def _entries(text: str) -> dict[str, Any] | None:
+    """A run document's keys and values as read (None when it does not parse)."""
+    try:
+        return {k: e.value for k, e in parse(text).entries.items()}
+    except YamlSyntaxError:
+        return None
 
 
 def is_launch_file(path: Path | None, text: str, language_id: str | None = None) -> bool:
@@ -182,7 +227,7 @@ def analyze_launch(
         maxtext_path = models.default_maxtext_path()
     out: list[RunAnalysis] = []
     for i, run in enumerate(runs_in(path, text, language_id), 1):
-        out.append(analyze_run(i, run, path, positions, default_slice, flags, reader, maxtext_path))
+        out.append(analyze_run(i, run, path, positions, default_slice, flags, reader, maxtext_path, language_id))
     return LaunchAnalysis(path, text, out)
 
 
@@ -195,6 +240,7 @@ def analyze_run(
     flags: FlagSource | None = None,
     reader: Reader | None = None,
     maxtext_path: Path | str | None = None,
+    language_id: str | None = None,
 ) -> RunAnalysis:
     early: list[Finding] = []
     if run.kind == "benchmark_runner":
@@ -237,12 +283,12 @@ def analyze_run(
                 edits = launch_edits(doc, vetted.text, path, positions)
             except ValueError:
                 continue
-            if edits:
+            if edits and reads_back(doc, index, vetted.text, edits, path, positions, language_id):
                 fixes.append(replace(fx, edits=tuple(edits)))
         findings.append(replace(mapped, fixes=fixes))
     findings.sort(key=lambda f: (f.span.line, f.span.column, f.code))
     span = positions.of(run.source) or Span.point(0)
-    return RunAnalysis(index, run, doc, an, findings, span, positions)
+    return RunAnalysis(index, run, doc, an, findings, span, positions, language_id)
 
 
 def _launch_flags(

@@ -17,7 +17,7 @@ from server.config import axes
 from server.config.apply import ApplyError, apply_text, proposal_edits
 from server.config.resolve import Reader
 from server.config.safe_edits import Vetted, vet_fix
-from server.launch.analysis import RunAnalysis
+from server.launch.analysis import RunAnalysis, reads_back
 from server.launch.project import launch_edits
 from server.perf import wording
 from server.services.analysis import Analysis, analyze
@@ -283,6 +283,11 @@ def run_proposal_offers(
             edits = launch_edits(ra.document, v.text, ra.analysis.path, ra.positions)
         except ValueError as e:
             log.info("proposal %s not offered for run %d: %s", v.fix.proposal, ra.index, e)
+            continue
+        if not reads_back(ra.document, ra.index, v.text, edits, ra.analysis.path, ra.positions, ra.language_id):
+            log.info(
+                "proposal %s not offered for run %d: the launch file would not read back", v.fix.proposal, ra.index
+            )
             continue
         fix = replace(v.fix, edits=tuple(edits))
         out.append(Vetted(v.title, fix=fix, text=apply_text(text, list(edits))))
