@@ -211,9 +211,7 @@ class Doc:
         self.mark = len(self.client.publishes)
         self.client.text_document_did_open(
             lsp.DidOpenTextDocumentParams(
-                lsp.TextDocumentItem(
-                    uri=self.uri, language_id=self.language_id, version=self.version, text=self.text
-                )
+                lsp.TextDocumentItem(uri=self.uri, language_id=self.language_id, version=self.version, text=self.text)
             )
         )
         return self
