@@ -109,7 +109,7 @@ def test_shared_flags_are_declared_once_and_keep_their_help():
     with_json = {name for name, p in sub.items() if any(a.dest == "json" for a in p._actions)}
     assert with_json == {"check", "estimate", "profile", "analyze", "verify", "outcome", "stats", "models"}
     helps = " ".join(asap("check", "--help").stdout.split())
-    assert "--json machine-readable output (see README)" in helps
+    assert "--json machine-readable output (see docs/cli.md)" in helps
     assert "--slice NAME slice to assume when a config declares none (e.g. v5e-256)" in helps
     source = (ROOT / "server" / "cli" / "main.py").read_text()
     assert source.count('"--json"') == 1 and source.count('"--maxtext-path"') == 1

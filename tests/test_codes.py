@@ -1,5 +1,5 @@
 """The diagnostic-code catalog (server/common/codes.py) and the hover that explains a diagnostic: every code
-the server emits has an entry, every note it cites exists, the README lists the same codes, and the
+the server emits has an entry, every note it cites exists, docs/diagnostics.md lists the same codes, and the
 hover over real analyses explains the diagnostic under the cursor and nothing elsewhere."""
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ def test_codes_cited_notes_exist_and_their_titles_are_read():
         assert found is not None and found[0] == front_matter_title(path)
 
 
-def test_codes_readme_table_lists_exactly_the_catalog():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Diagnostic codes", 1)[1].split("\n## ", 1)[0]
+def test_codes_docs_table_lists_exactly_the_catalog():
+    doc = (ROOT / "docs" / "diagnostics.md").read_text(encoding="utf-8")
+    section = doc.split("## Diagnostic codes", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\|\s*(ASAP\d{3})\s*\|", section, re.M)
     assert len(rows) == len(set(rows)), "a code is listed twice"
     assert sorted(rows) == sorted(CODES)

@@ -58,7 +58,7 @@ from server.config.models import MAXTEXT_PATH_HELP, MaxTextPathAction
 
 # The flags several commands share, declared once: name -> (option, add_argument's keywords).
 SHARED_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "json": ("--json", {"action": "store_true", "help": "machine-readable output (see README)"}),
+    "json": ("--json", {"action": "store_true", "help": "machine-readable output (see docs/cli.md)"}),
     "slice": ("--slice", {"metavar": "NAME", "help": "slice to assume when the config declares none"}),
     "maxtext-path": ("--maxtext-path", {"metavar": "PATH", "action": MaxTextPathAction, "help": MAXTEXT_PATH_HELP}),
     "run": (

@@ -1,7 +1,7 @@
 """The catalog of ASAP's diagnostic codes: for each code the server emits, what it means, what the
 verdict rests on (and so how sure ASAP is), how to fix it, and the knowledge-base notes that explain it.
-Hovers (server/presentation/explain.py) and the README's code table read it; a test keeps it in step with the codes
-the producers emit. No editor types here.
+Hovers (server/presentation/explain.py) and the code table of docs/diagnostics.md read it; a test keeps it in
+step with the codes the producers emit. No editor types here.
 """
 
 from __future__ import annotations
@@ -391,7 +391,7 @@ _CODES = (
         "per device.",
         "An analytic estimate, not a measurement: roofline compute, HBM traffic and collectives priced per "
         "physical link, with chip peaks from the spec table. On 51 published MaxText runs its MFU is off by "
-        "1.67 points at the median, 11.5 at worst (README, Benchmarks).",
+        "1.67 points at the median, 11.5 at worst (docs/benchmarks.md).",
         "Nothing to fix; link a profile to compare with a measurement.",
         ("mfu-definition.md", "fsdp-vs-data-parallelism.md", "fsdp-tensor-optimum.md"),
     ),

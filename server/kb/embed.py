@@ -1,7 +1,7 @@
 """Sentence embeddings for the knowledge store: WordLlama's `l2_supercat` model (256 dimensions), whose
 weights and tokenizer ship inside the `wordllama` wheel, so nothing is downloaded at run time.
 
-Chosen after measuring the candidates that ship their weights on PyPI (README, "Knowledge store"):
+Chosen after measuring the candidates that ship their weights on PyPI (docs/cli.md, "Knowledge store"):
 WordLlama l2_supercat (trained with a contrastive objective on sentence pairs over Llama-3 token
 embeddings; 19 MB wheel, loads in about 0.4 s, embeds a short note in well under a millisecond) and
 tokenlearn-static-model (64 dimensions). Frameworks that download models at first use (fastembed,

@@ -1,6 +1,6 @@
 """The estimate of one config on its declared slice: model arithmetic, memory per chip,
 collectives, step time, MFU and the predicted bottleneck, for the config's own mesh or any
-other layout. Plain data with a stable JSON form (`asap estimate --json`, README).
+other layout. Plain data with a stable JSON form (`asap estimate --json`, docs/cli.md).
 """
 
 from __future__ import annotations

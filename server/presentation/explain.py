@@ -29,7 +29,8 @@ from server.services.analysis import Analysis
 from server.services.profile_analysis import ProfileResult
 
 PHYS_NAMES = ("x", "y", "z", "core")
-README = Path(__file__).resolve().parents[2] / "README.md"
+# The reference documentation of the checkout the server runs from (docs/*.md): hovers link to its lines.
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 GIB = 1024**3
 ESTIMATE = DiagCode.ESTIMATE
 
@@ -135,7 +136,7 @@ _PATHS = (
 
 
 def no_paths(md: str) -> str:
-    """A hover's text without ASAP's internal module paths (a reader cannot open them; the README explains the
+    """A hover's text without ASAP's internal module paths (a reader cannot open them; docs/ explains the
     model): each named as what it is."""
     for pattern, name in _PATHS:
         md = pattern.sub(name, md)
@@ -153,7 +154,7 @@ def _covers(span: Span, line: int, column: int) -> bool:
 def diagnostic_md(findings: Sequence[Finding], line: int, column: int) -> tuple[str, Span] | None:
     """What the ASAP diagnostics at (line, column) mean, one paragraph each: per code its title and the findings'
     own messages (each once), its meaning, what the verdict rests on, the fix, and "more" as links to the
-    knowledge notes and the code's row in the README. None where no diagnostic is. The span is the first
+    knowledge notes and the code's row in docs/diagnostics.md. None where no diagnostic is. The span is the first
     finding's (errors first)."""
     here = sorted(
         (f for f in findings if f.code.startswith("ASAP") and _covers(f.span, line, column)),
@@ -178,15 +179,15 @@ def _code_md(code: str, messages: list[str]) -> str:
     out.append(c.meaning)
     out += [f"**Rests on:** {c.basis}", f"**Fix:** {c.fix}"]
     more = [_note_link(n) for n in c.notes]
-    if (readme := readme_link(f"{code} in the README", f"| {code} |")) is not None:
-        more.append(readme)
+    if (row := doc_link("diagnostics.md", f"{code} in the documentation", f"| {code} |")) is not None:
+        more.append(row)
     if more:
         out.append("More: " + " · ".join(more))
     return "\n\n".join(out)
 
 
 def _first_sentence(text: str) -> str:
-    """The first sentence of a catalog text (the rest is in the README and the notes)."""
+    """The first sentence of a catalog text (the rest is in docs/diagnostics.md and the notes)."""
     m = re.search(r"(?<=[a-z0-9)%])\.\s+(?=[A-Z])", text)
     return text[: m.start() + 1] if m else text
 
@@ -200,21 +201,20 @@ def _note_link(name: str) -> str:
 
 
 @cache
-def _readme_lines() -> tuple[str, ...]:
-    """README.md of the checkout the server runs from (none when installed without it)."""
-    path = README
+def _doc_lines(name: str) -> tuple[str, ...]:
+    """docs/<name> of the checkout the server runs from (none when installed without it)."""
     try:
-        return tuple(path.read_text(encoding="utf-8").splitlines())
+        return tuple((DOCS / name).read_text(encoding="utf-8").splitlines())
     except OSError:
         return ()
 
 
-def readme_link(text: str, starts: str) -> str | None:
-    """A Markdown link that opens README.md at the first line starting with `starts` (a heading, a table row);
-    None when the README or the line is not there."""
-    for i, ln in enumerate(_readme_lines()):
+def doc_link(name: str, text: str, starts: str) -> str | None:
+    """A Markdown link that opens docs/<name> at the first line starting with `starts` (a heading, a table row);
+    None when the file or the line is not there."""
+    for i, ln in enumerate(_doc_lines(name)):
         if ln.startswith(starts):
-            return f"[{text}]({README.as_uri()}#L{i + 1})"
+            return f"[{text}]({(DOCS / name).as_uri()}#L{i + 1})"
     return None
 
 
@@ -629,7 +629,7 @@ PROFILE_OPS = 5  # and its top ops
 def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget] | None = None) -> str:
     """The agents' diagnosis and proposals as Markdown (the hover on a key the diagnosis implicates), at most about
     15 lines: what (bottleneck and confidence), the proposals table, why (the first piece of evidence and its
-    source, by name), and "more" as links (the knowledge notes the proposals cite, the README's section).
+    source, by name), and "more" as links (the knowledge notes the proposals cite, the documentation's section).
     `verified`: the TPU compiler's verification of the current mesh and the proposals
     (server/presentation/verification.py), when run."""
     d = result.diagnosis
@@ -667,8 +667,8 @@ def agent_md(result: AnalysisReport, stale: bool, verified: list[VerifiedTarget]
         out += [f"*{result.calibration}*", ""]
     refs = list(dict.fromkeys(r for p in props for r in p.references))[:3]
     more = [kb_link(r) for r in refs]
-    if (readme := readme_link("how ASAP diagnoses (README)", "## `asap analyze`")) is not None:
-        more.append(readme)
+    if (section := doc_link("cli.md", "how ASAP diagnoses (documentation)", "## `asap analyze`")) is not None:
+        more.append(section)
     backend = result.backend
     agents = f"Backend: {backend.name}" + (f" ({backend.fallback_reason})" if backend.fallback_reason else "")
     out.append(("More: " + " · ".join(more) + " · " if more else "") + f"*{agents}*")

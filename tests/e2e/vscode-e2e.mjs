@@ -270,7 +270,8 @@ try {
   const hover = page.locator('.monaco-hover', { hasText: 'ici_tensor_parallelism' }).first();
   await hoverKey('ici_tensor_parallelism', hover);
   log('HOVER: ' + (await hover.innerText()));
-  await page.screenshot({ path: `${shots}/hover.png` });
+  // The hover fades in: the screenshot (the README's first picture) waits for the end of the animation.
+  await page.screenshot({ path: `${shots}/hover.png`, animations: 'disabled' });
 
   // On the key, inside ASAP101's range: VS Code asks for the fixes of the diagnostics under the cursor, and once
   // the agents' proposals exist a cursor off the range (on the comment) got only those (seen in CI).

@@ -145,7 +145,7 @@ async def test_error_hover_is_short_with_links(shared: AsapClient, tmp_path: Pat
     assert hover is not None
     md = hover.contents.value
     assert md.startswith("**ASAP101**") and md.count(product.message) == 1
-    assert "**Fix:**" in md and re.search(r"\]\(file://[^)]+README\.md#L\d+\)", md), md
+    assert "**Fix:**" in md and re.search(r"\]\(file://[^)]+/docs/diagnostics\.md#L\d+\)", md), md
     assert_short_readable(md)
     doc.close()
 
