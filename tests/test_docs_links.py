@@ -86,6 +86,12 @@ def test_the_readme_shows_the_editor_and_points_into_docs():
     found = links(ROOT / "README.md")
     images = {t for _, image, t in found if image}
     assert len(images) >= 5 and all(t.startswith("docs/images/") for t in images), images
+    # docs/images holds what the README shows and `make screenshots` refreshes, nothing else, and stays small
+    committed = {f"docs/images/{p.name}" for p in (ROOT / "docs" / "images").iterdir()}
+    assert committed == images
+    make = re.search(r"^SCREENSHOTS := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M)
+    assert make is not None and {f"docs/images/{s}.png" for s in make.group(1).split()} == images
+    assert sum((ROOT / t).stat().st_size for t in images) < 2_000_000
     # every reference file is reachable from the README, directly or through docs/README.md
     reachable = {(ROOT / t.split("#")[0]).resolve() for _, _, t in found if not urlsplit(t).scheme}
     index = ROOT / "docs" / "README.md"
