@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -37,7 +38,7 @@ ENV = "ASAP_STORE"
 POOL_MAX = 4
 CONNECT_TIMEOUT_S = 5
 RETRY_AFTER_S = 30.0  # after a failure, writes go straight to the outbox (and reads to the local store) this long
-MIGRATIONS = Path(__file__).with_name("migrations")
+MIGRATIONS = Path(str(resources.files("server.common") / "migrations"))  # package data
 LOCK_KEY = 0x4153_4150_19  # pg_advisory_xact_lock key of ASAP's migrations ("ASAP", issue 19)
 OUTBOX = "shared_outbox"
 TABLES = ("experiments", "applications", "outcomes", "kb_records")

@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,7 +67,10 @@ _pulled_at: dict[str, float] = {}  # outcomes directory -> time.monotonic() of i
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al. 2009): score = sum 1 / (RRF_K + rank)
 CANDIDATES = 50  # per retriever, before fusion
 FTS_POOL = 400  # BM25 results looked at when filters drop some
-REPO_KB = Path(__file__).resolve().parents[2] / "kb"
+# The shipped knowledge content, as package data: `server/kb/content` is a symlink to kb/ at the repository root in a
+# checkout (resolved, so links open kb/docs/...) and the files themselves in an installed wheel (pyproject.toml's
+# package-data). pip installs packages as files, so the resource is a directory on disk.
+REPO_KB = Path(str(resources.files("server.kb") / "content")).resolve()
 # Abbreviations engineers type, spelled out as the notes write them (added to the query, not replacing it).
 ABBREVIATIONS = {
     "oom": "out of memory",
@@ -186,6 +190,7 @@ class Situation:
 
 
 def kb_dir() -> Path:
+    """The knowledge content indexed: $ASAP_KB_DIR, else the notes and records ASAP ships (`REPO_KB`)."""
     env = os.environ.get("ASAP_KB_DIR")
     return Path(env) if env else REPO_KB
 

@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ KINDS = ("tensor", "fsdp", "expert", "context", "pipeline", "dcn", "slices", "ba
 PRIOR_WEIGHT = 2.0  # pseudo-pairs of the prior in each kind's spread
 UNVALIDATED = 0.85  # confidence factor for a kind no published pair exercises
 PROFILE_BOOST = 1.05  # a profile of this config calibrated the model's parts
-TABLE = Path(__file__).parent / "data" / "change_errors.json"
+TABLE = Path(str(resources.files("server.perf") / "data" / "change_errors.json"))  # package data
 
 
 @dataclass(frozen=True)

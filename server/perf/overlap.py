@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from server.config.xla_flags import XlaFlags, parse_xla_flags
 # - "forward" / "backward": the rest of the forward or backward pass (e.g. the data-parallel all-reduce opt).
 WINDOWS = ("none", "matmul", "layer", "forward", "backward")
 
-TABLE = Path(__file__).resolve().parent / "data" / "overlap.json"
+TABLE = Path(str(resources.files("server.perf") / "data" / "overlap.json"))  # package data
 
 
 @dataclass(frozen=True)
