@@ -109,6 +109,14 @@ screenshots: $(STAMP) $(EXT_BUNDLE)
 	for s in $(SCREENSHOTS); do cp .tmp/e2e/$$s.png docs/images/; done
 	du -ch $(SCREENSHOTS:%=docs/images/%.png) | tail -1
 
+# The wheel a user installs (dist/asap-*.whl): the knowledge notes and records, the catalogs, tables and migrations
+# are package data (pyproject.toml). Built with the venv's setuptools, offline; tests/test_installed_wheel.py installs
+# one into a fresh venv and runs it.
+.PHONY: wheel
+wheel: $(STAMP)
+	rm -f dist/asap-*.whl
+	$(PY) -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w dist .
+
 vsix: $(EXT_BUNDLE)
 	npm --prefix $(EXT) run --silent package
 
@@ -119,4 +127,4 @@ bench: $(STAMP)
 	$(PY) bench/profile_ingest.py
 
 clean:
-	rm -rf $(VENV) $(EXT)/node_modules $(EXT)/dist tests/e2e/node_modules .tmp
+	rm -rf $(VENV) $(EXT)/node_modules $(EXT)/dist tests/e2e/node_modules .tmp build dist
