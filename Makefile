@@ -87,9 +87,12 @@ sysdeps:
 
 # ASAP_REQUIRE_SERVERS=1: a test whose server cannot start fails instead of skipping (tests/support/servers.py).
 # ASAP_MAXTEXT_PYTHON: the tests marked for MaxText's environment run where `make maxtext-env` installed it.
+# PYTEST_WORKERS processes (pytest-xdist), a test file to each (tests/conftest.py): many tests wait on
+# a server or a subprocess, so 3 on this project's 2-core machines beat 2; PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP) sysdeps
 	ASAP_REQUIRE_SERVERS=1 $(if $(MAXTEXT_TEST_PYTHON),ASAP_MAXTEXT_PYTHON="$${ASAP_MAXTEXT_PYTHON:-$(MAXTEXT_TEST_PYTHON)}") \
-	  $(PY) -m pytest -q -rs
+	  $(PY) -m pytest -q -rs $(if $(filter-out 0,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS))
 
 vitest: $(EXT_STAMP)
 	npm --prefix $(EXT) test --silent
@@ -98,7 +101,10 @@ e2e: $(STAMP) $(EXT_BUNDLE)
 	bash tests/e2e/run.sh
 	bash tests/nvim/run.sh
 
-test: lint typecheck pytest vitest e2e
+# The stages one after another, each one's wall time printed at the end (tools/stages.py); the first that fails
+# stops the run with its status.
+test: $(STAMP)
+	MAKE="$(MAKE)" $(PY) tools/stages.py lint typecheck pytest vitest e2e
 
 # The README's pictures: the real-editor scenario (tests/e2e/run.sh) takes its screenshots in .tmp/e2e/; these are
 # copied to docs/images/ (committed, 1400 x 900 PNG, about 150 KB each).
