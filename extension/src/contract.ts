@@ -23,6 +23,7 @@ export const ERROR_CODES = {
   badProfile: 'badProfile',
   outcomeRefused: 'outcomeRefused',
   badArgument: 'badArgument',
+  untrustedWorkspace: 'untrustedWorkspace',
 } as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];

@@ -72,7 +72,10 @@ def _open_file(ls: AsapServer, uri: str) -> tuple[TextDocument, Path] | None:
 def start(ls: AsapServer, uri: str, job: Literal["agents", "verify"], run: int | None = None) -> None:
     """(Re)start a document's job in the background: "agents", the diagnosis and proposals (on open, save and
     Analyze; never on a keystroke), or "verify", the TPU compiler's verdict on the current mesh and the fresh
-    proposals (of a launch file's run `run`)."""
+    proposals (of a launch file's run `run`). An untrusted workspace compiles nothing (settings.restricted)."""
+    if job == "verify" and not ls.settings.trusted:
+        log.info("verify: not in an untrusted workspace")
+        return
     ls.state(uri).restart(job, run_agents(ls, uri) if job == "agents" else run_verify(ls, uri, run))
 
 

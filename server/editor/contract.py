@@ -48,6 +48,7 @@ class ErrorCode(StrEnum):
     BAD_PROFILE = "badProfile"  # the given or linked profile cannot be found or read
     OUTCOME_REFUSED = "outcomeRefused"  # no proposal was applied, or the profile is not a run of it
     BAD_ARGUMENT = "badArgument"  # an argument the command cannot use
+    UNTRUSTED_WORKSPACE = "untrustedWorkspace"  # the command runs code (a compile): refused until the user trusts it
 
 
 # JSON-RPC's range for implementation-defined server errors is -32099..-32000; one code for all of ASAP's.

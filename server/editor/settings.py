@@ -44,6 +44,11 @@ class Settings(BaseModel):
     # asap.xlaFlags: the run's LIBTPU_INIT_ARGS / XLA_FLAGS string, priced under when a config's own
     # `# LIBTPU_INIT_ARGS=...` comment states none (server/config/run_flags.py); blank: libtpu's defaults
     xla_flags: StrictStr | None = None
+    # Workspace trust (not an asap.* setting: the extension sends `trusted: false` when VS Code runs the workspace in
+    # Restricted Mode). An untrusted workspace's files are read and priced (diagnostics, hovers, fixes, estimates),
+    # but nothing it names is run: no Verify (MaxText or the TPU compiler: a compile imports the workspace's code
+    # through maxtextPython/maxtextPath), no Claude (llm off), no Ray cluster. See `restricted()`.
+    trusted: StrictBool = True
 
     @field_validator("default_slice", "kb_path", "store", "verify_cluster", "xla_flags", mode="after")
     @classmethod
@@ -78,7 +83,14 @@ class Settings(BaseModel):
                 log.warning("asap.%s: %s is not a valid value; using the default", key, shown)
                 continue
             values[key] = raw[key]
-        return cls.model_validate(values)
+        settings = cls.model_validate(values)
+        return settings if settings.trusted else settings.restricted()
+
+    def restricted(self) -> Settings:
+        """These settings as an untrusted workspace gets them: whatever its `.vscode/settings.json` says, the server
+        runs no compile, calls no LLM and reads no MaxText environment or checkout of its choosing."""
+        off = {"llm": "off", "verify": "manual", "maxtext_python": None, "maxtext_path": None, "verify_cluster": None}
+        return self.model_copy(update={**off, "trusted": False})
 
     @property
     def flags(self) -> FlagSource | None:

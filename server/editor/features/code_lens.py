@@ -74,7 +74,7 @@ def code_lens(ls: AsapServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         elif job is not None and not job.done():
             # its steps, elapsed time and cancel are in the client's progress
             lenses.append(lens("TPU compiler: compiling…", tooltip="The current mesh first, then the proposals"))
-        else:
+        elif ls.settings.trusted:  # an untrusted workspace compiles nothing (settings.restricted)
             lenses.append(lens("Verify", ServerCommand.VERIFY, doc.uri))
         lenses.append(lens("Roofline", ClientCommand.SHOW_ROOFLINE, doc.uri))
     if report is not None and agent_findings.usable(report):
@@ -114,7 +114,7 @@ def _run_lenses(ls: AsapServer, doc: TextDocument, ra: RunAnalysis, several: boo
             )
         elif job is not None and not job.done():
             lenses.append(_lens(rng, "TPU compiler: compiling…"))
-        else:
+        elif ls.settings.trusted:
             lenses.append(_lens(rng, "Verify", ServerCommand.VERIFY, target))
     if est is not None:  # the run's roofline (`#run=N` names the run when the file has several)
         lenses.append(

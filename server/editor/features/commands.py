@@ -109,9 +109,17 @@ async def record_outcome(ls: AsapServer, uri: str, profile: str | None = None) -
 
 def verify(ls: AsapServer, uri: str) -> None:
     """Compile the current mesh and the agents' proposals for the slice (the code lens' "Verify"; a launch file's
-    run N: `<uri>#run=N`)."""
+    run N: `<uri>#run=N`). Refused in an untrusted workspace: a compile runs the interpreter and code it names."""
+    if not ls.settings.trusted:
+        raise CommandError(ErrorCode.UNTRUSTED_WORKSPACE, UNTRUSTED_VERIFY)
     uri, _, fragment = uri.partition(RUN_FRAGMENT)
     background.start(ls, uri, "verify", int(fragment) if fragment.isdigit() else None)
+
+
+UNTRUSTED_VERIFY = (
+    "Verify is off in Restricted Mode: it compiles the config's train step, which runs code. "
+    "Trust the workspace (Manage Workspace Trust) to verify."
+)
 
 
 def run_agents(ls: AsapServer, uri: str) -> None:

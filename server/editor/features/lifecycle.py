@@ -61,11 +61,17 @@ async def did_change_configuration(ls: AsapServer, params: lsp.DidChangeConfigur
     before = ls.settings
     settings = params.settings.get("asap") if isinstance(params.settings, dict) else None
     if settings is not None:
-        ls.settings = Settings.from_client(settings)
+        ls.settings = _keep_trust(ls, Settings.from_client(settings))
     else:
         await _pull_settings(ls)
     ls.reanalyze_all()
     _rerun_agents(ls, before)
+
+
+def _keep_trust(ls: AsapServer, settings: Settings) -> Settings:
+    """Trust is the initialization's: a later settings message (which carries the `asap` section alone) cannot raise
+    it. The extension restarts the server when the user trusts the workspace."""
+    return settings if ls.settings.trusted else settings.restricted()
 
 
 def _rerun_agents(ls: AsapServer, before: Settings) -> None:
@@ -94,7 +100,7 @@ async def _pull_settings(ls: AsapServer) -> None:
         log.info("workspace/configuration not available (%s); keeping initialization settings", e)
         return
     if res and isinstance(res[0], dict):  # a client without an `asap` section answers [null]
-        ls.settings = Settings.from_client(res[0])
+        ls.settings = _keep_trust(ls, Settings.from_client(res[0]))
     log.info("settings: %r", ls.settings)
 
 
