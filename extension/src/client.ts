@@ -1,4 +1,11 @@
-/** The ASAP language client: discover the interpreter, check it, start `<python> -m server`, restart on demand. */
+/** The ASAP language client: discover the interpreter, check it, start `<python> -m server`, restart on demand.
+ *
+ * Workspace trust: in VS Code's Restricted Mode (a folder the user has not trusted, e.g. a freshly cloned MaxText
+ * repository) the server still reads and prices the configs (diagnostics, hovers, quick fixes, estimates), but
+ * nothing the workspace chooses runs: the interpreter is the user's or the installed one (never the workspace's
+ * `.venv`, never a workspace-level asap.python), the settings the workspace could point at code are read at user level
+ * only, and the server is told `trusted: false` (no Verify, no Claude). Trusting the workspace restarts the server
+ * with the full settings. */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
@@ -24,6 +31,24 @@ import { checkServerImport, notInstalledMessage } from './serverCheck';
 import { NOT_POSTGRES, PASSWORD_IN_URL, redactStore, SET_STORE_PASSWORD, setStorePassword } from './store';
 
 const OPEN_SETTINGS = 'Open Settings';
+
+/** The asap.* settings that name a program or code to run: package.json's
+ * capabilities.untrustedWorkspaces.restrictedConfigurations (a test keeps the two in step). In Restricted Mode only
+ * their user-level value (or the default) counts. */
+export const RESTRICTED_SETTINGS = ['python', 'maxtextPython', 'maxtextPath'] as const;
+
+/** vscode.workspace.isTrusted (a host without workspace trust counts as trusted). */
+export function workspaceTrusted(): boolean {
+  return vscode.workspace.isTrusted !== false;
+}
+
+/** An `asap` setting as the server is started with it: in Restricted Mode a restricted one's user value only. */
+export function settingFor<T>(key: string, fallback: T, trusted: boolean): T {
+  const cfg = vscode.workspace.getConfiguration('asap');
+  if (trusted || !(RESTRICTED_SETTINGS as readonly string[]).includes(key)) return cfg.get<T>(key, fallback);
+  const seen = cfg.inspect<T>(key);
+  return seen?.globalValue ?? seen?.defaultValue ?? fallback;
+}
 const SHOW_OUTPUT = 'Show Output';
 
 export class AsapClient implements vscode.Disposable {
@@ -56,6 +81,11 @@ export class AsapClient implements vscode.Disposable {
       vscode.commands.registerCommand(SET_STORE_PASSWORD, () =>
         setStorePassword(this.context.secrets, () => this.restart(), this.log),
       ),
+      // trust granted (it cannot be taken back without a reload): the workspace's interpreter, Verify and Claude
+      vscode.workspace.onDidGrantWorkspaceTrust(() => {
+        this.log.info('The workspace is trusted now; restarting the server with its settings');
+        void this.restart();
+      }),
     );
   }
 
@@ -95,8 +125,18 @@ export class AsapClient implements vscode.Disposable {
 
   private async doStart(): Promise<void> {
     const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const trusted = workspaceTrusted();
+    if (!trusted) {
+      this.log.info(
+        'Restricted Mode: the workspace is not trusted. ASAP reads its configs; the workspace interpreter, Verify and Claude are off until it is trusted',
+      );
+    }
+    // `python -c`/`-m` put the working directory first on sys.path: in an untrusted workspace a `server/` package
+    // of its own would run in place of ASAP's. There, the server runs in the extension's directory.
+    const cwd = trusted ? folders[0] : this.context.extensionPath;
     const interpreter = await findInterpreter({
-      setting: vscode.workspace.getConfiguration('asap').get<string>('python', ''),
+      setting: settingFor('python', '', trusted),
+      trusted,
       workspaceFolders: folders,
       extensionPath: this.context.extensionPath,
       platform: process.platform,
@@ -109,7 +149,7 @@ export class AsapClient implements vscode.Disposable {
       return;
     }
 
-    const check = await checkServerImport(interpreter.path, folders[0]);
+    const check = await checkServerImport(interpreter.path, cwd);
     if (!check.ok) {
       this.log.error(`Cannot start the server with ${interpreter.path}: ${check.reason}`);
       this.offerSettings(
@@ -134,7 +174,7 @@ export class AsapClient implements vscode.Disposable {
       transport: TransportKind.stdio,
       // The Anthropic key and the store's password (SecretStorage) reach the server in its environment only:
       // never a setting or a log.
-      options: { cwd: folders[0], env: store.env },
+      options: { cwd, env: store.env },
     };
     // The server's long jobs as cancellable notifications (progress.ts), not the client's status-bar text.
     let client: LanguageClient | undefined;
@@ -156,12 +196,22 @@ export class AsapClient implements vscode.Disposable {
         { scheme: 'file', language: 'markdown' },
       ],
       synchronize: { configurationSection: 'asap' },
-      initializationOptions: { settings: currentSettings() },
+      initializationOptions: { settings: currentSettings(trusted) },
       outputChannel: this.clientOutput(),
       errorHandler: cappedErrorHandler(this.budget, this.log, (m) => this.offerOutput(m)),
-      middleware: { handleWorkDoneProgress: notifications.middleware },
+      middleware: {
+        handleWorkDoneProgress: notifications.middleware,
+        // the server's workspace/configuration pull gets what initializationOptions said (Restricted Mode included)
+        workspace: {
+          configuration: async (params, token, next) => {
+            const answer = await next(params, token);
+            if (trusted || !Array.isArray(answer)) return answer;
+            return params.items.map((item, i) => (item.section === 'asap' ? currentSettings(false) : answer[i]));
+          },
+        },
+      },
     };
-    this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${folders[0] ?? 'unset'})`);
+    this.log.info(`Starting the ASAP server: ${interpreter.path} -m server (cwd ${cwd ?? 'unset'})`);
     if (store.url) this.log.info(`Shared store: ${redactStore(store.url)}`);
     client = new LanguageClient('asap', 'ASAP', serverOptions, clientOptions);
     this.client = client;
@@ -250,7 +300,15 @@ export class AsapClient implements vscode.Disposable {
   }
 }
 
-/** The `asap` section as plain JSON, for initializationOptions. */
-function currentSettings(): unknown {
-  return JSON.parse(JSON.stringify(vscode.workspace.getConfiguration('asap')));
+/** The `asap` section as plain JSON, for initializationOptions. In Restricted Mode: the restricted settings at user
+ * level, Claude off and `trusted: false` (the server then refuses Verify: server/editor/settings.py). */
+export function currentSettings(trusted: boolean): Record<string, unknown> {
+  const all = JSON.parse(JSON.stringify(vscode.workspace.getConfiguration('asap'))) as Record<string, unknown>;
+  if (trusted) return all;
+  for (const key of RESTRICTED_SETTINGS) {
+    const value = settingFor<unknown>(key, undefined, false);
+    if (value === undefined) delete all[key];
+    else all[key] = value;
+  }
+  return { ...all, llm: 'off', trusted: false };
 }

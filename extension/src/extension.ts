@@ -3,7 +3,7 @@ import * as vscode from 'vscode';
 
 import { analyzeActive, verifyActive } from './analyze';
 import { setApiKey } from './apiKey';
-import { AsapClient } from './client';
+import { AsapClient, workspaceTrusted } from './client';
 import { CLIENT_COMMANDS } from './contract';
 import { linkProfile, unlinkProfile } from './linkProfile';
 import { recordOutcome } from './outcome';
@@ -23,6 +23,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const channel = vscode.window.createOutputChannel('ASAP', { log: true });
   const log = redactingLogger(channel);
   const status = new AsapStatus();
+  // Restricted Mode: said once, in its own item (what is off until the workspace is trusted)
+  status.setRestricted(!workspaceTrusted());
   asap = new AsapClient(context, channel, log, (state) => status.setState(state));
   const roofline = new RooflineViews(context.extensionUri, runServerCommand, log);
 
@@ -46,6 +48,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('asap.setApiKey', () =>
       setApiKey(context.secrets, () => asap?.restart() ?? Promise.resolve(), log),
     ),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => status.setRestricted(false)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       // Other asap.* settings reach the running server through workspace/didChangeConfiguration.
       if (e.affectsConfiguration('asap.python')) {

@@ -4,6 +4,10 @@
  * Order: the `asap.python` setting, the workspace `.venv`, the `.venv` of the ASAP checkout the
  * extension runs from, the Python extension's active interpreter. Every step is logged, because
  * interpreter discovery is the first thing to look at when the server does not start.
+ *
+ * In an untrusted workspace (VS Code's Restricted Mode) nothing the workspace holds is run: its `.venv` is not
+ * looked at, and any candidate inside a workspace folder (an `asap.python` of `${workspaceFolder}/...` or a relative
+ * path, the Python extension's choice of the workspace's venv) is skipped, with the reason logged.
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -28,6 +32,16 @@ export interface DiscoveryInputs {
   /** The Python extension's active interpreter, or undefined when it is absent or has none. */
   pythonExtensionInterpreter(): Promise<string | undefined>;
   log: Logger;
+  /** vscode.workspace.isTrusted; false: Restricted Mode (undefined counts as trusted) */
+  trusted?: boolean;
+}
+
+/** Is `file` inside one of `folders` (or one of them)? */
+export function insideFolders(file: string, folders: readonly string[]): boolean {
+  return folders.some((f) => {
+    const rel = path.relative(f, file);
+    return rel === '' || (!rel.startsWith('..') && !path.isAbsolute(rel));
+  });
 }
 
 /** `${workspaceFolder}` is the first folder (as VS Code does for single-root settings); `${userHome}` the home dir. */
@@ -46,6 +60,13 @@ export function venvPython(dir: string, platform: NodeJS.Platform): string {
 
 export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter | undefined> {
   const { log } = inp;
+  const restricted = inp.trusted === false;
+  // Restricted Mode: a candidate in the workspace is the workspace's code, run before the user trusted it
+  const inWorkspace = (file: string, what: string): boolean => {
+    if (!restricted || !insideFolders(file, inp.workspaceFolders)) return false;
+    log.info(`Interpreter: skipping ${file} (${what}): it is inside the workspace, which is not trusted`);
+    return true;
+  };
 
   const raw = inp.setting.trim();
   if (raw) {
@@ -56,14 +77,17 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
       // A relative path such as ".venv/bin/python" means "in the workspace"; a bare "python3" means PATH.
       const isRelativePath = /[\\/]/.test(resolved) && !path.isAbsolute(resolved) && !path.win32.isAbsolute(resolved);
       if (isRelativePath && inp.workspaceFolders[0]) resolved = path.join(inp.workspaceFolders[0], resolved);
-      log.info(`Interpreter: using ${resolved} from the asap.python setting ("${raw}")`);
-      return { path: resolved, source: 'setting' };
+      if (!inWorkspace(resolved, 'asap.python')) {
+        log.info(`Interpreter: using ${resolved} from the asap.python setting ("${raw}")`);
+        return { path: resolved, source: 'setting' };
+      }
     }
   } else {
     log.info('Interpreter: asap.python is not set');
   }
 
-  for (const folder of inp.workspaceFolders) {
+  if (restricted) log.info('Interpreter: the workspace is not trusted; not looking for its .venv');
+  for (const folder of restricted ? [] : inp.workspaceFolders) {
     const candidate = venvPython(folder, inp.platform);
     if (inp.exists(candidate)) {
       log.info(`Interpreter: using ${candidate}, the venv of workspace folder ${folder}`);
@@ -73,19 +97,21 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
   }
 
   const checkout = venvPython(path.dirname(inp.extensionPath), inp.platform);
-  if (inp.exists(checkout)) {
+  if (!inp.exists(checkout)) {
+    log.info(`Interpreter: no venv at ${checkout} (ASAP checkout)`);
+  } else if (!inWorkspace(checkout, 'the ASAP checkout venv')) {
     log.info(`Interpreter: using ${checkout}, the venv of the ASAP checkout the extension runs from`);
     return { path: checkout, source: 'ASAP checkout venv' };
   }
-  log.info(`Interpreter: no venv at ${checkout} (ASAP checkout)`);
 
   try {
     const fromExtension = await inp.pythonExtensionInterpreter();
-    if (fromExtension) {
+    if (!fromExtension) {
+      log.info('Interpreter: the Python extension is not installed or has no active interpreter');
+    } else if (!inWorkspace(fromExtension, "the Python extension's active interpreter")) {
       log.info(`Interpreter: using ${fromExtension}, the Python extension's active interpreter`);
       return { path: fromExtension, source: 'Python extension' };
     }
-    log.info('Interpreter: the Python extension is not installed or has no active interpreter');
   } catch (err) {
     log.warn(`Interpreter: asking the Python extension failed: ${String(err)}`);
   }

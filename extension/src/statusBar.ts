@@ -7,6 +7,17 @@ import { CLIENT_COMMANDS } from './contract';
 
 export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
 
+/** What the Restricted Mode item says (once, while the workspace is untrusted: client.ts). */
+export const RESTRICTED_TEXT = '$(shield) ASAP: restricted';
+export const RESTRICTED_TOOLTIP = [
+  'ASAP runs in Restricted Mode: this workspace is not trusted.',
+  "Off until you trust it: the workspace interpreter (its .venv, a workspace asap.python), Verify (the TPU compiler's compiles), Claude.",
+  'Diagnostics, hovers, quick fixes and estimates work, with your own or the installed Python.',
+  'Click to manage workspace trust.',
+].join('\n');
+/** VS Code's "Workspaces: Manage Workspace Trust". */
+export const MANAGE_TRUST = 'workbench.trust.manage';
+
 /** The ASAP300 diagnostic's message starts "<bottleneck>-bound (<source>, confidence N%)", maybe "[stale ...] " first. */
 const VERDICT = /^(\[stale[^\]]*\]\s*)?(\w+)-bound \((\w+), confidence (\d+)%\)/;
 
@@ -45,6 +56,7 @@ const codeLenses: LensProvider = (uri) =>
 
 export class AsapStatus implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
+  private restrictedItem: vscode.StatusBarItem | undefined;
   private state: ServerState = 'starting';
   private readonly subscriptions: vscode.Disposable[] = [];
   private running: Promise<void> | undefined;
@@ -68,6 +80,26 @@ export class AsapStatus implements vscode.Disposable {
 
   get current(): ServerState {
     return this.state;
+  }
+
+  /** Show (untrusted workspace) or remove (trusted) the Restricted Mode item, next to the server's. */
+  setRestricted(restricted: boolean): void {
+    if (restricted && !this.restrictedItem) {
+      const item = vscode.window.createStatusBarItem('asap.restricted', vscode.StatusBarAlignment.Left, 9);
+      item.name = 'ASAP Restricted Mode';
+      item.text = RESTRICTED_TEXT;
+      item.tooltip = RESTRICTED_TOOLTIP;
+      item.command = MANAGE_TRUST;
+      item.show();
+      this.restrictedItem = item;
+    } else if (!restricted && this.restrictedItem) {
+      this.restrictedItem.dispose();
+      this.restrictedItem = undefined;
+    }
+  }
+
+  get restricted(): boolean {
+    return this.restrictedItem !== undefined;
   }
 
   setState(state: ServerState): void {
@@ -118,6 +150,7 @@ export class AsapStatus implements vscode.Disposable {
   dispose(): void {
     for (const s of this.subscriptions) s.dispose();
     this.item.dispose();
+    this.restrictedItem?.dispose();
   }
 }
 

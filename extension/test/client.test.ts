@@ -5,9 +5,16 @@ import * as path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
 
 const settings: Record<string, unknown> = {};
+// the user-level values (inspect's globalValue); `settings` is what get() answers, the workspace's included
+const userSettings: Record<string, unknown> = {};
 const vscode = vi.hoisted(() => ({
   workspace: {
     workspaceFolders: [] as { uri: { fsPath: string } }[],
+    isTrusted: true,
+    onDidGrantWorkspaceTrust: vi.fn((f: () => void) => {
+      vscode.grantListener = f;
+      return { dispose: () => undefined };
+    }),
     // the listener AsapClient registers (asap.store changes restart the server)
     onDidChangeConfiguration: vi.fn((f: (e: { affectsConfiguration: (s: string) => boolean }) => void) => {
       vscode.configListener = f;
@@ -16,10 +23,15 @@ const vscode = vi.hoisted(() => ({
     getConfiguration: () => {
       const cfg = { ...settings };
       Object.defineProperty(cfg, 'get', { value: (k: string, d: unknown) => settings[k] ?? d, enumerable: false });
+      Object.defineProperty(cfg, 'inspect', {
+        value: (k: string) => ({ key: `asap.${k}`, globalValue: userSettings[k], workspaceValue: settings[k] }),
+        enumerable: false,
+      });
       return cfg;
     },
   },
   configListener: undefined as undefined | ((e: { affectsConfiguration: (s: string) => boolean }) => void),
+  grantListener: undefined as undefined | (() => void),
   registered: new Map<string, () => unknown>(),
   window: {
     showErrorMessage: vi.fn(() => Promise.resolve(undefined)),
@@ -80,7 +92,7 @@ vi.mock('vscode-languageclient/node', () => ({
   ErrorAction: { Continue: 1, Shutdown: 2 },
 }));
 
-import { AsapClient } from '../src/client';
+import { AsapClient, RESTRICTED_SETTINGS } from '../src/client';
 import { memoryLogger } from './helpers';
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'asap-client-'));
@@ -104,6 +116,9 @@ function makeClient(stored: Record<string, string> = { 'asap.anthropicApiKey': '
 
 beforeEach(() => {
   for (const k of Object.keys(settings)) delete settings[k];
+  for (const k of Object.keys(userSettings)) delete userSettings[k];
+  vscode.workspace.isTrusted = true;
+  vscode.workspace.workspaceFolders = [];
   lc.instances.length = 0;
   vscode.window.showErrorMessage.mockClear();
   vscode.window.showWarningMessage.mockClear();
@@ -266,5 +281,65 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     expect((lc.instances[1].args[2] as any).options.env.ASAP_STORE).toBe('postgresql://asap@db/asap');
     expect(log.lines).toContain('info asap.store changed; restarting the server');
     client.dispose();
+  });
+
+  it("in Restricted Mode runs the user's interpreter with user-level settings, then everything once trusted", async () => {
+    // a cloned repository: its own .venv and .vscode/settings.json choosing interpreters and Claude
+    const ws = path.join(tmp, 'cloned');
+    fs.mkdirSync(path.join(ws, '.venv', 'bin'), { recursive: true });
+    fs.copyFileSync(fakePython('ws-venv', 0), path.join(ws, '.venv', 'bin', 'python'));
+    fs.mkdirSync(path.join(tmp, 'extension'), { recursive: true }); // the server's directory in Restricted Mode
+    vscode.workspace.workspaceFolders = [{ uri: { fsPath: ws } }];
+    const user = fakePython('user', 0);
+    userSettings.python = user;
+    Object.assign(settings, {
+      python: path.join(ws, 'evil-python'),
+      maxtextPython: path.join(ws, 'bin', 'python'),
+      maxtextPath: ws,
+      llm: 'auto',
+      defaultSlice: 'v5e-256',
+    });
+    vscode.workspace.isTrusted = false;
+    const { client, log } = makeClient();
+    await client.start();
+
+    expect(lc.instances).toHaveLength(1);
+    const [, , serverOptions, clientOptions] = lc.instances[0].args as [string, string, any, any];
+    expect(serverOptions.command).toBe(user);
+    expect(serverOptions.options.cwd).toBe(path.join(tmp, 'extension')); // not the workspace: -m puts it on sys.path
+    expect(clientOptions.initializationOptions).toEqual({
+      settings: { python: user, defaultSlice: 'v5e-256', llm: 'off', trusted: false },
+    });
+    expect(log.lines.join('\n')).toContain('Restricted Mode: the workspace is not trusted');
+    // the server's workspace/configuration pull gets the same restricted section; other sections pass through
+    const pulled = await clientOptions.middleware.workspace.configuration(
+      { items: [{ section: 'asap' }, { section: 'editor' }] },
+      undefined,
+      async () => [{ ...settings }, { tabSize: 2 }],
+    );
+    expect(pulled).toEqual([{ python: user, defaultSlice: 'v5e-256', llm: 'off', trusted: false }, { tabSize: 2 }]);
+
+    // the user trusts the folder: the server restarts with the workspace's own interpreter and settings
+    vscode.workspace.isTrusted = true;
+    delete settings.python;
+    delete userSettings.python;
+    vscode.grantListener?.();
+    await client.stop(); // queued after the restart
+    expect(lc.instances).toHaveLength(2);
+    const [, , trustedServer, trustedOptions] = lc.instances[1].args as [string, string, any, any];
+    expect(trustedServer.command).toBe(path.join(ws, '.venv', 'bin', 'python'));
+    expect(trustedServer.options.cwd).toBe(ws);
+    expect(trustedOptions.initializationOptions.settings).toEqual({ ...settings });
+    expect(log.lines).toContain('info The workspace is trusted now; restarting the server with its settings');
+    client.dispose();
+  });
+
+  it("declares the restricted settings package.json's untrustedWorkspaces lists", () => {
+    const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'package.json'), 'utf8'));
+    const trust = pkg.capabilities.untrustedWorkspaces;
+    expect(trust.supported).toBe('limited');
+    expect(trust.description).toMatch(/Verify/);
+    expect(trust.restrictedConfigurations).toEqual(RESTRICTED_SETTINGS.map((k) => `asap.${k}`));
+    for (const key of trust.restrictedConfigurations) expect(pkg.contributes.configuration.properties[key]).toBeDefined();
   });
 });

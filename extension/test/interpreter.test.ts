@@ -112,3 +112,40 @@ describe('venvPython', () => {
     expect(venvPython('C:\\r', 'win32')).toBe('C:\\r\\.venv\\Scripts\\python.exe');
   });
 });
+
+describe('findInterpreter in an untrusted workspace (Restricted Mode)', () => {
+  it("never runs the workspace's .venv: the ASAP checkout's, then the Python extension's", async () => {
+    const { inp, log } = inputs({ trusted: false, files: ['/ws/a/.venv/bin/python', '/src/asap/.venv/bin/python'] });
+    expect(await findInterpreter(inp)).toEqual({ path: '/src/asap/.venv/bin/python', source: 'ASAP checkout venv' });
+    expect(log.lines).toContain("info Interpreter: the workspace is not trusted; not looking for its .venv");
+    expect(log.lines.join('\n')).not.toContain('/ws/a/.venv');
+    // the same files, trusted: the workspace's venv
+    const trusted = inputs({ trusted: true, files: ['/ws/a/.venv/bin/python', '/src/asap/.venv/bin/python'] });
+    expect((await findInterpreter(trusted.inp))?.source).toBe('workspace venv');
+  });
+
+  it('skips an asap.python inside the workspace, and the Python extension choosing the workspace venv', async () => {
+    const inWs = inputs({
+      trusted: false,
+      setting: '${workspaceFolder}/.venv/bin/python',
+      pythonExtensionInterpreter: async () => '/ws/b/.venv/bin/python',
+    });
+    expect(await findInterpreter(inWs.inp)).toBeUndefined();
+    expect(inWs.log.lines).toContain(
+      'info Interpreter: skipping /ws/a/.venv/bin/python (asap.python): it is inside the workspace, which is not trusted',
+    );
+    expect(inWs.log.lines).toContain(
+      "info Interpreter: skipping /ws/b/.venv/bin/python (the Python extension's active interpreter): it is inside the workspace, which is not trusted",
+    );
+    const relative = inputs({ trusted: false, setting: 'env/bin/python' });
+    expect(await findInterpreter(relative.inp)).toBeUndefined();
+    // a user-level interpreter outside the workspace is used as in a trusted one
+    const outside = inputs({ trusted: false, setting: '/opt/py/bin/python3' });
+    expect(await findInterpreter(outside.inp)).toEqual({ path: '/opt/py/bin/python3', source: 'setting' });
+  });
+
+  it('an ASAP checkout that is the workspace itself (the extension run from it) is not trusted either', async () => {
+    const { inp } = inputs({ trusted: false, workspaceFolders: ['/src/asap'], files: ['/src/asap/.venv/bin/python'] });
+    expect(await findInterpreter(inp)).toBeUndefined();
+  });
+});

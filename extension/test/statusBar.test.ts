@@ -3,11 +3,18 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 const state = vi.hoisted(() => ({ diagnostics: [] as unknown[], listeners: [] as (() => void)[] }));
 const vscode = vi.hoisted(() => {
   const item = { text: '', tooltip: '', show: vi.fn(), dispose: vi.fn(), name: '', command: '' };
+  const others: (typeof item)[] = []; // the items after the first (the Restricted Mode one)
   return {
     item,
+    others,
     StatusBarAlignment: { Left: 1 },
     window: {
-      createStatusBarItem: vi.fn(() => item),
+      createStatusBarItem: vi.fn((id: string) => {
+        if (id === 'asap.status') return item;
+        const made = { text: '', tooltip: '', show: vi.fn(), dispose: vi.fn(), name: '', command: '' };
+        others.push(made);
+        return made;
+      }),
       activeTextEditor: { document: { uri: 'file:///c.yml' } } as unknown,
       onDidChangeActiveTextEditor: vi.fn(() => ({ dispose: vi.fn() })),
     },
@@ -22,7 +29,7 @@ const vscode = vi.hoisted(() => {
 });
 vi.mock('vscode', () => vscode);
 
-import { AsapStatus, lensStatus, menuItems, verdictText } from '../src/statusBar';
+import { AsapStatus, lensStatus, MANAGE_TRUST, menuItems, RESTRICTED_TEXT, verdictText } from '../src/statusBar';
 
 const diag = (code: string, message: string) => ({ code, message });
 
@@ -110,5 +117,25 @@ describe('status bar', () => {
     expect(failed).not.toContain('asap.analyze');
     new AsapStatus();
     expect(vscode.item.command).toBe('asap.statusMenu');
+  });
+
+  it('says once, in an item of its own, what is off until the workspace is trusted', () => {
+    vscode.others.length = 0;
+    const status = new AsapStatus();
+    expect(vscode.others).toHaveLength(0); // a trusted workspace: no such item
+    status.setRestricted(true);
+    status.setRestricted(true); // once
+    expect(vscode.others).toHaveLength(1);
+    const [item] = vscode.others;
+    expect(item.text).toBe(RESTRICTED_TEXT);
+    expect(item.text).toBe('$(shield) ASAP: restricted');
+    for (const off of ['workspace interpreter', 'Verify', 'Claude']) expect(item.tooltip).toContain(off);
+    expect(item.command).toBe(MANAGE_TRUST);
+    expect(item.show).toHaveBeenCalledOnce();
+    expect(status.restricted).toBe(true);
+    status.setRestricted(false); // trust granted
+    expect(item.dispose).toHaveBeenCalledOnce();
+    expect(status.restricted).toBe(false);
+    status.dispose();
   });
 });
