@@ -163,10 +163,65 @@ EOF
   return "$rc"
 }
 
+# Restricted Mode: workspace trust on and the folder not trusted (no prompt). The workspace is a cloned repository
+# that tries to choose the interpreter: a .vscode/settings.json asap.python and a .venv/bin/python, both a trap that
+# records that it ran. The user's asap.python (and, for the settings race above, the venv next to the installed
+# extension) is the real one. The scenario sees a diagnostic and the restricted status item; the trap never ran.
+attempt_restricted() {
+  local R=$OUT/restricted
+  step "Restricted Mode: fresh profile and untrusted workspace in $R"
+  rm -rf "$R"
+  mkdir -p "$R/user/User" "$R/home" "$R/ext/asap-dev.asap-0.1.0" "$R/ext/.venv/bin" "$R/ws/.venv/bin" "$R/ws/.vscode"
+  cp "$ROOT/examples/bad-mesh-v5e-256.yml" "$R/ws/"
+  printf '#!/bin/sh\ntouch "%s"\nexit 1\n' "$R/trap-ran" >"$R/ws/.venv/bin/python"
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$R/ext/.venv/bin/python"
+  chmod +x "$R/ws/.venv/bin/python" "$R/ext/.venv/bin/python"
+  printf '{"asap.python": "%s", "asap.maxtextPython": "%s"}\n' "$R/ws/.venv/bin/python" "$R/ws/.venv/bin/python" \
+    >"$R/ws/.vscode/settings.json"
+  cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$R/ext/asap-dev.asap-0.1.0/"
+  PY="$PY" node -e '
+    const settings = {
+      "asap.python": process.env.PY, "workbench.startupEditor": "none", "telemetry.telemetryLevel": "off",
+      "security.workspace.trust.enabled": true, "security.workspace.trust.startupPrompt": "never",
+      "security.workspace.trust.banner": "never", "extensions.autoUpdate": false, "extensions.autoCheckUpdates": false,
+      "update.mode": "none", "workbench.tips.enabled": false, "chat.disableAIFeatures": true,
+      "git.openRepositoryInParentFolders": "never",
+    };
+    require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$R/user/User/settings.json"
+  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$R/config.yaml"
+  step "code-server on 127.0.0.1:$PORT, workspace trust on (log: $R/code-server.log)"
+  HOME=$R/home XDG_CONFIG_HOME=$R/home/.config XDG_DATA_HOME=$R/home/.local/share XDG_CACHE_HOME=$R/home/.cache \
+    setsid "$CS" --config "$R/config.yaml" --user-data-dir "$R/user" --extensions-dir "$R/ext" \
+    --disable-telemetry --disable-update-check --disable-getting-started-override \
+    "$R/ws" >"$R/code-server.log" 2>&1 &
+  PGID=$!
+  local deadline=$((SECONDS + 60))
+  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
+    kill -0 "$PGID" 2>/dev/null || { tail -20 "$R/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
+    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
+    sleep 0.2
+  done
+  step "restricted scenario"
+  local rc=0
+  HOME=$R/home timeout 120 node "$E2E/restricted-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$R/ws" "$OUT" || rc=$?
+  if ((rc == 0)) && [ -e "$R/trap-ran" ]; then
+    echo "the untrusted workspace's .venv/bin/python (or its asap.python) was run" >&2
+    rc=1
+  fi
+  ((rc == 0)) || show_logs "$R"
+  cleanup
+  return "$rc"
+}
+
 # A browser driving a workbench can lose a race that is not ASAP's; a second failure is a failure. The first
 # attempt's logs are printed either way.
 if ! attempt; then
   step "the scenario failed (logs above); a second attempt from scratch"
   attempt || die "scenario failed twice (screenshots in $OUT; logs in $OUT/run/code-server.log and $OUT/run/user/logs)"
+fi
+if ! attempt_restricted; then
+  step "the restricted scenario failed (logs above); a second attempt from scratch"
+  attempt_restricted || die "restricted scenario failed twice (screenshots in $OUT; logs in $OUT/restricted)"
 fi
 step "passed"

@@ -1,0 +1,82 @@
+// ASAP in VS Code's Restricted Mode (workspace trust on, the folder not trusted), driven by playwright-core.
+// Usage: node restricted-e2e.mjs <workbench url> <screenshot dir>
+// The extension must run there (package.json: untrustedWorkspaces "limited"): a config's static diagnostic reaches
+// the Problems view, and the status bar says once what is off until the folder is trusted. run.sh checks afterwards
+// that the workspace's own .venv/bin/python (a trap) never ran. Every wait has a timeout; run.sh bounds the run.
+import { chromium } from 'playwright-core';
+
+const [url, shots] = process.argv.slice(2);
+const FILE = 'bad-mesh-v5e-256.yml';
+const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
+const t0 = Date.now();
+const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
+
+const browser = await chromium.launch({
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+});
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+page.setDefaultTimeout(15_000);
+
+async function palette(key, text, row) {
+  await page.keyboard.press(key);
+  await page.keyboard.type(text);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: row }).first().waitFor();
+  await page.keyboard.press('Enter');
+}
+
+async function openFile(name) {
+  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await page.keyboard.press('Control+P');
+      await page.keyboard.type(name);
+      await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first().waitFor();
+      await page.keyboard.press('Enter');
+      await tab.waitFor({ timeout: 5_000 });
+      return;
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      log(`retry Quick Open of ${name} (${e.message.split('\n')[0]})`);
+      await page.keyboard.press('Escape');
+    }
+  }
+}
+
+try {
+  await page.goto(url);
+  await page.waitForSelector('.explorer-folders-view', { timeout: 60_000 });
+  log('workbench loaded');
+  // VS Code's own sign of Restricted Mode (its status bar entry), so the check below is not vacuous
+  await page.locator('.statusbar-item', { hasText: 'Restricted Mode' }).first().waitFor({ timeout: 30_000 });
+  log('the workbench is in Restricted Mode');
+
+  await openFile(FILE);
+  await palette('F1', 'Focus on Problems View', 'Problems');
+  const row = page.locator('.markers-panel .monaco-list-row', { hasText: PROBLEM }).first();
+  await row.waitFor({ timeout: 90_000 }); // the extension activates and the server starts, untrusted
+  log('PROBLEM: ' + (await row.innerText()));
+
+  const item = page.locator('.statusbar-item', { hasText: 'ASAP: restricted' }).first();
+  await item.waitFor({ timeout: 15_000 });
+  const label = (await item.locator('a').first().getAttribute('aria-label')) ?? '';
+  log(`STATUS: ${await item.innerText()} (${label})`);
+  await item.hover();
+  const tip = page.locator('.monaco-hover, .hover-contents', { hasText: 'Off until you trust it' }).first();
+  await tip.waitFor({ timeout: 10_000 });
+  const tooltip = await tip.innerText();
+  log('TOOLTIP: ' + tooltip);
+  for (const off of ['workspace interpreter', 'Verify', 'Claude']) {
+    if (!tooltip.includes(off)) throw new Error(`the restricted item's tooltip does not name ${off}: ${tooltip}`);
+  }
+  await page.screenshot({ path: `${shots}/restricted.png` });
+  log('restricted scenario passed');
+} catch (e) {
+  await page.screenshot({ path: `${shots}/restricted-failure.png` }).catch(() => undefined);
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
