@@ -41,7 +41,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand(CLIENT_COMMANDS.showProposals, (uri?: unknown, line?: unknown, ch?: unknown) =>
       showProposals(uri, line, ch),
     ),
-    vscode.commands.registerCommand('asap.statusMenu', () => showStatusMenu(status.current)),
+    vscode.commands.registerCommand('asap.statusMenu', () => showStatusMenu(status.current, status.restricted)),
     vscode.commands.registerCommand('asap.linkProfile', () => linkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.unlinkProfile', () => unlinkProfile(runServerCommand, log)),
     vscode.commands.registerCommand('asap.recordOutcome', () => recordOutcome(runServerCommand, log)),

@@ -159,8 +159,9 @@ export interface MenuItem extends vscode.QuickPickItem {
 }
 
 /** What the status bar item offers: the actions on the config in the editor while the server runs, then the
- * server's own (logs, restart, key). A stopped or failed server offers the restart and the logs first. */
-export function menuItems(state: ServerState, hasConfig: boolean): MenuItem[] {
+ * server's own (logs, restart, key). A stopped or failed server offers the restart and the logs first. In an untrusted
+ * workspace (`restricted`) Verify is not offered: the server refuses it until the workspace is trusted. */
+export function menuItems(state: ServerState, hasConfig: boolean, restricted = false): MenuItem[] {
   const onConfig: MenuItem[] = [
     { label: '$(play) Analyze', description: 'diagnosis and proposals for this config', command: 'asap.analyze' },
     { label: '$(check) Verify with TPU Compiler', description: 'compile this mesh and the proposals', command: 'asap.verify' },
@@ -173,12 +174,13 @@ export function menuItems(state: ServerState, hasConfig: boolean): MenuItem[] {
     { label: '$(key) Set API Key...', description: 'for Claude (kept in SecretStorage)', command: 'asap.setApiKey' },
   ];
   if (state === 'failed' || state === 'stopped') return [server[1], server[0], server[2]];
-  return [...(hasConfig ? onConfig : []), ...server];
+  const offered = restricted ? onConfig.filter((m) => m.command !== 'asap.verify') : onConfig;
+  return [...(hasConfig ? offered : []), ...server];
 }
 
-export async function showStatusMenu(state: ServerState): Promise<string | undefined> {
+export async function showStatusMenu(state: ServerState, restricted = false): Promise<string | undefined> {
   const doc = vscode.window.activeTextEditor?.document;
-  const picked = await vscode.window.showQuickPick(menuItems(state, doc?.languageId === 'yaml'), {
+  const picked = await vscode.window.showQuickPick(menuItems(state, doc?.languageId === 'yaml', restricted), {
     title: `ASAP (server ${state})`,
   });
   if (picked) await vscode.commands.executeCommand(picked.command);

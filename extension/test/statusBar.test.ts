@@ -137,5 +137,9 @@ describe('status bar', () => {
     expect(item.dispose).toHaveBeenCalledOnce();
     expect(status.restricted).toBe(false);
     status.dispose();
+    // the status menu offers no Verify while restricted (the server would refuse it), the other actions as before
+    const commands = (restricted: boolean) => menuItems('running', true, restricted).map((m) => m.command);
+    expect(commands(false)).toContain('asap.verify');
+    expect(commands(true)).toEqual(commands(false).filter((c) => c !== 'asap.verify'));
   });
 });

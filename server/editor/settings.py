@@ -84,7 +84,8 @@ class Settings(BaseModel):
                 continue
             values[key] = raw[key]
         settings = cls.model_validate(values)
-        return settings if settings.trusted else settings.restricted()
+        # fails closed: a `trusted` that is not exactly true (false, "false", null) restricts, never the default
+        return settings.restricted() if "trusted" in raw and raw["trusted"] is not True else settings
 
     def restricted(self) -> Settings:
         """These settings as an untrusted workspace gets them: whatever its `.vscode/settings.json` says, the server

@@ -141,3 +141,20 @@ async def test_trusted_workspace_with_llm_auto_calls_claude(bare: AsapClient, cl
     await wait_for_log(bare, "agents, trust.yml", timeout=120)
     assert claude.connections >= 1
     assert "Verify" in await lens_titles(bare, doc)
+
+
+def test_trust_fails_closed_and_restricts_the_settings_that_run_code() -> None:
+    """Settings.from_client: any `trusted` but true restricts (a malformed value never falls back to the default,
+    trusted); no `trusted` at all is an editor without workspace trust (Neovim, the CLI's tests): trusted."""
+    from server.editor.settings import Settings
+
+    asked = {**WORKSPACE_SETTINGS, "verifyCluster": "10.0.0.1:6379", "defaultSlice": "v5e-256"}
+    for trusted in (False, "false", None, 0, "yes"):
+        s = Settings.from_client({**asked, "trusted": trusted})
+        assert (s.trusted, s.llm, s.verify, s.maxtext_python, s.maxtext_path, s.verify_cluster) == (
+            False, "off", "manual", None, None, None
+        ), trusted  # fmt: skip
+        assert s.default_slice == "v5e-256"  # what only prices the config is kept
+    full = Settings.from_client(asked)
+    assert (full.trusted, full.llm, full.verify, full.maxtext_python) == (True, "auto", "auto", "/opt/evil/bin/python")
+    assert Settings.from_client({**asked, "trusted": True}) == full
