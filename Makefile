@@ -87,8 +87,9 @@ sysdeps:
 
 # ASAP_REQUIRE_SERVERS=1: a test whose server cannot start fails instead of skipping (tests/support/servers.py).
 # ASAP_MAXTEXT_PYTHON: the tests marked for MaxText's environment run where `make maxtext-env` installed it.
-# PYTEST_WORKERS processes (pytest-xdist), a test file to each (tests/conftest.py): many tests wait on
-# a server or a subprocess, so 3 on this project's 2-core machines beat 2; PYTEST_WORKERS=0 runs them in one process.
+# PYTEST_WORKERS processes (pytest-xdist), a test file to each (tests/conftest.py): some tests wait on a server or a
+# subprocess, so a third process fills the 2 cores (on a shared 2-core machine: 371 s with 3, 391 s with 4, 603 s in
+# one process); PYTEST_WORKERS=0 runs them in one process.
 PYTEST_WORKERS ?= 3
 pytest: $(STAMP) sysdeps
 	ASAP_REQUIRE_SERVERS=1 $(if $(MAXTEXT_TEST_PYTHON),ASAP_MAXTEXT_PYTHON="$${ASAP_MAXTEXT_PYTHON:-$(MAXTEXT_TEST_PYTHON)}") \
