@@ -22,11 +22,13 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import ClientServerConfig
-from support.gcs_server import free_port
 
 from .conftest import CONFIG, AsapClient, Doc, initialize, wait_for_log
 
-PORT = free_port()  # known before the language server starts: its environment points the Anthropic SDK here
+# Bound and listening before the language server starts (its environment points the Anthropic SDK here), for the
+# module's life: a port looked up free and bound later could be taken meanwhile by another process.
+SOCKET = socket.create_server(("127.0.0.1", 0))
+PORT = int(SOCKET.getsockname()[1])
 CLAUDE_CONFIG = ClientServerConfig(
     server_command=CONFIG.server_command,
     client_factory=CONFIG.client_factory,
@@ -42,10 +44,10 @@ WORKSPACE_SETTINGS = {"llm": "auto", "verify": "auto", "maxtextPython": "/opt/ev
 
 
 class Listener:
-    """A TCP listener on 127.0.0.1:PORT that counts the connections it accepts and closes each at once."""
+    """The listener on 127.0.0.1:PORT, counting the connections it accepts (closing each at once) from its start."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", PORT))
+        self.sock = SOCKET
         self.connections = 0
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -65,11 +67,17 @@ class Listener:
         self.thread.join(timeout=5)
 
 
-@pytest.fixture
-def claude() -> Iterator[Listener]:
+@pytest.fixture(scope="module")
+def _listening() -> Iterator[Listener]:
     listener = Listener()
     yield listener
     listener.close()
+
+
+@pytest.fixture
+def claude(_listening: Listener) -> Listener:
+    _listening.connections = 0  # each test counts its own
+    return _listening
 
 
 @pytest_lsp.fixture(config=CLAUDE_CONFIG)
