@@ -11,8 +11,6 @@ A file with no run is "nothing to check", exit 0. `--run N` picks run N (1-based
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -177,11 +175,3 @@ def _no_estimate(cfg: Any, e: EstimateError) -> Any:
     from server.cli.commands import _no_estimate as no_estimate
 
     return no_estimate(cfg, e)
-
-
-def print_json(doc: object) -> None:
-    print(json.dumps(doc, indent=2))
-
-
-def note(msg: str) -> None:
-    print(msg, file=sys.stderr)

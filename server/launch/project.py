@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from server.common.codes import DiagCode
-from server.common.findings import Finding, Related, Severity, Span, TextEdit
+from server.common.findings import Finding, Severity, Span, TextEdit
 from server.config.models import DIM_KEYS
 from server.config.resolve import RUN_DOCUMENT_MARKER
-from server.config.run_flags import FlagSource
 from server.config.source import YamlSyntaxError, parse
 from server.launch.located import Located
 from server.launch.runs import Override, Run, Setting
@@ -52,7 +51,6 @@ PRICED_KEYS = frozenset(
     }
 )
 _SAFE_WORD = re.compile(r"^[A-Za-z0-9_.,:/@%+=-]*$")  # a value written into a shell word needs no quoting
-_CLI_KEY_LINE = re.compile(r"^([A-Za-z_][\w.]*): ")
 
 
 @dataclass
@@ -326,12 +324,3 @@ def _append(doc: RunDocument, words: str, path: Path | None, positions: Position
         raise ValueError("no argument of the command is written where a key could follow it")
     at = max(ends)
     return TextEdit(path, positions.span(at, at), " " + words)
-
-
-def flag_source(doc: RunDocument) -> FlagSource | None:
-    """Nothing: the run's flags are read from its document's comment (kept for symmetry with the CLI's source)."""
-    return None
-
-
-def related_here(path: Path | None, span: Span, message: str) -> Related:
-    return Related(path, span, message)

@@ -12,7 +12,6 @@ so a script being typed (an unclosed quote) still yields the commands before the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -183,12 +182,13 @@ def _fields(parts: list[_Part]) -> list[Located]:
     return fields
 
 
-def _unescape_word(loc: Located) -> Located:
-    """An unquoted word's backslashes: `\\x` is x, a backslash-newline is nothing."""
+def _unescape(loc: Located, escapes: str | None = None) -> Located:
+    """Backslashes removed as the shell removes them: before any character in an unquoted word (`escapes` None),
+    only before one of `escapes` inside double quotes; a backslash-newline is nothing either way."""
     keep: list[int] = []
     i, t = 0, loc.text
     while i < len(t):
-        if t[i] == "\\" and i + 1 < len(t):
+        if t[i] == "\\" and i + 1 < len(t) and (escapes is None or t[i + 1] in escapes):
             if t[i + 1] != "\n":
                 keep.append(i + 1)
             i += 2
@@ -196,21 +196,16 @@ def _unescape_word(loc: Located) -> Located:
         keep.append(i)
         i += 1
     return _pick(loc, keep)
+
+
+def _unescape_word(loc: Located) -> Located:
+    """An unquoted word's backslashes: `\\x` is x, a backslash-newline is nothing."""
+    return _unescape(loc)
 
 
 def _unescape_dq(loc: Located) -> Located:
     """Inside double quotes a backslash escapes only $ ` " \\ and newline (a backslash-newline is nothing)."""
-    keep: list[int] = []
-    i, t = 0, loc.text
-    while i < len(t):
-        if t[i] == "\\" and i + 1 < len(t) and t[i + 1] in _DQ_ESCAPES:
-            if t[i + 1] != "\n":
-                keep.append(i + 1)
-            i += 2
-            continue
-        keep.append(i)
-        i += 1
-    return _pick(loc, keep)
+    return _unescape(loc, _DQ_ESCAPES)
 
 
 def _pick(loc: Located, idx: list[int]) -> Located:
@@ -279,8 +274,3 @@ def _expand(s: _Script, node: ts.Node, env: Env) -> Located:
         if value is None:
             return _join(_word(s, named[1], env, quoted=True))
     return _symbolic(whole)
-
-
-def script_words(cmd: Command) -> Iterator[tuple[int, Located]]:
-    """The command's words with their index (a convenience for readers of argv)."""
-    yield from enumerate(cmd.words)
