@@ -4,6 +4,7 @@
 // the Problems view, and the status bar says once what is off until the folder is trusted. run.sh checks afterwards
 // that the workspace's own .venv/bin/python (a trap) never ran. Every wait has a timeout; run.sh bounds the run.
 import { chromium } from 'playwright-core';
+import { workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
 const FILE = 'bad-mesh-v5e-256.yml';
@@ -20,30 +21,7 @@ const browser = await chromium.launch({
 const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
 page.setDefaultTimeout(15_000);
 
-async function palette(key, text, row) {
-  await page.keyboard.press(key);
-  await page.keyboard.type(text);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: row }).first().waitFor();
-  await page.keyboard.press('Enter');
-}
-
-async function openFile(name) {
-  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await page.keyboard.press('Control+P');
-      await page.keyboard.type(name);
-      await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first().waitFor();
-      await page.keyboard.press('Enter');
-      await tab.waitFor({ timeout: 5_000 });
-      return;
-    } catch (e) {
-      if (attempt >= 3) throw e;
-      log(`retry Quick Open of ${name} (${e.message.split('\n')[0]})`);
-      await page.keyboard.press('Escape');
-    }
-  }
-}
+const { palette, openFile } = workbench(page, log);
 
 try {
   await page.goto(url);

@@ -3,6 +3,7 @@
 // Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
 import { existsSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
 import { chromium } from 'playwright-core';
+import { workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
 // Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
@@ -52,33 +53,7 @@ const problemRow = () => page.locator('.markers-panel .monaco-list-row', { hasTe
 // Monaco renders spaces as U+00A0.
 const lineText = async (locator) => (await locator.textContent()).replace(/\u00a0/g, ' ');
 
-async function palette(key, text, row) {
-  await page.keyboard.press(key);
-  await page.keyboard.type(text);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: row }).first().waitFor();
-  await page.keyboard.press('Enter');
-}
-
-// Quick Open a workspace file. Enter opens the focused row, and the list can still show the rows of the previous
-// filter when the file's row appears (seen: Quick Open of llama2-7b-v5e-256.yml opened llama3-8b-v6e-16.yml), so
-// wait until the focused row is the file's, check the active tab, and try again if another file opened.
-async function openFile(name) {
-  const tab = page.locator('.tabs-container .tab.active', { hasText: name }).first();
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await page.keyboard.press('Control+P');
-      await page.keyboard.type(name);
-      await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: name }).first().waitFor();
-      await page.keyboard.press('Enter');
-      await tab.waitFor({ timeout: 5_000 });
-      return;
-    } catch (e) {
-      if (attempt >= 3) throw e;
-      log(`retry Quick Open of ${name} (${e.message.split('\n')[0]})`);
-      await page.keyboard.press('Escape');
-    }
-  }
-}
+const { palette, openFile } = workbench(page, log);
 
 // The box of `text` on the view line showing it, whatever spans the grammar split the line into (a shell script's
 // arguments can share one span with their neighbours): a DOM range over its characters.

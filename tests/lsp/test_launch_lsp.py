@@ -20,6 +20,14 @@ python3 -m MaxText.train MaxText/configs/base.yml ${ARGS} \\
 """
 
 
+def _edits_of(action: lsp.CodeAction, uri: str) -> list[lsp.TextEdit]:
+    """The edits a code action makes to `uri` (as `changes` or as `documentChanges`)."""
+    edit = action.edit
+    assert edit is not None
+    changes = edit.changes or {c.text_document.uri: c.edits for c in edit.document_changes or []}  # type: ignore[union-attr]
+    return list(changes[uri])
+
+
 async def test_shell_script_run_diagnostics_hover_fix_and_lens(fresh: AsapClient, tmp_path: Path) -> None:
     await initialize(fresh)
     path = tmp_path / "train.sh"
@@ -43,10 +51,7 @@ async def test_shell_script_run_diagnostics_hover_fix_and_lens(fresh: AsapClient
     actions = await doc.code_actions([bad])
     fixes = [a for a in actions if a.edit is not None and a.diagnostics and a.diagnostics[0].code == "ASAP101"]
     assert fixes, [a.title for a in actions]
-    edit = fixes[0].edit
-    assert edit is not None
-    changes = edit.changes or {c.text_document.uri: c.edits for c in edit.document_changes or []}  # type: ignore[union-attr]
-    edits = list(changes[doc.uri])
+    edits = _edits_of(fixes[0], doc.uri)
     fixed = apply_edits(SCRIPT, edits)
     assert fixed.splitlines()[:5] == SCRIPT.splitlines()[:5]  # comments, the export and the variable kept
     doc.edit(edits)
@@ -136,10 +141,7 @@ async def test_agents_on_a_run_propose_meshes_applied_as_token_edits(fresh: Asap
     )
     applies = [a for a in res or [] if isinstance(a, lsp.CodeAction) and a.edit is not None]
     assert applies, [getattr(a, "title", a) for a in res or []]
-    edit = applies[0].edit
-    assert edit is not None
-    changes = edit.changes or {c.text_document.uri: c.edits for c in edit.document_changes or []}  # type: ignore[union-attr]
-    edits = list(changes[doc.uri])
+    edits = _edits_of(applies[0], doc.uri)
     fixed = apply_edits(text, edits)
     assert fixed.splitlines()[:2] == text.splitlines()[:2]
     doc.edit(edits)
