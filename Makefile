@@ -124,8 +124,19 @@ wheel: $(STAMP)
 	rm -rf build dist/asap-*.whl  # setuptools packs whatever an old build left in build/lib
 	$(PY) -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w dist .
 
-vsix: $(EXT_BUNDLE)
+# The VSIX (extension/asap-<version>.vsix, vsce's name from package.json) carries the server wheel of the same
+# version in server/, which *ASAP: Install Server* installs; its packaging (extension/scripts/prepackage.mjs) fails
+# when pyproject.toml's and package.json's versions differ, and writes THIRD_PARTY_NOTICES.md from the bundles.
+vsix: $(EXT_BUNDLE) wheel
+	rm -f $(EXT)/server/asap-*.whl
+	mkdir -p $(EXT)/server
+	cp dist/asap-*-py3-none-any.whl $(EXT)/server/
 	npm --prefix $(EXT) run --silent package
+
+# The extension's icon: extension/images/icon.png (committed) rendered from icon.svg.
+.PHONY: icon
+icon: $(STAMP)
+	$(PY) tools/render_icon.py
 
 bench: $(STAMP)
 	$(PY) bench/mfu_references.py
