@@ -21,16 +21,19 @@ import {
 } from 'vscode-languageclient/node';
 
 import { serverEnvWithStore } from './apiKey';
-import { findInterpreter } from './interpreter';
+import { type Interpreter, interpreterCandidates } from './interpreter';
+import { carriedWheel, findPythons, pickPython, runInstall, serverVenvDir, upgradeAvailable } from './install';
 import type { ServerState } from './statusBar';
 import { clientChannel, type LevelSink, type Logger } from './log';
 import { ProgressNotifications } from './progress';
 import { pythonExtensionInterpreter } from './pythonExtension';
 import { cappedErrorHandler, RestartBudget } from './restartBudget';
-import { checkServerImport, notInstalledMessage } from './serverCheck';
+import { checkServerImport, compatible, incompatibleReason, notInstalledMessage } from './serverCheck';
 import { NOT_POSTGRES, PASSWORD_IN_URL, redactStore, SET_STORE_PASSWORD, setStorePassword } from './store';
 
 const OPEN_SETTINGS = 'Open Settings';
+export const INSTALL_SERVER = 'Install Server';
+const UPGRADE_SERVER = 'Upgrade Server';
 
 /** The asap.* settings that name a program or code to run: package.json's
  * capabilities.untrustedWorkspaces.restrictedConfigurations (a test keeps the two in step). In Restricted Mode only
@@ -134,32 +137,9 @@ export class AsapClient implements vscode.Disposable {
     // `python -c`/`-m` put the working directory first on sys.path: in an untrusted workspace a `server/` package
     // of its own would run in place of ASAP's. There, the server runs in the extension's directory.
     const cwd = trusted ? folders[0] : this.context.extensionPath;
-    const interpreter = await findInterpreter({
-      setting: settingFor('python', '', trusted),
-      trusted,
-      workspaceFolders: folders,
-      extensionPath: this.context.extensionPath,
-      platform: process.platform,
-      exists: (p) => fs.existsSync(p),
-      pythonExtensionInterpreter: () => pythonExtensionInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri),
-      log: this.log,
-    });
-    if (!interpreter) {
-      this.offerSettings('ASAP could not find a Python interpreter to run its server. Set asap.python.');
-      return;
-    }
-
-    const check = await checkServerImport(interpreter.path, cwd);
-    if (!check.ok) {
-      this.log.error(`Cannot start the server with ${interpreter.path}: ${check.reason}`);
-      this.offerSettings(
-        check.reason.endsWith('does not exist')
-          ? `ASAP: the Python interpreter ${interpreter.path} (from ${interpreter.source}) does not exist. Set asap.python.`
-          : notInstalledMessage(interpreter.path, this.checkoutHint()),
-      );
-      return;
-    }
-    this.log.info(`${interpreter.path} can import server and pygls`);
+    const found = await this.usableInterpreter(folders, trusted, cwd);
+    if (!found) return;
+    const interpreter = found.interpreter;
 
     const store = await serverEnvWithStore(
       this.context.secrets,
@@ -231,6 +211,141 @@ export class AsapClient implements vscode.Disposable {
     }
   }
 
+  /** *ASAP: Install Server* (or its upgrade): stop the server, install the carried wheel into the server venv, start
+   * again (the new venv is found where discovery looks for it). A failure leaves the previous server to start. */
+  installServer(upgrade = false): Promise<void> {
+    return this.enqueue(async () => {
+      const wheel = carriedWheel(this.context.extensionPath);
+      if (!wheel) {
+        this.log.error(`Install Server: this extension carries no server wheel (${this.context.extensionPath}/server)`);
+        this.offerOutput(
+          'ASAP: this build of the extension carries no server wheel. Install it with pip (`pip install asap`) and set asap.python.',
+        );
+        return;
+      }
+      const venvDir = this.venvDir();
+      let python = '';
+      if (!upgrade) {
+        const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+        const trusted = workspaceTrusted();
+        const pythons = await findPythons({
+          pythonExtension: await pythonExtensionInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri).catch(() => undefined),
+          envPath: process.env.PATH,
+          workspaceFolders: folders,
+          trusted,
+          log: this.log,
+        });
+        this.log.info(`Install Server: Pythons found: ${pythons.map((p) => `${p.path} (${p.version})`).join(', ') || 'none'}`);
+        const picked = await pickPython(pythons, this.log);
+        if (!picked) {
+          this.log.info('Install Server: no Python picked; nothing installed');
+          return;
+        }
+        python = picked;
+      }
+      await this.doStop();
+      const installed = await runInstall({ python, venvDir, wheel, upgrade }, this.log, () => this.channel.show());
+      if (installed) {
+        this.budget.reset();
+        const setting = settingFor('python', '', workspaceTrusted()).trim();
+        if (setting) {
+          // discovery takes the setting first: the new venv would not be used
+          void vscode.window
+            .showWarningMessage(
+              `ASAP: asap.python (${setting}) is set and is used before the installed server. Clear it to use the server venv.`,
+              OPEN_SETTINGS,
+            )
+            .then((choice) => {
+              if (choice === OPEN_SETTINGS) void vscode.commands.executeCommand('workbench.action.openSettings', 'asap.python');
+            });
+        }
+      }
+      await this.doStart();
+    });
+  }
+
+  private venvDir(): string {
+    return serverVenvDir(this.context.globalStorageUri?.fsPath ?? path.join(this.context.extensionPath, '.storage'));
+  }
+
+  private extensionVersion(): string {
+    return (this.context.extension?.packageJSON as { version?: string } | undefined)?.version ?? 'unknown';
+  }
+
+  /** The first interpreter (discovery's order) that imports a compatible server. An automatic find without ASAP (a
+   * workspace's own .venv, the Python extension's) is passed over; the asap.python setting is the user's choice and
+   * is not. None: the user is told why and offered *Install Server*. */
+  private async usableInterpreter(
+    folders: string[],
+    trusted: boolean,
+    cwd: string | undefined,
+  ): Promise<{ interpreter: Interpreter; version: string } | undefined> {
+    const ext = this.extensionVersion();
+    let refused: { interpreter: Interpreter; reason: string } | undefined;
+    for await (const interpreter of interpreterCandidates({
+      setting: settingFor('python', '', trusted),
+      trusted,
+      workspaceFolders: folders,
+      extensionPath: this.context.extensionPath,
+      installedVenv: this.venvDir(),
+      platform: process.platform,
+      exists: (p) => fs.existsSync(p),
+      pythonExtensionInterpreter: () => pythonExtensionInterpreter(vscode.workspace.workspaceFolders?.[0]?.uri),
+      log: this.log,
+    })) {
+      const check = await checkServerImport(interpreter.path, cwd);
+      const reason = !check.ok
+        ? check.reason
+        : compatible(check.version, ext)
+          ? undefined
+          : incompatibleReason(check.version, ext);
+      if (check.ok && !reason) {
+        this.log.info(`${interpreter.path} can import server and pygls (ASAP ${check.version})`);
+        this.offerUpgrade(interpreter, check.version);
+        return { interpreter, version: check.version };
+      }
+      this.log[interpreter.source === 'setting' ? 'error' : 'warn'](
+        `Cannot start the server with ${interpreter.path} (${interpreter.source}): ${reason}`,
+      );
+      if (interpreter.source === 'setting') {
+        refused = { interpreter, reason: reason ?? '' };
+        break;
+      }
+      refused ??= { interpreter, reason: reason ?? '' };
+    }
+    this.onState('not installed');
+    if (refused?.interpreter.source === 'setting') {
+      const { interpreter, reason } = refused;
+      this.offerInstall(
+        reason.endsWith('does not exist')
+          ? `ASAP: the Python interpreter ${interpreter.path} (from ${interpreter.source}) does not exist. Set asap.python.`
+          : reason.startsWith('it has ASAP')
+            ? `ASAP: ${interpreter.path} cannot run this extension's server: ${reason}. Upgrade it, or install the server.`
+            : notInstalledMessage(interpreter.path, this.checkoutHint()),
+      );
+    } else {
+      this.offerInstall(
+        `ASAP needs its Python server, which is not installed${refused ? ` (${refused.interpreter.path}: ${refused.reason})` : ''}. Install it in a venv of its own (from your package index), or set asap.python.`,
+      );
+    }
+    return undefined;
+  }
+
+  /** The server venv is older than the wheel this extension carries: offer the upgrade (once a session). */
+  private offerUpgrade(interpreter: Interpreter, version: string): void {
+    const wheel = carriedWheel(this.context.extensionPath);
+    if (interpreter.source !== 'installed server' || !upgradeAvailable(version, wheel) || !wheel) return;
+    const key = `upgrade:${wheel.version}`;
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    this.log.info(`The server venv has ASAP ${version}; this extension carries ${wheel.version}`);
+    void vscode.window
+      .showInformationMessage(`ASAP: this extension carries server ${wheel.version}; the installed one is ${version}.`, UPGRADE_SERVER)
+      .then((choice) => {
+        if (choice === UPGRADE_SERVER) void this.installServer(true);
+      });
+  }
+
   private async doStop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
@@ -286,8 +401,11 @@ export class AsapClient implements vscode.Disposable {
     });
   }
 
-  private offerSettings(message: string): void {
-    void vscode.window.showErrorMessage(message, OPEN_SETTINGS, SHOW_OUTPUT).then((choice) => {
+  /** No server to start: the message, with *Install Server* when the extension carries a wheel. */
+  private offerInstall(message: string): void {
+    const actions = carriedWheel(this.context.extensionPath) ? [INSTALL_SERVER, OPEN_SETTINGS, SHOW_OUTPUT] : [OPEN_SETTINGS, SHOW_OUTPUT];
+    void vscode.window.showErrorMessage(message, ...actions).then((choice) => {
+      if (choice === INSTALL_SERVER) void vscode.commands.executeCommand('asap.installServer');
       if (choice === OPEN_SETTINGS) void vscode.commands.executeCommand('workbench.action.openSettings', 'asap.python');
       if (choice === SHOW_OUTPUT) this.channel.show();
     });

@@ -34,6 +34,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     asap,
     roofline,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
+    vscode.commands.registerCommand('asap.installServer', () => asap?.installServer()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
     vscode.commands.registerCommand('asap.analyze', () => analyzeActive(runServerCommand, log)),
     vscode.commands.registerCommand('asap.verify', () => verifyActive(runServerCommand, log)),

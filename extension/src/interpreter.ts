@@ -2,8 +2,10 @@
  * Which Python runs the ASAP server, and why.
  *
  * Order: the `asap.python` setting, the workspace `.venv`, the `.venv` of the ASAP checkout the
- * extension runs from, the Python extension's active interpreter. Every step is logged, because
- * interpreter discovery is the first thing to look at when the server does not start.
+ * extension runs from, the server venv *ASAP: Install Server* made in the extension's global storage, the Python
+ * extension's active interpreter. Every step is logged, because interpreter discovery is the first thing to look at
+ * when the server does not start. `interpreterCandidates` yields them in that order, so that the client can pass over
+ * a workspace `.venv` without ASAP (a MaxText checkout's own) to the next one.
  *
  * In an untrusted workspace (VS Code's Restricted Mode) nothing the workspace holds is run: its `.venv` is not
  * looked at, and any candidate inside a workspace folder (an `asap.python` of `${workspaceFolder}/...` or a relative
@@ -14,7 +16,12 @@ import * as path from 'node:path';
 
 import type { Logger } from './log';
 
-export type InterpreterSource = 'setting' | 'workspace venv' | 'ASAP checkout venv' | 'Python extension';
+export type InterpreterSource =
+  | 'setting'
+  | 'workspace venv'
+  | 'ASAP checkout venv'
+  | 'installed server'
+  | 'Python extension';
 
 export interface Interpreter {
   path: string;
@@ -27,6 +34,8 @@ export interface DiscoveryInputs {
   /** File-system paths of the open workspace folders, in order. */
   workspaceFolders: readonly string[];
   extensionPath: string;
+  /** The venv *ASAP: Install Server* creates (in the extension's global storage), looked for after the checkout's. */
+  installedVenv?: string;
   platform: NodeJS.Platform;
   exists(file: string): boolean;
   /** The Python extension's active interpreter, or undefined when it is absent or has none. */
@@ -52,13 +61,23 @@ export function substituteVariables(value: string, workspaceFolders: readonly st
   });
 }
 
-export function venvPython(dir: string, platform: NodeJS.Platform): string {
-  return platform === 'win32'
-    ? path.win32.join(dir, '.venv', 'Scripts', 'python.exe')
-    : path.posix.join(dir, '.venv', 'bin', 'python');
+/** The interpreter of the venv in `venvDir`. */
+export function venvInterpreter(venvDir: string, platform: NodeJS.Platform): string {
+  return platform === 'win32' ? path.win32.join(venvDir, 'Scripts', 'python.exe') : path.posix.join(venvDir, 'bin', 'python');
 }
 
+export function venvPython(dir: string, platform: NodeJS.Platform): string {
+  return venvInterpreter(platform === 'win32' ? path.win32.join(dir, '.venv') : path.posix.join(dir, '.venv'), platform);
+}
+
+/** The first candidate (see interpreterCandidates), or undefined with an error logged. */
 export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter | undefined> {
+  for await (const found of interpreterCandidates(inp)) return found;
+  return undefined;
+}
+
+/** Every interpreter that could run the server, best first, each step logged; after the last, an error line. */
+export async function* interpreterCandidates(inp: DiscoveryInputs): AsyncGenerator<Interpreter> {
   const { log } = inp;
   const restricted = inp.trusted === false;
   // Restricted Mode: a candidate in the workspace is the workspace's code, run before the user trusted it
@@ -79,7 +98,9 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
       if (isRelativePath && inp.workspaceFolders[0]) resolved = path.join(inp.workspaceFolders[0], resolved);
       if (!inWorkspace(resolved, 'asap.python')) {
         log.info(`Interpreter: using ${resolved} from the asap.python setting ("${raw}")`);
-        return { path: resolved, source: 'setting' };
+        // the user's explicit choice: nothing else is tried after it (the client says why it cannot run)
+        yield { path: resolved, source: 'setting' };
+        return;
       }
     }
   } else {
@@ -91,9 +112,10 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
     const candidate = venvPython(folder, inp.platform);
     if (inp.exists(candidate)) {
       log.info(`Interpreter: using ${candidate}, the venv of workspace folder ${folder}`);
-      return { path: candidate, source: 'workspace venv' };
+      yield { path: candidate, source: 'workspace venv' };
+    } else {
+      log.info(`Interpreter: no venv at ${candidate}`);
     }
-    log.info(`Interpreter: no venv at ${candidate}`);
   }
 
   const checkout = venvPython(path.dirname(inp.extensionPath), inp.platform);
@@ -101,7 +123,17 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
     log.info(`Interpreter: no venv at ${checkout} (ASAP checkout)`);
   } else if (!inWorkspace(checkout, 'the ASAP checkout venv')) {
     log.info(`Interpreter: using ${checkout}, the venv of the ASAP checkout the extension runs from`);
-    return { path: checkout, source: 'ASAP checkout venv' };
+    yield { path: checkout, source: 'ASAP checkout venv' };
+  }
+
+  if (inp.installedVenv) {
+    const installed = venvInterpreter(inp.installedVenv, inp.platform);
+    if (inp.exists(installed)) {
+      log.info(`Interpreter: using ${installed}, the server venv ASAP: Install Server made`);
+      yield { path: installed, source: 'installed server' };
+    } else {
+      log.info(`Interpreter: no server venv at ${installed} (ASAP: Install Server makes it)`);
+    }
   }
 
   try {
@@ -110,12 +142,13 @@ export async function findInterpreter(inp: DiscoveryInputs): Promise<Interpreter
       log.info('Interpreter: the Python extension is not installed or has no active interpreter');
     } else if (!inWorkspace(fromExtension, "the Python extension's active interpreter")) {
       log.info(`Interpreter: using ${fromExtension}, the Python extension's active interpreter`);
-      return { path: fromExtension, source: 'Python extension' };
+      yield { path: fromExtension, source: 'Python extension' };
     }
   } catch (err) {
     log.warn(`Interpreter: asking the Python extension failed: ${String(err)}`);
   }
 
-  log.error('Interpreter: none found. Set asap.python to a Python with ASAP installed (pip install -e <ASAP checkout>).');
-  return undefined;
+  log.error(
+    'Interpreter: none found. Set asap.python to a Python with ASAP installed, or run ASAP: Install Server (a venv of its own).',
+  );
 }

@@ -5,7 +5,8 @@ import * as vscode from 'vscode';
 
 import { CLIENT_COMMANDS } from './contract';
 
-export type ServerState = 'starting' | 'running' | 'stopped' | 'failed';
+/** 'not installed': no interpreter imports a compatible server (client.ts offers *ASAP: Install Server*). */
+export type ServerState = 'starting' | 'running' | 'stopped' | 'failed' | 'not installed';
 
 /** What the Restricted Mode item says (once, while the workspace is untrusted: client.ts). */
 export const RESTRICTED_TEXT = '$(shield) ASAP: restricted';
@@ -140,11 +141,20 @@ export class AsapStatus implements vscode.Disposable {
   }
 
   private show(lens: LensStatus | undefined, verdict: string | undefined): void {
-    const icon = { starting: '$(sync~spin)', running: '$(pulse)', stopped: '$(circle-slash)', failed: '$(error)' }[this.state];
+    const icon = {
+      starting: '$(sync~spin)',
+      running: '$(pulse)',
+      stopped: '$(circle-slash)',
+      failed: '$(error)',
+      'not installed': '$(cloud-download)',
+    }[this.state];
     const what = lens?.text ?? verdict;
     this.item.text = `${icon} ASAP${what ? `: ${what}` : ''}`;
     const detail = lens ? `\n${lens.tooltip}` : verdict ? `; agents' verdict for this config: ${verdict}` : '';
-    this.item.tooltip = `ASAP server ${this.state}${detail}\nClick for ASAP's actions.`;
+    this.item.tooltip =
+      this.state === 'not installed'
+        ? 'No Python with the ASAP server was found.\nClick to install it (ASAP: Install Server) or for the logs.'
+        : `ASAP server ${this.state}${detail}\nClick for ASAP's actions.`;
   }
 
   dispose(): void {
@@ -173,6 +183,10 @@ export function menuItems(state: ServerState, hasConfig: boolean, restricted = f
     { label: '$(debug-restart) Restart Server', description: `the server is ${state}`, command: 'asap.restartServer' },
     { label: '$(key) Set API Key...', description: 'for Claude (kept in SecretStorage)', command: 'asap.setApiKey' },
   ];
+  if (state === 'not installed') {
+    const install = { label: '$(cloud-download) Install Server', description: 'a venv of its own, from the wheel this extension carries', command: 'asap.installServer' };
+    return [install, server[0], server[1]];
+  }
   if (state === 'failed' || state === 'stopped') return [server[1], server[0], server[2]];
   const offered = restricted ? onConfig.filter((m) => m.command !== 'asap.verify') : onConfig;
   return [...(hasConfig ? offered : []), ...server];

@@ -36,6 +36,7 @@ const vscode = vi.hoisted(() => ({
   window: {
     showErrorMessage: vi.fn(() => Promise.resolve(undefined)),
     showWarningMessage: vi.fn((..._args: unknown[]) => Promise.resolve(undefined)),
+    showInformationMessage: vi.fn((..._args: unknown[]) => Promise.resolve(undefined)),
     // records the cancel listener of the last notification shown, as `cancel`
     withProgress: vi.fn((_o: unknown, task: (p: unknown, t: unknown) => Promise<void>) =>
       task(
@@ -104,14 +105,30 @@ function fakePython(name: string, exitCode: number, stderr = ''): string {
   return file;
 }
 
-function makeClient(stored: Record<string, string> = { 'asap.anthropicApiKey': 'sk-ant-test-SECRET123' }) {
+/** An interpreter whose import check passes and says it has ASAP `version`. */
+function versionPython(file: string, version: string): string {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, `#!/bin/sh\necho ${version}\n`, { mode: 0o755 });
+  return file;
+}
+
+function makeClient(
+  stored: Record<string, string> = { 'asap.anthropicApiKey': 'sk-ant-test-SECRET123' },
+  over: { extensionPath?: string; globalStorage?: string; version?: string; states?: string[] } = {},
+) {
   const log = memoryLogger();
   const secrets = { get: vi.fn(async (k: string) => stored[k]) };
-  const context = { extensionPath: path.join(tmp, 'extension'), secrets };
+  const context = {
+    extensionPath: over.extensionPath ?? path.join(tmp, 'extension'),
+    secrets,
+    globalStorageUri: { fsPath: over.globalStorage ?? path.join(tmp, 'global-storage') },
+    extension: { packageJSON: { version: over.version ?? '0.1.0' } },
+  };
   const written: string[] = [];
   const put = (level: string) => (m: string) => void written.push(`${level} ${m}`);
   const channel = { show: vi.fn(), debug: put('debug'), info: put('info'), warn: put('warn'), error: put('error') };
-  return { log, written, client: new AsapClient(context as never, channel as never, log) };
+  const onState = (state: string) => void over.states?.push(state);
+  return { log, written, client: new AsapClient(context as never, channel as never, log, onState) };
 }
 
 beforeEach(() => {
@@ -122,6 +139,7 @@ beforeEach(() => {
   lc.instances.length = 0;
   vscode.window.showErrorMessage.mockClear();
   vscode.window.showWarningMessage.mockClear();
+  vscode.window.showInformationMessage.mockClear();
 });
 
 const XLA_FLAGS = '--xla_tpu_enable_data_parallel_all_reduce_opt=true --xla_tpu_scoped_vmem_limit_kib=98304';
@@ -197,7 +215,9 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
       'Open Settings',
       'Show Output',
     );
-    expect(log.lines).toContain(`error Cannot start the server with ${py}: ModuleNotFoundError: No module named 'server'`);
+    expect(log.lines).toContain(
+      `error Cannot start the server with ${py} (setting): ModuleNotFoundError: No module named 'server'`,
+    );
   });
 
   it('restart stops the old server and rediscovers the interpreter', async () => {
@@ -219,7 +239,7 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     await client.start();
     expect(lc.instances).toHaveLength(0);
     expect(vscode.window.showErrorMessage).toHaveBeenCalledWith(
-      'ASAP could not find a Python interpreter to run its server. Set asap.python.',
+      'ASAP needs its Python server, which is not installed. Install it in a venv of its own (from your package index), or set asap.python.',
       'Open Settings',
       'Show Output',
     );
@@ -332,6 +352,72 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
     expect(trustedOptions.initializationOptions.settings).toEqual({ ...settings });
     expect(log.lines).toContain('info The workspace is trusted now; restarting the server with its settings');
     client.dispose();
+  });
+
+  it("passes over a workspace .venv without ASAP to the server venv Install Server made", async () => {
+    // a MaxText checkout's own .venv: no ASAP in it
+    const ws = path.join(tmp, 'maxtext-ws');
+    fs.mkdirSync(path.join(ws, '.venv', 'bin'), { recursive: true });
+    fs.copyFileSync(fakePython('no-asap', 1, "ModuleNotFoundError: No module named 'server'"), path.join(ws, '.venv', 'bin', 'python'));
+    vscode.workspace.workspaceFolders = [{ uri: { fsPath: ws } }];
+    const storage = path.join(tmp, 'storage-installed');
+    const installed = versionPython(path.join(storage, 'server-venv', 'bin', 'python'), '0.1.0');
+    const states: string[] = [];
+    const { client, log } = makeClient(undefined, { globalStorage: storage, states });
+    await client.start();
+
+    expect(lc.instances).toHaveLength(1);
+    expect((lc.instances[0].args[2] as { command: string }).command).toBe(installed);
+    expect(log.lines).toContain(
+      `warn Cannot start the server with ${path.join(ws, '.venv', 'bin', 'python')} (workspace venv): ModuleNotFoundError: No module named 'server'`,
+    );
+    expect(log.lines).toContain(`info ${installed} can import server and pygls (ASAP 0.1.0)`);
+    expect(states).toEqual(['starting', 'running']);
+    expect(vscode.window.showErrorMessage).not.toHaveBeenCalled();
+    expect(vscode.window.showInformationMessage).not.toHaveBeenCalled(); // no wheel carried: no upgrade to offer
+    await client.stop();
+  });
+
+  it('refuses a server of another minor version and offers Install Server when the extension carries a wheel', async () => {
+    const ext = path.join(tmp, 'ext-with-wheel');
+    fs.mkdirSync(path.join(ext, 'server'), { recursive: true });
+    fs.writeFileSync(path.join(ext, 'server', 'asap-0.1.0-py3-none-any.whl'), '');
+    const old = versionPython(path.join(tmp, 'old', 'python'), '0.0.9');
+    settings.python = old;
+    const states: string[] = [];
+    const { client, log } = makeClient(undefined, { extensionPath: ext, globalStorage: path.join(tmp, 'empty-storage'), states });
+    await client.start();
+
+    expect(lc.instances).toHaveLength(0);
+    expect(states).toEqual(['not installed']);
+    expect(log.lines).toContain(`error Cannot start the server with ${old} (setting): it has ASAP 0.0.9; this extension (0.1.0) needs 0.1.x`);
+    expect(vscode.window.showErrorMessage).toHaveBeenCalledWith(
+      `ASAP: ${old} cannot run this extension's server: it has ASAP 0.0.9; this extension (0.1.0) needs 0.1.x. Upgrade it, or install the server.`,
+      'Install Server',
+      'Open Settings',
+      'Show Output',
+    );
+    // the setting is the user's choice: the server venv after it is not tried
+    expect(log.lines.join('\n')).not.toContain('server venv');
+  });
+
+  it('offers the upgrade, once, when the server venv is older than the wheel the extension carries', async () => {
+    const ext = path.join(tmp, 'ext-newer-wheel');
+    fs.mkdirSync(path.join(ext, 'server'), { recursive: true });
+    fs.writeFileSync(path.join(ext, 'server', 'asap-0.1.2-py3-none-any.whl'), '');
+    const storage = path.join(tmp, 'storage-older');
+    versionPython(path.join(storage, 'server-venv', 'bin', 'python'), '0.1.0');
+    const { client } = makeClient(undefined, { extensionPath: ext, globalStorage: storage });
+    await client.start();
+    await client.restart();
+
+    expect(lc.instances).toHaveLength(2); // the older server runs meanwhile: same minor version
+    expect(vscode.window.showInformationMessage).toHaveBeenCalledTimes(1);
+    expect(vscode.window.showInformationMessage).toHaveBeenCalledWith(
+      'ASAP: this extension carries server 0.1.2; the installed one is 0.1.0.',
+      'Upgrade Server',
+    );
+    await client.stop();
   });
 
   it("declares the restricted settings package.json's untrustedWorkspaces lists", () => {

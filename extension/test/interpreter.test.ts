@@ -1,6 +1,12 @@
 import { describe, expect, it, vi } from 'vitest';
 
-import { type DiscoveryInputs, findInterpreter, substituteVariables, venvPython } from '../src/interpreter';
+import {
+  type DiscoveryInputs,
+  findInterpreter,
+  interpreterCandidates,
+  substituteVariables,
+  venvPython,
+} from '../src/interpreter';
 import { memoryLogger } from './helpers';
 
 function inputs(over: Partial<DiscoveryInputs> & { files?: string[] } = {}) {
@@ -91,6 +97,42 @@ describe('findInterpreter', () => {
     expect(log.lines.at(-1)).toMatch(/^error Interpreter: none found\. Set asap\.python/);
     // Every step is visible in the log: setting, two folders, checkout, extension.
     expect(log.lines).toHaveLength(6);
+  });
+});
+
+describe('interpreterCandidates', () => {
+  async function all(inp: DiscoveryInputs) {
+    const out = [];
+    for await (const c of interpreterCandidates(inp)) out.push(c);
+    return out;
+  }
+
+  it('yields every candidate in order, the Install Server venv after the checkout and before the Python extension', async () => {
+    const { inp, log } = inputs({
+      installedVenv: '/home/u/.vscode/globalStorage/asap-dev.asap/server-venv',
+      files: ['/ws/a/.venv/bin/python', '/src/asap/.venv/bin/python', '/home/u/.vscode/globalStorage/asap-dev.asap/server-venv/bin/python'],
+      pythonExtensionInterpreter: async () => '/usr/bin/python3',
+    });
+    expect((await all(inp)).map((c) => c.source)).toEqual([
+      'workspace venv',
+      'ASAP checkout venv',
+      'installed server',
+      'Python extension',
+    ]);
+    // all passed over: the error says what to do
+    expect(log.lines.at(-1)).toMatch(/^error Interpreter: none found\. .* or run ASAP: Install Server/);
+  });
+
+  it('stops after an asap.python setting: it is the user\'s choice', async () => {
+    const { inp, pythonExtensionInterpreter } = inputs({ setting: '/opt/py', files: ['/ws/a/.venv/bin/python'] });
+    expect(await all(inp)).toEqual([{ path: '/opt/py', source: 'setting' }]);
+    expect(pythonExtensionInterpreter).not.toHaveBeenCalled();
+  });
+
+  it('says where the server venv would be when it is not there', async () => {
+    const { inp, log } = inputs({ installedVenv: '/g/server-venv' });
+    expect(await all(inp)).toEqual([]);
+    expect(log.lines).toContain('info Interpreter: no server venv at /g/server-venv/bin/python (ASAP: Install Server makes it)');
   });
 });
 

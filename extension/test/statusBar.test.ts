@@ -115,6 +115,10 @@ describe('status bar', () => {
     const failed = menuItems('failed', true).map((i) => i.command);
     expect(failed[0]).toBe('asap.restartServer');
     expect(failed).not.toContain('asap.analyze');
+    // no server installed: Install Server first, no config action (no server to run it)
+    const missing = menuItems('not installed', true).map((i) => i.command);
+    expect(missing[0]).toBe('asap.installServer');
+    expect(missing).not.toContain('asap.analyze');
     new AsapStatus();
     expect(vscode.item.command).toBe('asap.statusMenu');
   });
