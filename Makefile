@@ -109,7 +109,7 @@ test: $(STAMP)
 
 # The README's pictures: the real-editor scenario (tests/e2e/run.sh) takes its screenshots in .tmp/e2e/; these are
 # copied to docs/images/ (committed, 1400 x 900 PNG, about 150 KB each).
-SCREENSHOTS := hover fixed agent-hover roofline verify-withdrawn launch-hover
+SCREENSHOTS := hover fixed agent-hover roofline verify-withdrawn launch-hover install-progress
 screenshots: $(STAMP) $(EXT_BUNDLE)
 	bash tests/e2e/run.sh
 	mkdir -p docs/images
@@ -125,12 +125,13 @@ wheel: $(STAMP)
 	$(PY) -m pip wheel -q --disable-pip-version-check --no-deps --no-build-isolation -w dist .
 
 # The VSIX (extension/asap-<version>.vsix, vsce's name from package.json) carries the server wheel of the same
-# version in server/, which *ASAP: Install Server* installs; its packaging (extension/scripts/prepackage.mjs) fails
+# version in wheels/ (not server/: a directory of that name beside the extension would shadow the package `python -m
+# server` imports where the server runs in the extension's directory), which *ASAP: Install Server* installs; its packaging (extension/scripts/prepackage.mjs) fails
 # when pyproject.toml's and package.json's versions differ, and writes THIRD_PARTY_NOTICES.md from the bundles.
 vsix: $(EXT_BUNDLE) wheel
-	rm -f $(EXT)/server/asap-*.whl
-	mkdir -p $(EXT)/server
-	cp dist/asap-*-py3-none-any.whl $(EXT)/server/
+	rm -f $(EXT)/wheels/asap-*.whl
+	mkdir -p $(EXT)/wheels
+	cp dist/asap-*-py3-none-any.whl $(EXT)/wheels/
 	npm --prefix $(EXT) run --silent package
 
 # The extension's icon: extension/images/icon.png (committed) rendered from icon.svg.

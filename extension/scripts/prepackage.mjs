@@ -1,6 +1,6 @@
 // Checks and stages what `vsce package` packs besides the bundles; run in the extension folder by `npm run package`
 // (`make vsix` builds the wheel and copies it to server/ first).
-//   - The server wheel the extension installs (*ASAP: Install Server*): exactly one, server/asap-<version>-py3-none-
+//   - The server wheel the extension installs (*ASAP: Install Server*): exactly one, wheels/asap-<version>-py3-none-
 //     any.whl, where <version> is package.json's and pyproject.toml's alike. An extension that offered another
 //     version's server than its own would talk to it with another protocol contract.
 //   - The repository's LICENSE, copied beside package.json, where vsce looks for it.
@@ -24,9 +24,9 @@ export function problems(dir) {
     found.push(`pyproject.toml's version is ${py}, package.json's ${version}: make them the same (one release)`);
   }
   const want = `asap-${version}-py3-none-any.whl`;
-  const wheels = existsSync(join(dir, 'server')) ? readdirSync(join(dir, 'server')).filter((f) => f.endsWith('.whl')) : [];
+  const wheels = existsSync(join(dir, 'wheels')) ? readdirSync(join(dir, 'wheels')).filter((f) => f.endsWith('.whl')) : [];
   if (wheels.length !== 1 || wheels[0] !== want) {
-    found.push(`server/ must hold exactly ${want}, it holds [${wheels.join(', ')}]: run \`make vsix\` at the repository root`);
+    found.push(`wheels/ must hold exactly ${want}, it holds [${wheels.join(', ')}]: run \`make vsix\` at the repository root`);
   }
   if (!existsSync(join(dir, '..', 'LICENSE'))) found.push('no LICENSE at the repository root');
   return found;

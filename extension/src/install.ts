@@ -1,7 +1,7 @@
 /** *ASAP: Install Server*: a venv of ASAP's own in the extension's global storage, with the wheel the VSIX carries.
  *
  * A user who installed the VSIX has no ASAP environment: the extension carries the matching wheel
- * (`server/asap-<version>-py3-none-any.whl`, put there by `make vsix`), and this command creates a venv with the Python
+ * (`wheels/asap-<version>-py3-none-any.whl`, put there by `make vsix`), and this command creates a venv with the Python
  * the user picks, pip-installs the wheel and its dependencies from the user's own package index (pip reads its
  * configuration and environment as in a terminal: pip.conf, PIP_INDEX_URL, proxies), checks that the new interpreter
  * imports the server at the carried version, and hands it to the client, which starts the server. The same command
@@ -29,9 +29,11 @@ export interface CarriedWheel {
   version: string;
 }
 
-/** The wheel the VSIX carries: `<extension>/server/asap-<version>-py3-none-any.whl` (the newest when several). */
+/** The wheel the VSIX carries: `<extension>/wheels/asap-<version>-py3-none-any.whl` (the newest when several). Not `server/`:
+ * the server runs in the extension's directory in Restricted Mode, where such a directory would be imported by
+ * `python -m server` in place of the installed package (a namespace package without the server's modules). */
 export function carriedWheel(extensionPath: string): CarriedWheel | undefined {
-  const dir = path.join(extensionPath, 'server');
+  const dir = path.join(extensionPath, 'wheels');
   let names: string[];
   try {
     names = fs.readdirSync(dir);
@@ -55,7 +57,8 @@ export function upgradeAvailable(installedVersion: string, carried: CarriedWheel
 export interface PythonFound {
   /** what to run (as found: a PATH entry, a setting, the Python extension's) */
   path: string;
-  /** its sys.executable, for telling two names of one interpreter apart */
+  /** its sys.executable, links resolved: two names of one interpreter (python3, python3.11, /bin and /usr/bin) are
+   * one entry */
   executable: string;
   version: string;
   /** where it was found ("on PATH", "the Python extension's interpreter", ...) */
@@ -70,7 +73,13 @@ export function probePython(python: string, origin: string, timeoutMs = 10_000):
     execFile(python, ['-c', PROBE], { timeout: timeoutMs, windowsHide: true }, (err, stdout) => {
       const [executable, version] = stdout.trim().split('\n');
       if (err || !executable || !version) return resolve(undefined);
-      resolve({ path: python, executable, version, origin });
+      let real = executable;
+      try {
+        real = fs.realpathSync(executable);
+      } catch {
+        // keep it as Python says
+      }
+      resolve({ path: python, executable: real, version, origin });
     });
   });
 }
@@ -103,7 +112,7 @@ export function pythonsOnPath(envPath: string | undefined, platform: NodeJS.Plat
 }
 
 /** The Pythons offered for the server's venv: the Python extension's first, then PATH's; each interpreter once (by
- * its sys.executable), supported versions only; in an untrusted workspace none from inside it. */
+ * its real sys.executable), supported versions only; in an untrusted workspace none from inside it. */
 export async function findPythons(opts: {
   pythonExtension?: string;
   envPath: string | undefined;
@@ -232,7 +241,7 @@ export async function installServer(
   await runStep(
     `pip install ${path.basename(plan.wheel.path)}`,
     venvPy,
-    ['-m', 'pip', 'install', '--upgrade', '--disable-pip-version-check', '--no-input', plan.wheel.path],
+    ['-m', 'pip', 'install', '--upgrade', '--disable-pip-version-check', '--no-input', '--progress-bar', 'off', plan.wheel.path],
     {
       signal: step.signal,
       line: (l) => {
@@ -267,6 +276,7 @@ export async function pickPython(found: PythonFound[], log: Logger): Promise<str
   const picked = await vscode.window.showQuickPick(items, {
     title: 'ASAP: Install Server: the Python for its venv',
     placeHolder: found.length ? 'The server gets a venv of its own, created with this Python' : 'No Python 3.11+ found on PATH',
+    matchOnDescription: true, // a path typed in finds its row
     ignoreFocusOut: true,
   });
   if (!picked) return undefined;

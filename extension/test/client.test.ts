@@ -380,8 +380,8 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
 
   it('refuses a server of another minor version and offers Install Server when the extension carries a wheel', async () => {
     const ext = path.join(tmp, 'ext-with-wheel');
-    fs.mkdirSync(path.join(ext, 'server'), { recursive: true });
-    fs.writeFileSync(path.join(ext, 'server', 'asap-0.1.0-py3-none-any.whl'), '');
+    fs.mkdirSync(path.join(ext, 'wheels'), { recursive: true });
+    fs.writeFileSync(path.join(ext, 'wheels', 'asap-0.1.0-py3-none-any.whl'), '');
     const old = versionPython(path.join(tmp, 'old', 'python'), '0.0.9');
     settings.python = old;
     const states: string[] = [];
@@ -403,8 +403,8 @@ describe.skipIf(process.platform === 'win32')('AsapClient', () => {
 
   it('offers the upgrade, once, when the server venv is older than the wheel the extension carries', async () => {
     const ext = path.join(tmp, 'ext-newer-wheel');
-    fs.mkdirSync(path.join(ext, 'server'), { recursive: true });
-    fs.writeFileSync(path.join(ext, 'server', 'asap-0.1.2-py3-none-any.whl'), '');
+    fs.mkdirSync(path.join(ext, 'wheels'), { recursive: true });
+    fs.writeFileSync(path.join(ext, 'wheels', 'asap-0.1.2-py3-none-any.whl'), '');
     const storage = path.join(tmp, 'storage-older');
     versionPython(path.join(storage, 'server-venv', 'bin', 'python'), '0.1.0');
     const { client } = makeClient(undefined, { extensionPath: ext, globalStorage: storage });

@@ -56,14 +56,14 @@ with zipfile.ZipFile(f"{out}/asap-{version}-py3-none-any.whl", "w") as z:
 }
 
 describe('carriedWheel and upgradeAvailable', () => {
-  it('finds the newest asap wheel under <extension>/server, and nothing without one', () => {
+  it('finds the newest asap wheel under <extension>/wheels, and nothing without one', () => {
     const ext = path.join(tmp, 'ext');
     expect(carriedWheel(ext)).toBeUndefined();
-    fs.mkdirSync(path.join(ext, 'server'), { recursive: true });
+    fs.mkdirSync(path.join(ext, 'wheels'), { recursive: true });
     for (const f of ['asap-0.9.0-py3-none-any.whl', 'asap-0.10.0-py3-none-any.whl', 'other-1.0-py3-none-any.whl']) {
-      fs.writeFileSync(path.join(ext, 'server', f), '');
+      fs.writeFileSync(path.join(ext, 'wheels', f), '');
     }
-    expect(carriedWheel(ext)).toEqual({ path: path.join(ext, 'server', 'asap-0.10.0-py3-none-any.whl'), version: '0.10.0' });
+    expect(carriedWheel(ext)).toEqual({ path: path.join(ext, 'wheels', 'asap-0.10.0-py3-none-any.whl'), version: '0.10.0' });
   });
 
   it('offers an upgrade only for a newer carried wheel and a known installed version', () => {
@@ -82,7 +82,7 @@ describe("pip's lines as progress", () => {
     expect(pipStep('  Downloading https://files.example/jaxlib-0.10.2-cp311-manylinux.whl (80.1 MB)')).toBe(
       'Downloading jaxlib-0.10.2-cp311-manylinux.whl',
     );
-    expect(pipStep('Processing /home/u/.vscode/extensions/asap/server/asap-0.1.0-py3-none-any.whl')).toBe(
+    expect(pipStep('Processing /home/u/.vscode/extensions/asap/wheels/asap-0.1.0-py3-none-any.whl')).toBe(
       'Processing asap-0.1.0-py3-none-any.whl',
     );
     expect(pipStep('Installing collected packages: numpy, jax, asap')).toBe('Installing 3 packages');
@@ -94,10 +94,10 @@ describe.skipIf(process.platform === 'win32')('finding a Python for the venv', (
   it('lists each interpreter on PATH once, by its sys.executable, and skips unsupported versions', async () => {
     const bin = path.join(tmp, 'bin');
     fs.mkdirSync(bin, { recursive: true });
-    const real = execFileSync('python3', ['-c', 'import sys; print(sys.executable)']).toString().trim();
-    // python3 and python: two names of one interpreter; python3.11 a link to it; python3.12 an old Python 3.8
+    const real = fs.realpathSync(execFileSync('python3', ['-c', 'import sys; print(sys.executable)']).toString().trim());
+    // python3 and python: two names of one interpreter (python a link to python3); python3.12 an old Python 3.8
     fs.writeFileSync(path.join(bin, 'python3'), `#!/bin/sh\nexec ${real} "$@"\n`, { mode: 0o755 });
-    fs.writeFileSync(path.join(bin, 'python'), `#!/bin/sh\nexec ${real} "$@"\n`, { mode: 0o755 });
+    fs.symlinkSync(real, path.join(bin, 'python'));
     fs.writeFileSync(
       path.join(bin, 'python3.12'),
       `#!/bin/sh\necho /opt/old/bin/python3.8; echo 3.8.18\n`,

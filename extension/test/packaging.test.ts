@@ -19,8 +19,8 @@ describe('the VSIX', () => {
   it('packs every file the extension loads, and nothing of the sources', async () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { main: string; icon: string; version: string };
     const loaded = [pkg.main.replace(/^\.\//, ''), 'package.json', 'README.md', 'CHANGELOG.md'];
-    // the client looks for the wheel as server/asap-*-py3-none-any.whl in the installed extension
-    loaded.push(pkg.icon, 'LICENSE', 'THIRD_PARTY_NOTICES.md', `server/asap-${pkg.version}-py3-none-any.whl`);
+    // the client looks for the wheel as wheels/asap-*-py3-none-any.whl in the installed extension
+    loaded.push(pkg.icon, 'LICENSE', 'THIRD_PARTY_NOTICES.md', `wheels/asap-${pkg.version}-py3-none-any.whl`);
     const roofline = readFileSync(join(ROOT, 'src', 'roofline.ts'), 'utf8');
     for (const m of roofline.matchAll(/joinPath\(dist, '([^']+)'\)/g)) loaded.push(`dist/${m[1]}`);
     expect(loaded).toContain('dist/roofline.js');
@@ -36,6 +36,10 @@ describe('the VSIX', () => {
     const files = await listFiles({ cwd: tmp, packageManager: PackageManager.None });
     for (const f of loaded) expect(files).toContain(f);
     for (const f of decoys) expect(files).not.toContain(f);
+    // In Restricted Mode the server runs in the extension's directory (`python -m server` puts it first on sys.path):
+    // a top-level server/ or pygls/ there would be imported in place of the installed packages (seen: the wheel
+    // carried in server/ broke the restricted code-server scenario with "cannot import name '__version__'").
+    expect(files.filter((f) => /^(server|pygls)(\/|\.py$)/.test(f))).toEqual([]);
   });
 });
 
@@ -59,25 +63,25 @@ describe('the packaged versions', () => {
     expect(/^version\s*=\s*"([^"]+)"/m.exec(project!)?.[1]).toBe(pkg.version);
   });
 
-  it('stop the packaging when they differ or when server/ lacks that wheel, and stage the licence when they agree', () => {
+  it('stop the packaging when they differ or when wheels/ lacks that wheel, and stage the licence when they agree', () => {
     const repo = mkdtempSync(join(tmpdir(), 'asap-prepackage-'));
     const ext = join(repo, 'extension');
     write(join(ext, 'package.json'), JSON.stringify({ name: 'asap', version: '1.2.0' }));
     write(join(repo, 'LICENSE'), 'All rights reserved.\n');
     write(join(repo, 'pyproject.toml'), '[project]\nname = "asap"\nversion = "1.1.0"\n\n[tool.x]\nversion = "1.2.0"\n');
-    write(join(ext, 'server', 'asap-1.2.0-py3-none-any.whl'), '');
+    write(join(ext, 'wheels', 'asap-1.2.0-py3-none-any.whl'), '');
     let r = node('prepackage.mjs', [], ext);
     expect(r.status).toBe(1);
     expect(r.stderr).toContain("pyproject.toml's version is 1.1.0, package.json's 1.2.0");
     expect(existsSync(join(ext, 'LICENSE'))).toBe(false);
 
     write(join(repo, 'pyproject.toml'), '[project]\nname = "asap"\nversion = "1.2.0"\n');
-    write(join(ext, 'server', 'asap-1.1.0-py3-none-any.whl'), ''); // an older wheel left beside the new one
+    write(join(ext, 'wheels', 'asap-1.1.0-py3-none-any.whl'), ''); // an older wheel left beside the new one
     r = node('prepackage.mjs', [], ext);
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('server/ must hold exactly asap-1.2.0-py3-none-any.whl');
+    expect(r.stderr).toContain('wheels/ must hold exactly asap-1.2.0-py3-none-any.whl');
 
-    rmSync(join(ext, 'server', 'asap-1.1.0-py3-none-any.whl'));
+    rmSync(join(ext, 'wheels', 'asap-1.1.0-py3-none-any.whl'));
     r = node('prepackage.mjs', [], ext);
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Real-VS-Code smoke test for the ASAP extension: code-server 4.100.3 in headless Chromium, driven by
-# playwright-core (vscode-e2e.mjs). Idempotent setup, then one scenario on a copy of examples/.
+# Real-VS-Code test of the ASAP extension as a user installs it: code-server 4.100.3 in headless Chromium, driven by
+# playwright-core. The extension is the VSIX `make vsix` builds (with the server wheel it carries), installed into
+# each attempt's fresh extensions dir with code-server's --install-extension. Idempotent setup, then three scenarios:
+# the features on a copy of examples/ (vscode-e2e.mjs), Restricted Mode (restricted-e2e.mjs), and a first start with
+# no ASAP environment at all that runs ASAP: Install Server (install-e2e.mjs).
 # Env: ASAP_E2E_PYTHON (default <repo>/.venv/bin/python), E2E_TIMEOUT (seconds for the scenario, default 240).
 # Cloud Storage is a real GCS JSON-API server (gcp-storage-emulator, from the venv) on 127.0.0.1, started per attempt
 # by gcs_bucket.py with a MaxText-shaped bucket, given to the language server as STORAGE_EMULATOR_HOST in
@@ -40,13 +43,16 @@ fi
 CS=$E2E/node_modules/.bin/code-server
 [ -x "$CS" ] || die "code-server is not installed in $E2E/node_modules"
 
-step "extension build"
+step "the VSIX (make vsix: the bundles, the server wheel it carries)"
 if stale "$ROOT/extension"; then timeout 600 npm --prefix "$ROOT/extension" ci --no-audit --no-fund -s; fi
-BUNDLE=$ROOT/extension/dist/extension.js
-if [ ! -f "$BUNDLE" ] || [ -n "$(find "$ROOT/extension/src" "$ROOT/extension/package.json" -newer "$BUNDLE")" ]; then
-  timeout 300 npm --prefix "$ROOT/extension" run -s build
+VERSION=$(node -p 'require(process.argv[1]).version' "$ROOT/extension/package.json")
+VSIX=$ROOT/extension/asap-$VERSION.vsix
+# rebuilt when anything it packs is newer: the extension's sources, the server's, the knowledge notes
+if [ ! -f "$VSIX" ] || [ -n "$(find "$ROOT/extension/src" "$ROOT/extension/package.json" "$ROOT/extension/scripts" \
+  "$ROOT/server" "$ROOT/kb" "$ROOT/pyproject.toml" -newer "$VSIX" -print -quit)" ]; then
+  timeout 600 make -s -C "$ROOT" vsix >/dev/null
 fi
-[ -f "$BUNDLE" ] || die "$BUNDLE was not built"
+[ -f "$VSIX" ] || die "$VSIX was not built"
 
 step "server interpreter: $PY"
 [ -x "$PY" ] || die "$PY does not exist (make venv, or set ASAP_E2E_PYTHON)"
@@ -79,12 +85,19 @@ trap cleanup EXIT
 # The bucket: gs://$GCS_BUCKET/run holds two profiled sessions; Link Profile must pick the newer.
 GCS_BUCKET=asap-e2e-runs GCS_OLDER=2026_11_30_09_00_00 GCS_NEWER=2026_12_01_10_00_00
 
+# The VSIX installed as a user installs it, into the attempt's extensions dir ($1/ext) and profile ($1/user).
+install_vsix() {
+  HOME=$1/home timeout 120 "$CS" --user-data-dir "$1/user" --extensions-dir "$1/ext" --install-extension "$VSIX" \
+    >"$1/install-extension.log" 2>&1 || { cat "$1/install-extension.log" >&2; return 1; }
+  [ -f "$1/ext/asap-dev.asap-$VERSION/package.json" ] || { echo "the VSIX did not install into $1/ext" >&2; return 1; }
+}
+
 # One attempt: a fresh profile, workspace and extensions dir, a fresh code-server, the scenario.
 attempt() {
   step "fresh profile, workspace and extensions dir in $OUT/run (screenshots in $OUT)"
   rm -rf "$OUT"
   D=$OUT/run
-  mkdir -p "$D/user/User" "$D/home" "$D/ext/asap-dev.asap-0.1.0"
+  mkdir -p "$D/user/User" "$D/home" "$D/ext"
   cp -r "$ROOT/examples" "$D/ws"
   # The interpreter twice over: the asap.python user setting below, and a workspace .venv the extension finds by
   # itself. code-server can start the extension host before it has read the user settings (seen here, with CI's
@@ -94,7 +107,7 @@ attempt() {
   mkdir -p "$D/ws/.venv/bin"
   printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$D/ws/.venv/bin/python"
   chmod +x "$D/ws/.venv/bin/python"
-  cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$D/ext/asap-dev.asap-0.1.0/"
+  install_vsix "$D"
   # MaxText's train_compile as the LSP tests' stand-in (tests/support/fake_maxtext.py), every compile held while the
   # file `hold` exists: Verify runs until the scenario cancels it from its progress notification.
   "$PY" -c 'import pathlib, sys; sys.path.insert(0, sys.argv[1]); from support import fake_maxtext
@@ -171,14 +184,14 @@ attempt_restricted() {
   local R=$OUT/restricted
   step "Restricted Mode: fresh profile and untrusted workspace in $R"
   rm -rf "$R"
-  mkdir -p "$R/user/User" "$R/home" "$R/ext/asap-dev.asap-0.1.0" "$R/ext/.venv/bin" "$R/ws/.venv/bin" "$R/ws/.vscode"
+  mkdir -p "$R/user/User" "$R/home" "$R/ext/.venv/bin" "$R/ws/.venv/bin" "$R/ws/.vscode"
   cp "$ROOT/examples/bad-mesh-v5e-256.yml" "$R/ws/"
   printf '#!/bin/sh\ntouch "%s"\nexit 1\n' "$R/trap-ran" >"$R/ws/.venv/bin/python"
   printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$R/ext/.venv/bin/python"
   chmod +x "$R/ws/.venv/bin/python" "$R/ext/.venv/bin/python"
   printf '{"asap.python": "%s", "asap.maxtextPython": "%s"}\n' "$R/ws/.venv/bin/python" "$R/ws/.venv/bin/python" \
     >"$R/ws/.vscode/settings.json"
-  cp -r "$ROOT/extension/package.json" "$ROOT/extension/dist" "$R/ext/asap-dev.asap-0.1.0/"
+  install_vsix "$R"
   PY="$PY" node -e '
     const settings = {
       "asap.python": process.env.PY, "workbench.startupEditor": "none", "telemetry.telemetryLevel": "off",
@@ -214,14 +227,74 @@ attempt_restricted() {
   return "$rc"
 }
 
+# A user's first start: the VSIX installed, no asap.python, no .venv in the workspace or beside the extension, no
+# Python extension. The scenario runs ASAP: Install Server from the extension's offer and picks the machine's own
+# Python by its path; pip installs the carried wheel with its
+# dependencies from the machine's configured index (pip.conf, PIP_* as the user has them). Afterwards the server venv
+# is in the extension's global storage and has the VSIX's ASAP version.
+attempt_install() {
+  local I=$OUT/install
+  step "first start without ASAP: fresh profile, workspace and extensions dir in $I"
+  rm -rf "$I"
+  mkdir -p "$I/user/User" "$I/home" "$I/ext"
+  cp -r "$ROOT/examples" "$I/ws"
+  install_vsix "$I"
+  # the machine's Python (Debian's has venv and ensurepip; else the one python3 runs)
+  local base=/usr/bin/python3
+  "$base" -c 'import venv, ensurepip' 2>/dev/null || base=$(python3 -c 'import sys; print(sys._base_executable)')
+  base=$(readlink -f "$base") # the list names each interpreter once, by its real path
+  node -e '
+    const settings = {
+      "workbench.startupEditor": "none", "security.workspace.trust.enabled": false, "telemetry.telemetryLevel": "off",
+      "extensions.autoUpdate": false, "extensions.autoCheckUpdates": false, "update.mode": "none",
+      "workbench.tips.enabled": false, "chat.disableAIFeatures": true, "git.openRepositoryInParentFolders": "never",
+    };
+    require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$I/user/User/settings.json"
+  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$I/config.yaml"
+  step "code-server on 127.0.0.1:$PORT, the Python to pick: $base (log: $I/code-server.log)"
+  HOME=$I/home XDG_CONFIG_HOME=$I/home/.config XDG_DATA_HOME=$I/home/.local/share \
+    XDG_CACHE_HOME=$I/home/.cache setsid "$CS" --config "$I/config.yaml" --user-data-dir "$I/user" \
+    --extensions-dir "$I/ext" --disable-telemetry --disable-update-check --disable-workspace-trust \
+    --disable-getting-started-override "$I/ws" >"$I/code-server.log" 2>&1 &
+  PGID=$!
+  local deadline=$((SECONDS + 60))
+  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
+    kill -0 "$PGID" 2>/dev/null || { tail -20 "$I/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
+    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
+    sleep 0.2
+  done
+  step "install scenario"
+  local rc=0
+  HOME=$I/home ASAP_E2E_BASE_PYTHON=$base timeout 420 node "$E2E/install-e2e.mjs" \
+    "http://127.0.0.1:$PORT/?folder=$I/ws" "$OUT" || rc=$?
+  local venv_py=$I/user/User/globalStorage/asap-dev.asap/server-venv/bin/python
+  if ((rc == 0)); then
+    local got
+    got=$(cd / && "$venv_py" -c 'from importlib.metadata import version; print(version("asap"))' 2>&1) || got="none ($got)"
+    [ "$got" = "$VERSION" ] || { echo "the server venv $venv_py has ASAP $got, not the VSIX's $VERSION" >&2; rc=1; }
+  fi
+  ((rc == 0)) || show_logs "$I"
+  cleanup
+  # the venv is about 1.2 GB: kept for a failed attempt only (code-server, and the server with it, stopped above)
+  ((rc != 0)) || rm -rf "$(dirname "$(dirname "$venv_py")")"
+  return "$rc"
+}
+
 # A browser driving a workbench can lose a race that is not ASAP's; a second failure is a failure. The first
-# attempt's logs are printed either way.
-if ! attempt; then
+# attempt's logs are printed either way. ASAP_E2E_ONLY=main|restricted|install runs one scenario (while developing it).
+only() { [ -z "${ASAP_E2E_ONLY:-}" ] || [ "$ASAP_E2E_ONLY" = "$1" ]; }
+mkdir -p "$OUT"
+if only main && ! attempt; then
   step "the scenario failed (logs above); a second attempt from scratch"
   attempt || die "scenario failed twice (screenshots in $OUT; logs in $OUT/run/code-server.log and $OUT/run/user/logs)"
 fi
-if ! attempt_restricted; then
+if only restricted && ! attempt_restricted; then
   step "the restricted scenario failed (logs above); a second attempt from scratch"
   attempt_restricted || die "restricted scenario failed twice (screenshots in $OUT; logs in $OUT/restricted)"
+fi
+if only install && ! attempt_install; then
+  step "the install scenario failed (logs above); a second attempt from scratch"
+  attempt_install || die "install scenario failed twice (screenshots in $OUT; logs in $OUT/install)"
 fi
 step "passed"
