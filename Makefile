@@ -103,9 +103,10 @@ e2e: $(STAMP) $(EXT_BUNDLE)
 	bash tests/nvim/run.sh
 
 # The stages one after another, each one's wall time printed at the end (tools/stages.py); the first that fails
-# stops the run with its status.
+# stops the run with its status. lint, typecheck and vitest are one stage of three concurrent makes (short, and
+# vitest mostly waits on a real pip install); the e2e scenarios overlap inside run.sh.
 test: $(STAMP)
-	MAKE="$(MAKE)" $(PY) tools/stages.py lint typecheck pytest vitest e2e
+	MAKE="$(MAKE)" $(PY) tools/stages.py lint+typecheck+vitest pytest e2e
 
 # The README's pictures: the real-editor scenario (tests/e2e/run.sh) takes its screenshots in .tmp/e2e/; these are
 # copied to docs/images/ (committed, 1400 x 900 PNG, about 150 KB each).
