@@ -54,8 +54,9 @@ def test_settings_are_the_ones_the_extension_declares():
     # `trusted` is VS Code's workspace trust, which the extension sends with the settings (no asap.* setting)
     fields = {name: info for name, info in Settings.model_fields.items() if name != "trusted"}
     read = {info.alias for info in fields.values()}
-    # asap.python starts the server and asap.trace.server is the client's protocol trace: the extension's own
-    assert read == declared - {"python", "trace.server"}
+    # asap.python starts the server, asap.trace.server is the client's protocol trace and asap.mcp.enabled offers the
+    # MCP server to the editor (extension/src/mcp.ts): the extension's own
+    assert read == declared - {"python", "trace.server", "mcp.enabled"}
 
     def same(v: object) -> object:  # "" / [] in package.json are the server's None / ()
         return (tuple(v) if isinstance(v, (list, tuple)) else v) or None

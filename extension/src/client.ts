@@ -54,6 +54,16 @@ export function settingFor<T>(key: string, fallback: T, trusted: boolean): T {
 }
 const SHOW_OUTPUT = 'Show Output';
 
+/** What the language server was last started with; mcp.ts offers the MCP server on the same interpreter. */
+export interface ServerLaunch {
+  python: string;
+  /** the ASAP version the interpreter has (serverCheck) */
+  version: string;
+  /** the first workspace folder; in Restricted Mode the extension's own directory */
+  cwd: string | undefined;
+  trusted: boolean;
+}
+
 export class AsapClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private notifications: ProgressNotifications | undefined;
@@ -64,6 +74,9 @@ export class AsapClient implements vscode.Disposable {
   /** the shared store's passwords (asap.store's URL, SecretStorage, PGPASSWORD): masked in every log line */
   private secrets: string[] = [];
   private readonly warned = new Set<string>(); // the store warnings shown this session (each once)
+  /** the last start's interpreter (undefined: none usable), told to onDidChangeLaunch's listeners (mcp.ts) */
+  launch: ServerLaunch | undefined;
+  private readonly launchListeners = new Set<(launch: ServerLaunch | undefined) => void>();
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -109,6 +122,12 @@ export class AsapClient implements vscode.Disposable {
     });
   }
 
+  /** Called after each start's interpreter discovery, with what it found (undefined: nothing usable). */
+  onDidChangeLaunch(listener: (launch: ServerLaunch | undefined) => void): vscode.Disposable {
+    this.launchListeners.add(listener);
+    return { dispose: () => void this.launchListeners.delete(listener) };
+  }
+
   /** workspace/executeCommand on the running server (its errors come back as a rejected promise). */
   async executeServerCommand(command: string, args: unknown[]): Promise<unknown> {
     const client = this.client;
@@ -138,6 +157,8 @@ export class AsapClient implements vscode.Disposable {
     // of its own would run in place of ASAP's. There, the server runs in the extension's directory.
     const cwd = trusted ? folders[0] : this.context.extensionPath;
     const found = await this.usableInterpreter(folders, trusted, cwd);
+    this.launch = found && { python: found.interpreter.path, version: found.version, cwd, trusted };
+    for (const listener of this.launchListeners) listener(this.launch);
     if (!found) return;
     const interpreter = found.interpreter;
 

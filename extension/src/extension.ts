@@ -6,6 +6,7 @@ import { setApiKey } from './apiKey';
 import { AsapClient, workspaceTrusted } from './client';
 import { CLIENT_COMMANDS } from './contract';
 import { linkProfile, unlinkProfile } from './linkProfile';
+import { registerMcpServer } from './mcp';
 import { recordOutcome } from './outcome';
 import { redactingLogger } from './log';
 import { showProposals } from './proposals';
@@ -27,12 +28,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   status.setRestricted(!workspaceTrusted());
   asap = new AsapClient(context, channel, log, (state) => status.setState(state));
   const roofline = new RooflineViews(context.extensionUri, runServerCommand, log);
+  // ASAP's MCP server for the editor's agents, on the interpreter the language client finds (VS Code 1.101+)
+  const mcp = registerMcpServer(asap, context.secrets, log);
 
   context.subscriptions.push(
     channel,
     status,
     asap,
     roofline,
+    mcp,
     vscode.commands.registerCommand('asap.restartServer', () => asap?.restart()),
     vscode.commands.registerCommand('asap.installServer', () => asap?.installServer()),
     vscode.commands.registerCommand('asap.showOutput', () => channel.show()),
