@@ -8,13 +8,13 @@ error codes in server/editor/contract.py. Nothing here computes or decides anyth
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 from lsprotocol import types as lsp
 
+from server.common.stdio import reserve_stdio
 from server.editor.features import (
     code_actions,
     code_lens,
@@ -54,22 +54,6 @@ for method, handler, options in FEATURES:
     server.feature(method, options)(handler)
 for command, handler in commands.COMMANDS.items():
     server.command(command.value)(handler)
-
-
-def reserve_stdio() -> tuple[BinaryIO, BinaryIO]:
-    """The protocol's own copies of stdin and stdout; file descriptor 1 then points at stderr and 0 at
-    /dev/null. Over stdio one stray byte on stdout (a library's print, a C extension's message, the agents'
-    worker process, which inherits the descriptors) corrupts the client's message stream, and with it every
-    later message; a child reading stdin would steal the client's requests."""
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    sys.stdout.flush()
-    os.dup2(2, 1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdout = sys.stderr
-    return proto_in, proto_out
 
 
 def main() -> None:

@@ -13,12 +13,15 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server.cli import launch, render
+from pydantic import BaseModel
+
+from server.cli import documents, launch, render
 from server.common.codes import DiagCode
 from server.common.findings import Finding, Severity
 from server.config.mesh import check
@@ -64,7 +67,7 @@ def fail(args: argparse.Namespace, *errors: CliError) -> int:
     for e in errors:
         print(e.line(), file=sys.stderr)
     if getattr(args, "json", False):
-        _print_json({"errors": [e.to_json() for e in errors]})
+        _print_json({"errors": [e.to_json() for e in errors]}, documents.ErrorsDocument)
     return max(e.status for e in errors)
 
 
@@ -83,13 +86,50 @@ def internal_error(e: BaseException, debug: bool, file: str | None = None) -> Cl
     )
 
 
-def _print_json(doc: object, indent: int = 2) -> None:
+# Where `--json` documents go: stdout (None), or a function given them before they are serialised (`json_document`).
+_JSON_SINK: ContextVar[Callable[[Any], None] | None] = ContextVar("asap_json_sink", default=None)
+# A document's text given instead of its file (`json_document`'s `text`): (the name it goes by, its text).
+_GIVEN_TEXT: ContextVar[tuple[str, str] | None] = ContextVar("asap_given_text", default=None)
+
+
+def _print_json(doc: Any, model: type[BaseModel] | None = None, indent: int = 2) -> None:
+    """Print the command's `--json` document, checked against its model (server/cli/documents.py) when it has one:
+    the schema `asap mcp` publishes for it."""
+    if model is not None:
+        documents.checked(model, doc)
+    sink = _JSON_SINK.get()
+    if sink is not None:
+        sink(doc)
+        return
     print(json.dumps(doc, indent=indent))
 
 
+def json_document(
+    command: Callable[[argparse.Namespace], int], args: argparse.Namespace, text: tuple[str, str] | None = None
+) -> tuple[int, Any]:
+    """Run `command` (a `cmd_*` of this module) as `--json` would, and return its exit status and the document it
+    prints, unserialised (None if it printed none): `asap mcp`'s tools answer with exactly what the CLI prints,
+    from the same code. `text`: (name, text), a config's text read as if it were the file `name`. The stderr lines
+    a command writes are still written (the MCP server's stderr is its log); nothing goes to stdout."""
+    got: list[Any] = []
+    args.json = True
+    sink = _JSON_SINK.set(got.append)
+    given = _GIVEN_TEXT.set(text)
+    try:
+        status = command(args)
+    finally:
+        _GIVEN_TEXT.reset(given)
+        _JSON_SINK.reset(sink)
+    return status, (got[-1] if got else None)
+
+
 def _read_config(name: str) -> tuple[Path, str] | CliError:
-    """The config's path and text, or why it cannot be read."""
+    """The config's path and text, or why it cannot be read (a text `json_document` was given for `name` is taken
+    as the file's)."""
     path = Path(name)
+    given = _GIVEN_TEXT.get()
+    if given is not None and given[0] == name:
+        return path, given[1]
     try:
         return path, read_text(path)  # located: "not UTF-8 (byte 0xe9 at line 2)", "too large: ..."
     except OSError as e:
@@ -163,6 +203,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             texts.append(out)
         status = max(status, EXIT_FINDINGS if any(f.severity == Severity.ERROR for f in an.diagnostics) else 0)
     if args.json:
+        for d in docs:  # each file's document, or why it has none
+            documents.checked(documents.FileErrors if "errors" in d else documents.CheckDocument, d)
         _print_json(docs[0] if len(docs) == 1 else docs)
     elif texts:
         print("\n\n".join(texts))
@@ -214,7 +256,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         if isinstance(la, str):
             return fail(args, CliError("usage", la, args.config))
         status, out = launch.estimate_runs(la, overrides, args.json, len(la.runs), args.slice)
-        _print_json(out) if args.json else print(out)
+        _print_json(out, documents.LaunchDocument) if args.json else print(out)
         return status
     if getattr(args, "run", None) is not None:
         return fail(args, CliError("usage", f"--run picks a run of a launch file; {args.config} is a YAML config"))
@@ -240,7 +282,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             ]
             doc["overrides"] = overrides
             doc["xla_flags"] = cfg.run_flags.to_json()
-            _print_json(doc)
+            _print_json(doc, documents.CheckDocument)
         else:
             for f, o in zip(findings, about, strict=True):
                 if f.severity == Severity.ERROR:  # located at the command line when it is about --mesh
@@ -255,7 +297,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         doc["xla_flags"] = cfg.run_flags.to_json()
         if ranked is not None:
             doc["alternatives"] = [r.to_json() for r in ranked]
-        _print_json(doc)
+        _print_json(doc, documents.EstimateDocument)
     else:
         print(render.estimate(path, est))
         print(f"  {cfg.run_flags.hover_line(CLI_HOW)}")
@@ -307,7 +349,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if args.json:
-        _print_json(report.to_json())
+        _print_json(report.to_json(), documents.ProfileDocument)
     else:
         print(render.profile(report, findings))
     return 0
@@ -334,12 +376,12 @@ def cmd_analyze(args: argparse.Namespace) -> int:
             # the run's document is a config of its own: the agents read it as MaxText reads the command
             exp = Experiment(path, ra.document.text, args.slice, profile, Path.cwd(), search, _flags_arg(args))
             doc, _ = run_report(exp, args.llm)
-            doc = _cached_verdicts(doc, path, ra.document.text, args.slice, exp.xla_flags)
+            doc = cached_verdicts(doc, path, ra.document.text, args.slice, exp.xla_flags)
             return launch.located_report(doc, ra)
 
         run_status, out = launch.analyze_runs(la, report_of, args.json)
         if args.json:
-            _print_json(out)
+            _print_json(out, documents.LaunchDocument)
         return run_status
     elif getattr(args, "run", None) is not None:
         return fail(args, CliError("usage", f"--run picks a run of a launch file; {args.config} is a YAML config"))
@@ -351,7 +393,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
         with Console(stderr=True).status("analyzing") as status:
             doc, _ = run_report(exp, args.llm, progress=lambda m: status.update(m))
-    doc = _cached_verdicts(doc, path, text, args.slice, exp.xla_flags)
+    doc = cached_verdicts(doc, path, text, args.slice, exp.xla_flags)
     if args.plot:
         from server.presentation.roofline_chart import write
 
@@ -361,7 +403,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         except ValueError as e:
             return fail(args, CliError("usage", f"--plot: {e}"))
     if args.json:
-        _print_json(doc.to_json())  # the shape: schema/analyze.schema.json
+        _print_json(doc.to_json(), documents.AnalyzeDocument)  # the shape: schema/analyze.schema.json
     else:
         render.analysis(doc)
         if args.plot:
@@ -370,7 +412,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
-def _cached_verdicts(
+def cached_verdicts(
     doc: AnalysisReport, path: Path, text: str, slice_name: str | None, flags: FlagSource | None = None
 ) -> AnalysisReport:
     """The report with the TPU compiler's verdicts ASAP's cache keeps for its proposals (from `asap verify
@@ -476,6 +518,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if getattr(args, "ray", None) is not None and not args.proposals:
         return fail(args, CliError("usage", "--ray runs a sweep: use it with --proposals", prog="asap verify"))
     todo = [r for r in runs if r.loaded is not None]
+    hook = getattr(args, "progress_hook", None)  # `asap mcp`'s progress notifications (json_document's caller)
 
     def progress_of(i: int) -> Any:
         """Progress on stderr (a terminal's; never with --json): with several configs verified one after another,
@@ -483,6 +526,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         prefix = f"[{i + 1}/{len(todo)}] {todo[i].name}: " if several and i >= 0 else ""
 
         def progress(message: str, frac: float | None) -> None:
+            if hook is not None:
+                hook(f"{prefix}{message}", frac)
             if not args.json and sys.stderr.isatty():
                 print(f"\r\033[K{prefix}{message}"[:200], end="", file=sys.stderr, flush=True)
 
@@ -521,13 +566,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
                     args.max_layers,
                     args.timeout,
                     progress=progress_of(i),
+                    cancel=getattr(args, "cancel", None),
                     maxtext_python=maxtext_python,
                 )
     if not args.json and sys.stderr.isatty():
         print("\r\033[K", end="", file=sys.stderr)
     if not several:
         if args.json:
-            _print_json(runs[0].document(args.proposals))
+            _print_json(runs[0].document(args.proposals), documents.VerifyDocument)
         else:
             print(runs[0].text())
         return runs[0].status()
@@ -588,6 +634,7 @@ def _verify_proposals_here(args: argparse.Namespace, r: _Verified, progress: Any
         max_layers=args.max_layers,
         timeout_s=args.timeout,
         progress=progress,
+        cancel=getattr(args, "cancel", None),
         maxtext_python=maxtext_python,
         text=text,
     )
@@ -660,7 +707,7 @@ def cmd_outcome(args: argparse.Namespace) -> int:
     except (experiments.OutcomeError, ProfileError) as e:
         return fail(args, CliError("outcome", str(e), status=EXIT_FINDINGS, prog="asap outcome"))
     if args.json:
-        _print_json(out.model_dump())
+        _print_json(out.model_dump(), documents.Outcome)
     else:
         print(render.outcome(out))
     return 0
@@ -696,7 +743,9 @@ def cmd_models(args: argparse.Namespace) -> int:
         exact = [s for s in summaries if s.name == args.name]
         summaries = exact or [s for s in summaries if args.name in s.name]
     if args.json:
-        _print_json([s.to_json() for s in summaries], indent=1)
+        models = [s.to_json() for s in summaries]
+        documents.checked(documents.ModelsDocument, {"models": models})
+        _print_json(models, indent=1)
     elif args.config or len(summaries) == 1:
         for s in summaries:
             print(s.text())
@@ -730,7 +779,9 @@ def cmd_kb(args: argparse.Namespace) -> int:
             notices()
             results = store.search(args.query, args.k, args.generation, args.family, args.axis)
             if args.json:
-                _print_json({"query": args.query, "results": [r.to_json() for r in results]})
+                _print_json(
+                    {"query": args.query, "results": [r.to_json() for r in results]}, documents.KbSearchDocument
+                )
             elif results:
                 print(render.kb_results(results))
         elif args.kb_command == "similar":
