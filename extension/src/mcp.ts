@@ -89,6 +89,8 @@ export class AsapMcpProvider implements McpProvider, vscode.Disposable {
   readonly onDidChangeMcpServerDefinitions = this.changed.event;
   private readonly disposables: vscode.Disposable[] = [this.changed];
   private offered = '';
+  /** the language client has finished an interpreter discovery (before: its first start is still looking) */
+  private discovered: boolean;
 
   constructor(
     private readonly host: McpHost,
@@ -98,8 +100,10 @@ export class AsapMcpProvider implements McpProvider, vscode.Disposable {
     private readonly baseEnv: NodeJS.ProcessEnv = process.env,
   ) {
     let last = launchKey(source.launch);
+    this.discovered = source.launch !== undefined;
     this.disposables.push(
       source.onDidChangeLaunch((launch) => {
+        this.discovered = true;
         const key = launchKey(launch);
         if (key === last) return;
         last = key;
@@ -121,7 +125,9 @@ export class AsapMcpProvider implements McpProvider, vscode.Disposable {
     const why = !mcpEnabled()
       ? 'asap.mcp.enabled is off'
       : !launch
-        ? 'no Python with ASAP was found for the language server'
+        ? this.discovered
+          ? 'no Python with ASAP was found for the language server'
+          : 'the language server is still looking for its Python'
         : !launch.trusted
           ? 'the workspace is not trusted (Restricted Mode)'
           : undefined;

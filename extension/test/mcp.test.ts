@@ -223,6 +223,9 @@ describe('the MCP server definition', () => {
   it('is not offered with no usable interpreter, nor in Restricted Mode', async () => {
     const source = launches(undefined);
     const { p, log } = provider(source);
+    expect(await p.provideMcpServerDefinitions()).toEqual([]); // before the client's first discovery ends
+    expect(log.lines).toEqual(['info MCP: no ASAP MCP server offered: the language server is still looking for its Python']);
+    source.set(undefined);
     expect(await p.provideMcpServerDefinitions()).toEqual([]);
     expect(log.lines).toContain('info MCP: no ASAP MCP server offered: no Python with ASAP was found for the language server');
     source.set({ ...LAUNCH, cwd: '/ext', trusted: false });
