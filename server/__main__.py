@@ -1,6 +1,14 @@
-"""`python -m server`: the ASAP language server over stdio."""
+"""`python -m server`: the ASAP language server over stdio; `python -m server mcp`: the MCP server over stdio
+(server/mcp_server/), as `asap mcp`."""
 
-from server.lsp import main
+import sys
 
 if __name__ == "__main__":  # not when a worker process (the agents' pool) imports it
-    main()
+    if sys.argv[1:] == ["mcp"]:
+        from server.mcp_server import main as mcp_main
+
+        mcp_main()
+    else:
+        from server.lsp import main
+
+        main()

@@ -9,6 +9,7 @@
     asap outcome CONFIG.yml --profile PATH [--experiment ID --proposal N] [--json]
     asap stats [--json]
     asap kb build | search "query" [--json] | similar --params-b N --slice S | add-record FILE.yaml | stats
+    asap mcp    (the MCP server over stdio, for coding agents: docs/mcp.md)
 
 Exit status, every command (server/cli/commands.py's EXIT_*):
     0  clean: nothing to report (warnings allowed)
@@ -228,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     st = ks.add_parser("stats", help="what the index holds")
     add_shared(st, "json", json=None)
     kb.set_defaults(func=cmd_kb)
+    mc = sub.add_parser("mcp", help="serve ASAP's tools to coding agents over MCP on stdio (docs/mcp.md)")
+    mc.set_defaults(func=cmd_mcp)
     _add_debug(p)
     return p
 
@@ -282,6 +285,14 @@ def main(argv: list[str] | None = None) -> int:
             return fail(args, internal_error(e, getattr(args, "debug", False)))
     finally:
         log.removeHandler(notes)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """`asap mcp`: the MCP server (server/mcp_server/) on stdio until the client closes it."""
+    from server.mcp_server import main as serve
+
+    serve()
+    return 0
 
 
 class _StderrNotes(logging.Handler):
