@@ -44,11 +44,15 @@ TOOLS = {
 
 
 @contextlib.asynccontextmanager
-async def session(cwd: Path = ROOT) -> AsyncIterator[ClientSession]:
+async def session(cwd: Path = ROOT, **env: str) -> AsyncIterator[ClientSession]:
     """A client session with a fresh `python -m server mcp` in `cwd` (with this test session's environment: its
-    ASAP_CACHE_DIR); the server stops when the session closes its stdin, as any MCP client stops it."""
+    ASAP_CACHE_DIR, and `env` over it); the server stops when the session closes its stdin, as any MCP client stops
+    it."""
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "server", "mcp"], cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        command=sys.executable,
+        args=["-m", "server", "mcp"],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
     )
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
@@ -152,8 +156,26 @@ async def test_mcp_bad_inputs_are_tool_errors_and_the_server_goes_on(tmp_path: P
         said = error(await s.call_tool("estimate", {"path": "examples/llama3-8b-v6e-16.yml", "mesh": "nonsense"}))
         assert "--mesh" in said
         error(await s.call_tool("check", {}))  # neither path nor text
+        said = error(await s.call_tool("verify", {"path": str(tmp_path / "missing.yml")}))
+        assert "cannot read" in said and "missing.yml" in said
         # alive, and still right
         assert ok(await s.call_tool("check", {"path": "examples/llama3-8b-v6e-16.yml"}))["findings"] is not None
+
+
+async def test_mcp_damaged_stores_heal_instead_of_failing_a_tool(tmp_path: Path) -> None:
+    """A knowledge index and an experiment log that are not databases: moved aside and rebuilt by the tools that
+    use them (as in the editor and the CLI), and the tools answer as usual."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    garbage = bytes(range(256)) * 40
+    (cache / "asap.sqlite").write_bytes(garbage)
+    (tmp_path / "kb.sqlite").write_bytes(garbage)
+    async with session(ASAP_CACHE_DIR=str(cache), ASAP_KB_PATH=str(tmp_path / "kb.sqlite")) as s:
+        found = ok(await s.call_tool("kb_search", {"query": "fsdp out of memory", "k": 3}))
+        assert found["results"]
+        report = ok(await s.call_tool("analyze", {"path": "examples/llama3-8b-v6e-16.yml"}))
+        assert report["proposals"] and report["experiment"]
+    assert list(cache.glob("asap.sqlite.corrupt-*")) and list(tmp_path.glob("kb.sqlite.corrupt-*"))
 
 
 async def test_mcp_apply_proposal_keeps_comments_and_writes_only_when_asked(tmp_path: Path) -> None:

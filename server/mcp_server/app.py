@@ -271,9 +271,11 @@ async def verify(
 
     done = threading.Event()
 
-    def work() -> tuple[int, Any]:
-        try:
+    def work() -> tuple[int, Any] | ToolError:
+        try:  # the tool's error is returned, not raised: a task group would wrap it in an ExceptionGroup
             return _run_command(argv, given, {"progress_hook": hook, "cancel": cancel})
+        except ToolError as e:
+            return e
         finally:
             done.set()
 
@@ -286,7 +288,7 @@ async def verify(
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(relay)
-            _, doc = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            got = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
             tg.cancel_scope.cancel()
     except anyio.get_cancelled_exc_class():
         cancel.cancel()  # kills the compile child (server/common/childproc.py), as the editor's Cancel does
@@ -294,7 +296,9 @@ async def verify(
             await anyio.to_thread.run_sync(done.wait, CANCEL_WAIT_S)
         log.info("verify %s cancelled by the client", name)
         raise
-    return _answer(doc)
+    if isinstance(got, ToolError):
+        raise got
+    return _answer(got[1])
 
 
 async def profile(
@@ -521,6 +525,8 @@ def serve() -> None:
 
     from server.common.stdio import reserve_stdio
 
+    for h in list(log.handlers):  # `asap mcp`: the CLI's own warning lines would say each warning twice
+        log.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("asap mcp: %(levelname)s %(message)s"))
     log.addHandler(handler)
