@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Real-VS-Code test of the ASAP extension as a user installs it: code-server 4.100.3 in headless Chromium, driven by
+# Real-VS-Code test of the ASAP extension as a user installs it: code-server 4.103.2 (VS Code 1.103, the first on npm
+# with VS Code 1.101's MCP server API, which the main scenario checks) in headless Chromium, driven by
 # playwright-core. The extension is the VSIX `make vsix` builds (with the server wheel it carries), installed into
 # each attempt's fresh extensions dir with code-server's --install-extension. Idempotent setup, then three scenarios:
 # the features on a copy of examples/ (vscode-e2e.mjs), Restricted Mode (restricted-e2e.mjs), and a first start with
@@ -33,12 +34,15 @@ fi
 
 step "code-server + playwright-core"
 if stale "$E2E" || [ ! -x "$E2E/node_modules/.bin/code-server" ]; then
-  # code-server's @vscode/ripgrep downloads rg from GitHub in postinstall: seed its cache with Debian's rg.
-  RGC=${TMPDIR:-/tmp}/vscode-ripgrep-cache-1.15.11
+  # code-server's @vscode/ripgrep (1.15.14 in 4.103.2) downloads rg from GitHub in postinstall: seed its cache with
+  # Debian's rg.
+  RGC=${TMPDIR:-/tmp}/vscode-ripgrep-cache-1.15.14
   mkdir -p "$RGC"
-  tar czf "$RGC/ripgrep-v13.0.0-10-x86_64-unknown-linux-musl.tar.gz" -C "$(dirname "$(command -v rg)")" rg
-  # Native modules compile against the system Node headers.
-  (cd "$E2E" && npm_config_yes=true npm_config_unsafe_perm=true npm_config_nodedir=/usr timeout 900 npm ci --no-audit --no-fund -s)
+  tar czf "$RGC/ripgrep-v13.0.0-13-x86_64-unknown-linux-musl.tar.gz" -C "$(dirname "$(command -v rg)")" rg
+  # Native modules compile against the system Node headers. code-server 4.103 asks for Node 22 and its postinstall
+  # refuses another major unless FORCE_NODE_VERSION names it; it runs on Debian's Node 20 (the three scenarios pass).
+  (cd "$E2E" && FORCE_NODE_VERSION=$(node -p 'process.versions.node.split(".")[0]') npm_config_yes=true \
+    npm_config_unsafe_perm=true npm_config_nodedir=/usr timeout 900 npm ci --no-audit --no-fund -s)
 fi
 CS=$E2E/node_modules/.bin/code-server
 [ -x "$CS" ] || die "code-server is not installed in $E2E/node_modules"
@@ -179,7 +183,8 @@ EOF
 # Restricted Mode: workspace trust on and the folder not trusted (no prompt). The workspace is a cloned repository
 # that tries to choose the interpreter: a .vscode/settings.json asap.python and a .venv/bin/python, both a trap that
 # records that it ran. The user's asap.python (and, for the settings race above, the venv next to the installed
-# extension) is the real one. The scenario sees a diagnostic and the restricted status item; the trap never ran.
+# extension) is the real one. The scenario sees a diagnostic and the restricted status item; the trap never ran, and
+# the extension offered VS Code no MCP server.
 attempt_restricted() {
   local R=$OUT/restricted
   step "Restricted Mode: fresh profile and untrusted workspace in $R"
@@ -220,6 +225,15 @@ attempt_restricted() {
   HOME=$R/home timeout 120 node "$E2E/restricted-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$R/ws" "$OUT" || rc=$?
   if ((rc == 0)) && [ -e "$R/trap-ran" ]; then
     echo "the untrusted workspace's .venv/bin/python (or its asap.python) was run" >&2
+    rc=1
+  fi
+  # No MCP server offered in Restricted Mode (extension/src/mcp.ts): what the extension answered when VS Code asked,
+  # after the language client had found its interpreter (before the diagnostic the scenario waited for)
+  local said
+  said=$(cat "$R"/user/logs/*/exthost*/asap-dev.asap/ASAP.log 2>/dev/null || true)
+  if ((rc == 0)) && { ! grep -q 'no ASAP MCP server offered: the workspace is not trusted' <<<"$said" ||
+    grep -q 'MCP: offering' <<<"$said"; }; then
+    echo "Restricted Mode: the extension offered its MCP server, or VS Code did not ask for it (the ASAP log follows)" >&2
     rc=1
   fi
   ((rc == 0)) || show_logs "$R"

@@ -6,7 +6,7 @@ import { chromium } from 'playwright-core';
 import { workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
-// Path: the mesh error and its quick fix; save; the agents' diagnosis, its hover, the roofline view, and
+// Path: the mesh error, ASAP's MCP server in "MCP: List Servers", the error's quick fix; save; the agents' diagnosis, its hover, the roofline view, and
 // "Apply proposal 1" (the view redraws); then a healthy config: its one-line code lens, no Problems entry, F12 on
 // base_config into the parent, completion of a slice name after compile_topology; Verify's progress and its cancel,
 // then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit); last,
@@ -241,6 +241,15 @@ try {
   // The first diagnostic waits for the extension to activate and the server to start.
   await problemRow().waitFor({ timeout: 90_000 });
   log('PROBLEM: ' + (await problemRow().innerText()));
+
+  // ASAP's MCP server as VS Code's agents find it (extension/src/mcp.ts): "MCP: List Servers" lists the extension's
+  // definition, `<python> -m server mcp` on the language server's interpreter, which is running by now. Listing does
+  // not start it.
+  await palette('F1', 'MCP: List Servers', 'MCP: List Servers');
+  const mcpRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'ASAP' }).first();
+  await mcpRow.waitFor({ timeout: 30_000 });
+  log('MCP SERVER: ' + (await mcpRow.innerText()));
+  await page.keyboard.press('Escape');
 
   const hover = page.locator('.monaco-hover', { hasText: 'ici_tensor_parallelism' }).first();
   await hoverKey('ici_tensor_parallelism', hover);
