@@ -200,6 +200,13 @@ async def test_mcp_apply_proposal_keeps_comments_and_writes_only_when_asked(tmp_
         assert "ASAP101" in said
         error(await s.call_tool("apply_proposal", {"path": "llama.yml", "proposal": 9}))
 
+        # a launch file's run: the proposal written into the command's arguments, nothing else of the script changed
+        shutil.copy(LAUNCH, tmp_path / LAUNCH.name)
+        launch = ok(await s.call_tool("apply_proposal", {"path": LAUNCH.name, "run": 1, "proposal": 1}))
+        before, after = LAUNCH.read_text().splitlines(), launch["text"].splitlines()
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        assert changed and all("_parallelism=" in a and "_parallelism=" in b for a, b in changed)
+
         written = ok(await s.call_tool("apply_proposal", {"path": "llama.yml", "proposal": 1, "write": True}))
         assert written["written"] is True and config.read_text() == got["text"]
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".llama.yml")]  # no temporary file left
