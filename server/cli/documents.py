@@ -112,18 +112,44 @@ class ModelsDocument(_Document):
 
 
 class ProfileDocument(_Document):
-    """`asap profile PATH --json`: the profile's source, KPIs, top ops, collectives and bottleneck verdict (typed
-    loosely: server/profiles/profile.py's Report.to_json)."""
+    """`asap profile PATH --json`: the profile's source, KPIs, top ops and categories, collectives, bottleneck verdict,
+    the comparison with the config when one is given, implausible ops and warnings (parts typed loosely:
+    server/profiles/profile.py's Report.to_json)."""
 
-    model_config = ConfigDict(extra="allow")
+    source: str
+    kpis: dict[str, Any]
+    top_ops: list[dict[str, Any]]
+    top_categories: list[dict[str, Any]]
+    collectives: dict[str, Any]
+    verdict: dict[str, Any]
+    comparison: dict[str, Any] | None
+    implausible_ops: list[dict[str, Any]]
+    warnings: list[str]
 
 
 class VerifyDocument(_Document):
     """`asap verify CONFIG --json` for one config: the TPU compiler's verdict on its mesh (server/compile/verify.py's
-    result: status, memory, compile time, ...; typed loosely), or with proposals `results`, `withdrawn` and
-    `compiler_note`."""
+    result: `status`, `message`, `fits`, `compiled` with the compiler's memory figures, `cached`, ...; parts typed
+    loosely), or with `--proposals` each mesh's verdict (`results`), the proposals the compiler withdrew
+    (`withdrawn`) and `compiler_note`."""
 
-    model_config = ConfigDict(extra="allow")
+    status: str | None = _absent()
+    message: str | None = _absent()
+    slice: str | None = _absent()
+    mesh: dict[str, Any] | None = _absent()
+    program: str | None = _absent()
+    fits: bool | None = _absent()
+    compiled: dict[str, Any] | None = _absent()
+    estimate: dict[str, Any] | None = _absent()
+    disagreements: list[Any] | None = _absent()
+    versions: dict[str, Any] | None = _absent()
+    cached: bool | None = _absent()
+    detail: str | None = _absent()
+    needs_bytes: float | None = _absent()
+    available_bytes: float | None = _absent()
+    results: list[dict[str, Any]] | None = _absent()
+    withdrawn: list[dict[str, Any]] | None = _absent()
+    compiler_note: str | None = _absent()
 
 
 class KbSearchDocument(_Document):
