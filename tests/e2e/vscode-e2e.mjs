@@ -6,7 +6,7 @@ import { chromium } from 'playwright-core';
 import { workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
-// Path: the mesh error, ASAP's MCP server in "MCP: List Servers", the error's quick fix; save; the agents' diagnosis, its hover, the roofline view, and
+// Path: the mesh error, ASAP's MCP server listed and started from "MCP: List Servers", the error's quick fix; save; the agents' diagnosis, its hover, the roofline view, and
 // "Apply proposal 1" (the view redraws); then a healthy config: its one-line code lens, no Problems entry, F12 on
 // base_config into the parent, completion of a slice name after compile_topology; Verify's progress and its cancel,
 // then a Verify that withdraws a proposal the compiler rejects (the MaxText stand-in: fsdp=16 does not fit); last,
@@ -211,6 +211,22 @@ async function linkGcsProfile(gsUrl) {
 
 // The texts of the notifications shown from now on, collected in the page as they appear: a short one (the server
 // lists a bucket in well under a second here) can come and go between two polls of a locator.
+// "MCP: List Servers", the ASAP row, then one of its actions (Start Server, Show Output, ...), by the keyboard: a
+// hover over the list can take the pointer.
+async function mcpServerAction(action) {
+  await palette('F1', 'MCP: List Servers', 'MCP: List Servers');
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: 'ASAP' }).first();
+  await row.waitFor({ timeout: 30_000 });
+  log(`MCP SERVER listed: ${await row.innerText()}`);
+  await page.keyboard.type('ASAP');
+  await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: 'ASAP' }).first().waitFor();
+  await page.keyboard.press('Enter');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: action }).first().waitFor();
+  await page.keyboard.type(action);
+  await page.locator('.quick-input-list .monaco-list-row.focused', { hasText: action }).first().waitFor();
+  await page.keyboard.press('Enter');
+}
+
 async function watchNotifications() {
   await page.evaluate(() => {
     const seen = new Set();
@@ -243,13 +259,14 @@ try {
   log('PROBLEM: ' + (await problemRow().innerText()));
 
   // ASAP's MCP server as VS Code's agents find it (extension/src/mcp.ts): "MCP: List Servers" lists the extension's
-  // definition, `<python> -m server mcp` on the language server's interpreter, which is running by now. Listing does
-  // not start it.
-  await palette('F1', 'MCP: List Servers', 'MCP: List Servers');
-  const mcpRow = page.locator('.quick-input-list .monaco-list-row', { hasText: 'ASAP' }).first();
-  await mcpRow.waitFor({ timeout: 30_000 });
-  log('MCP SERVER: ' + (await mcpRow.innerText()));
-  await page.keyboard.press('Escape');
+  // definition, `<python> -m server mcp` on the language server's interpreter (found by now); started from the list,
+  // it answers VS Code's initialize and tools/list: VS Code opens its MCP output for the server, which counts the tools.
+  await mcpServerAction('Start Server');
+  // (\s: Monaco renders spaces as U+00A0)
+  const discovered = page.locator('.part.panel .view-line', { hasText: /Discovered\s\d+\stools/ }).first();
+  await discovered.waitFor({ timeout: 60_000 });
+  log('MCP SERVER started: ' + (await lineText(discovered)));
+  await palette('F1', 'Focus on Problems View', 'Problems');
 
   const hover = page.locator('.monaco-hover', { hasText: 'ici_tensor_parallelism' }).first();
   await hoverKey('ici_tensor_parallelism', hover);
