@@ -288,6 +288,11 @@ attempt_install() {
     got=$(cd / && "$venv_py" -c 'from importlib.metadata import version; print(version("asap"))' 2>&1) || got="none ($got)"
     [ "$got" = "$VERSION" ] || { echo "the server venv $venv_py has ASAP $got, not the VSIX's $VERSION" >&2; rc=1; }
   fi
+  # the MCP server definition followed the language server into the new venv (extension/src/mcp.ts's change event)
+  if ((rc == 0)) && ! grep -qF "MCP: offering $venv_py -m server mcp" "$I"/user/logs/*/exthost*/asap-dev.asap/ASAP.log; then
+    echo "after Install Server the extension did not offer VS Code the MCP server on $venv_py" >&2
+    rc=1
+  fi
   ((rc == 0)) || show_logs "$I"
   cleanup
   # the venv is about 1.2 GB: kept for a failed attempt only (code-server, and the server with it, stopped above)
