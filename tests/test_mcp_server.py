@@ -18,13 +18,21 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types import CallToolResult
+from profiles.synth import write_profile
 from support import fake_maxtext
+from support.configs import LOOP_CONFIG
 from support.ray_cluster import alive, until_async
 
+from server.agents.coordinator import run_report
+from server.agents.types import Experiment
 from server.cli.main import main as cli_main
+from server.config.apply import apply_text, proposal_edits
+from server.services import experiments
+from server.services.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -132,6 +140,62 @@ async def test_mcp_tools_answer_with_the_cli_json(tmp_path: Path) -> None:
         missing = tmp_path / "runs" / "missing"
         said = error(await s.call_tool("record_outcome", {"path": good, "profile": str(missing)}))
         assert str(missing) in said or "missing" in said
+
+
+async def test_mcp_record_outcome_is_the_cli_outcome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outcome recorded through the tool is the one `asap outcome --json` records for the same inputs. Each
+    recording adds an outcome (and, with --experiment/--proposal, an application) to the store, so the tool
+    records in one store and the CLI in a copy of it taken before either: the documents are equal but for what
+    each recording generates (its id, its creation time, its knowledge record's path, which is named by the id
+    and lies in that store's cache directory, and with --experiment/--proposal the application's id)."""
+    mcp_cache, cli_cache = tmp_path / "mcp-cache", tmp_path / "cli-cache"
+    monkeypatch.setenv("ASAP_CACHE_DIR", str(mcp_cache))
+    # the loop of tests/test_experiments.py: a communication-bound run analysed, proposal 1 applied to the file
+    cfg = tmp_path / "c.yml"
+    cfg.write_text(LOOP_CONFIG)
+    write_profile(tmp_path / "runs" / "before", "comm")
+    doc, _ = run_report(Experiment(cfg, workspace=tmp_path))
+    exp = doc.experiment
+    assert exp is not None
+    p1 = doc.proposals[0]
+    an = analyze(cfg)
+    cfg.write_text(apply_text(LOOP_CONFIG, proposal_edits(an.config, p1.ici, p1.dcn, p1.other_changes)))
+    applied = experiments.record_applied(exp, 1, cfg)
+    after = tmp_path / "runs" / "after"
+    write_profile(after, "compute")
+    shutil.copytree(mcp_cache, cli_cache)
+
+    def same(via_mcp: dict[str, Any], via_cli: dict[str, Any], generated: set[str]) -> None:
+        for d, cache in ((via_mcp, mcp_cache), (via_cli, cli_cache)):
+            record = Path(d["record"])
+            assert record.parent == cache / "outcomes" and record.stem == f"outcome-{d['id']}", record
+            assert record.is_file()
+        assert via_mcp["id"] != via_cli["id"]
+        assert {k: v for k, v in via_mcp.items() if k not in generated} == {
+            k: v for k, v in via_cli.items() if k not in generated
+        }
+
+    async with session(ASAP_CACHE_DIR=str(mcp_cache)) as s:
+        via_mcp = ok(await s.call_tool("record_outcome", {"path": str(cfg), "profile": str(after)}))
+        monkeypatch.setenv("ASAP_CACHE_DIR", str(cli_cache))
+        via_cli = cli_json("outcome", cfg, "--profile", after)
+        assert via_mcp["application_id"] == via_cli["application_id"] == applied["id"]
+        assert (via_mcp["rank"], via_mcp["experiment_id"]) == (1, exp)
+        assert via_mcp["bottleneck_after"] == "compute"
+        same(via_mcp, via_cli, {"id", "created", "record"})
+
+        # naming the analysis and its proposal: the application is logged anew, in each store its own
+        named = {"path": str(cfg), "profile": str(after), "experiment": exp, "proposal": 1}
+        via_mcp = ok(await s.call_tool("record_outcome", named))
+        via_cli = cli_json("outcome", cfg, "--profile", after, "--experiment", exp, "--proposal", "1")
+        assert via_mcp["application_id"] not in (via_cli["application_id"], applied["id"])
+        same(via_mcp, via_cli, {"id", "created", "record", "application_id"})
+        # both recordings are in the tool's store
+        monkeypatch.setenv("ASAP_CACHE_DIR", str(mcp_cache))
+        assert experiments.track_record()["outcomes"] == 2
+
+        # and the server still answers
+        assert ok(await s.call_tool("check", {"path": str(cfg)})) == cli_json("check", cfg)
 
 
 async def test_mcp_bad_inputs_are_tool_errors_and_the_server_goes_on(tmp_path: Path) -> None:
