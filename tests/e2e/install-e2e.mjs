@@ -5,22 +5,14 @@
 // server venv is made in the extension's global storage with the wheel the VSIX carries, pip reading the machine's
 // own package index. Then a config's diagnostic reaches the Problems view and the roofline view draws its chart,
 // served by the installed server. run.sh checks afterwards that the venv is where the extension says.
-import { chromium } from 'playwright-core';
-import { workbench } from './workbench.mjs';
+import { openBrowser, workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
 const PYTHON = process.env.ASAP_E2E_BASE_PYTHON;
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-page.setDefaultTimeout(15_000);
+const { browser, page } = await openBrowser();
 
 const { palette, openFile } = workbench(page, log);
 const toast = (text) => page.locator('.notification-toast', { hasText: text }).first();

@@ -3,8 +3,7 @@
 // The extension must run there (package.json: untrustedWorkspaces "limited"): a config's static diagnostic reaches
 // the Problems view, and the status bar says once what is off until the folder is trusted. run.sh checks afterwards
 // that the workspace's own .venv/bin/python (a trap) never ran. Every wait has a timeout; run.sh bounds the run.
-import { chromium } from 'playwright-core';
-import { workbench } from './workbench.mjs';
+import { openBrowser, workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
 const FILE = 'bad-mesh-v5e-256.yml';
@@ -12,14 +11,7 @@ const PROBLEM = /ASAP101|does not match the product of the ICI parallelism/;
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-page.setDefaultTimeout(15_000);
+const { browser, page } = await openBrowser();
 
 const { palette, openFile } = workbench(page, log);
 
@@ -41,9 +33,16 @@ try {
   await item.waitFor({ timeout: 15_000 });
   const label = (await item.locator('a').first().getAttribute('aria-label')) ?? '';
   log(`STATUS: ${await item.innerText()} (${label})`);
-  await item.hover();
+  // The item moves when the one left of it (the server's verdict) grows as the agents finish: a pointer placed
+  // before that rests on the neighbour, whose tooltip shows instead (seen). Hover the item where it is now, again.
   const tip = page.locator('.monaco-hover, .hover-contents', { hasText: 'Off until you trust it' }).first();
-  await tip.waitFor({ timeout: 10_000 });
+  for (let attempt = 1; ; attempt++) {
+    await item.hover();
+    if (await tip.waitFor({ timeout: 5_000 }).then(() => true, () => false)) break;
+    if (attempt === 3) throw new Error("the restricted item's tooltip did not show after three hovers");
+    log('hover the restricted item again (the status bar moved under the pointer)');
+    await page.mouse.move(700, 300);
+  }
   const tooltip = await tip.innerText();
   log('TOOLTIP: ' + tooltip);
   for (const off of ['workspace interpreter', 'Verify', 'Claude']) {

@@ -96,6 +96,29 @@ install_vsix() {
   [ -f "$1/ext/asap-dev.asap-$VERSION/package.json" ] || { echo "the VSIX did not install into $1/ext" >&2; return 1; }
 }
 
+# code-server for the attempt in $1 (its ws/, user/, ext/ and home/), workspace trust "on" or "off" ($2), with the
+# environment assignments that follow (VAR=value ...); sets PORT (a free one, 127.0.0.1) and PGID, and returns once
+# /healthz answers. No job control here, so setsid execs in place: $! is the leader of a new process group.
+start_code_server() {
+  local dir=$1 trust=$2
+  shift 2
+  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$dir/config.yaml"
+  local flags=(--disable-telemetry --disable-update-check --disable-getting-started-override)
+  [ "$trust" = on ] || flags+=(--disable-workspace-trust)
+  step "code-server on 127.0.0.1:$PORT, workspace trust $trust (log: $dir/code-server.log)"
+  env "$@" HOME="$dir/home" XDG_CONFIG_HOME="$dir/home/.config" XDG_DATA_HOME="$dir/home/.local/share" \
+    XDG_CACHE_HOME="$dir/home/.cache" setsid "$CS" --config "$dir/config.yaml" --user-data-dir "$dir/user" \
+    --extensions-dir "$dir/ext" "${flags[@]}" "$dir/ws" >"$dir/code-server.log" 2>&1 &
+  PGID=$!
+  local deadline=$((SECONDS + 60))
+  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
+    kill -0 "$PGID" 2>/dev/null || { tail -20 "$dir/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
+    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
+    sleep 0.2
+  done
+}
+
 # One attempt: a fresh profile, workspace and extensions dir, a fresh code-server, the scenario.
 attempt() {
   step "fresh profile, workspace and extensions dir in $OUT/run (screenshots in $OUT)"
@@ -144,8 +167,6 @@ EOF
       "git.openRepositoryInParentFolders": "never",
     };
     require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$D/user/User/settings.json"
-  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
-  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$D/config.yaml"
 
   step "Cloud Storage: gcp-storage-emulator with gs://$GCS_BUCKET (log: $D/gcs/gcs-server.log)"
   mkdir -p "$D/gcs"
@@ -155,21 +176,7 @@ EOF
   GCS_PORT=${gcs% *} GCS_PID=${gcs#* }
   [[ $GCS_PORT =~ ^[0-9]+$ && $GCS_PID =~ ^[0-9]+$ ]] || { echo "gcs_bucket.py printed '$gcs'" >&2; return 1; }
 
-  step "code-server on 127.0.0.1:$PORT (log: $D/code-server.log)"
-  # No job control here, so setsid execs in place: $! is the leader of a new process group.
-  STORAGE_EMULATOR_HOST=http://127.0.0.1:$GCS_PORT \
-    HOME=$D/home XDG_CONFIG_HOME=$D/home/.config XDG_DATA_HOME=$D/home/.local/share XDG_CACHE_HOME=$D/home/.cache \
-    setsid "$CS" --config "$D/config.yaml" --user-data-dir "$D/user" --extensions-dir "$D/ext" \
-    --disable-telemetry --disable-update-check --disable-workspace-trust --disable-getting-started-override \
-    "$D/ws" >"$D/code-server.log" 2>&1 &
-  PGID=$!
-
-  local deadline=$((SECONDS + 60))
-  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
-    kill -0 "$PGID" 2>/dev/null || { tail -20 "$D/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
-    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
-    sleep 0.2
-  done
+  start_code_server "$D" off STORAGE_EMULATOR_HOST="http://127.0.0.1:$GCS_PORT" || return 1
 
   step "scenario"
   local rc=0
@@ -206,20 +213,7 @@ attempt_restricted() {
       "git.openRepositoryInParentFolders": "never",
     };
     require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$R/user/User/settings.json"
-  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
-  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$R/config.yaml"
-  step "code-server on 127.0.0.1:$PORT, workspace trust on (log: $R/code-server.log)"
-  HOME=$R/home XDG_CONFIG_HOME=$R/home/.config XDG_DATA_HOME=$R/home/.local/share XDG_CACHE_HOME=$R/home/.cache \
-    setsid "$CS" --config "$R/config.yaml" --user-data-dir "$R/user" --extensions-dir "$R/ext" \
-    --disable-telemetry --disable-update-check --disable-getting-started-override \
-    "$R/ws" >"$R/code-server.log" 2>&1 &
-  PGID=$!
-  local deadline=$((SECONDS + 60))
-  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
-    kill -0 "$PGID" 2>/dev/null || { tail -20 "$R/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
-    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
-    sleep 0.2
-  done
+  start_code_server "$R" on || return 1
   step "restricted scenario"
   local rc=0
   HOME=$R/home timeout 120 node "$E2E/restricted-e2e.mjs" "http://127.0.0.1:$PORT/?folder=$R/ws" "$OUT" || rc=$?
@@ -264,20 +258,8 @@ attempt_install() {
       "workbench.tips.enabled": false, "chat.disableAIFeatures": true, "git.openRepositoryInParentFolders": "never",
     };
     require("fs").writeFileSync(process.argv[1], JSON.stringify(settings, null, 2));' "$I/user/User/settings.json"
-  PORT=$(node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
-  printf 'bind-addr: 127.0.0.1:%s\nauth: none\ncert: false\n' "$PORT" >"$I/config.yaml"
-  step "code-server on 127.0.0.1:$PORT, the Python to pick: $base (log: $I/code-server.log)"
-  HOME=$I/home XDG_CONFIG_HOME=$I/home/.config XDG_DATA_HOME=$I/home/.local/share \
-    XDG_CACHE_HOME=$I/home/.cache setsid "$CS" --config "$I/config.yaml" --user-data-dir "$I/user" \
-    --extensions-dir "$I/ext" --disable-telemetry --disable-update-check --disable-workspace-trust \
-    --disable-getting-started-override "$I/ws" >"$I/code-server.log" 2>&1 &
-  PGID=$!
-  local deadline=$((SECONDS + 60))
-  until curl -fs -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
-    kill -0 "$PGID" 2>/dev/null || { tail -20 "$I/code-server.log" >&2; echo "code-server exited" >&2; return 1; }
-    ((SECONDS < deadline)) || { echo "code-server not healthy after 60 s" >&2; return 1; }
-    sleep 0.2
-  done
+  step "the Python to pick: $base"
+  start_code_server "$I" off || return 1
   step "install scenario"
   local rc=0
   HOME=$I/home ASAP_E2E_BASE_PYTHON=$base timeout 420 node "$E2E/install-e2e.mjs" \

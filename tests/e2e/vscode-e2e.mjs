@@ -2,8 +2,7 @@
 // Usage: node vscode-e2e.mjs <workbench url> <screenshot dir>
 // Every wait is on a selector or condition with a timeout; the whole run is bounded by run.sh.
 import { existsSync, readFileSync, rmSync, watch, writeFileSync } from 'node:fs';
-import { chromium } from 'playwright-core';
-import { workbench } from './workbench.mjs';
+import { openBrowser, workbench } from './workbench.mjs';
 
 const [url, shots] = process.argv.slice(2);
 // Path: the mesh error, ASAP's MCP server listed and started from "MCP: List Servers", the error's quick fix; save; the agents' diagnosis, its hover, the roofline view, and
@@ -37,14 +36,7 @@ const storedLinks = () => (existsSync(LINKS_FILE) ? (JSON.parse(readFileSync(LIN
 const t0 = Date.now();
 const log = (m) => console.log(`[${((Date.now() - t0) / 1000).toFixed(1)}s] ${m.replace(/\s*\n\s*/g, ' ')}`);
 
-const browser = await chromium.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-page.setDefaultTimeout(15_000);
+const { browser, page } = await openBrowser();
 
 // Scope to editor groups: newer workbenches also have a chat-input editor.
 const editor = '.editor-group-container .monaco-editor';

@@ -1,5 +1,20 @@
-// Driving VS Code's workbench in code-server with playwright-core: what both scenarios (vscode-e2e.mjs and
-// restricted-e2e.mjs) do the same way. `workbench(page, log)` binds the helpers to one page and its log.
+// Driving VS Code's workbench in code-server with playwright-core: what the scenarios (vscode-e2e.mjs,
+// restricted-e2e.mjs, install-e2e.mjs) do the same way. `openBrowser()` starts Debian's chromium headless with one
+// 1400 x 900 page (the README's screenshots); `workbench(page, log)` binds the helpers to that page and its log.
+import { chromium } from 'playwright-core';
+
+export async function openBrowser() {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.setDefaultTimeout(15_000);
+  return { browser, page };
+}
+
 export function workbench(page, log) {
   // Run a command of a quick pick (F1: the command palette, Control+P: Quick Open) by its row.
   async function palette(key, text, row) {
